@@ -1,0 +1,111 @@
+"""Timing of generated ops against their eager reference and torch.compile of it.
+
+`python -m fusegen_ops.<op>.bench_<op>` runs one op; bench/run.py runs them all and writes
+bench/results/. Times are medians of CUDA-event timings after warm-up, with the L2 cache
+flushed between runs (triton.testing.do_bench); bandwidth counts the minimum bytes the op
+must move: every input read once and every output written once (forward), plus the
+gradient traffic (forward+backward)."""
+import argparse
+import json
+import platform
+from dataclasses import dataclass
+from typing import Callable, List, Sequence
+
+import torch
+
+from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo
+
+
+@dataclass
+class Entry:
+    spec: OpInfo
+    op: Callable
+    reference: Callable
+
+
+DEFAULT_SHAPES = [(512, 4096), (4096, 4096), (16384, 8192)]
+
+
+def make_inputs(spec: OpInfo, rows: int, D: int, dtype, device, requires_grad=False):
+    shapes = {FULL: [rows, D], COL: [D], ROW: [rows], SCALAR: []}
+    return [torch.randn(shapes[a.shape], dtype=dtype, device=device).requires_grad_(requires_grad)
+            for a in spec.inputs]
+
+
+def min_bytes(spec: OpInfo, rows: int, D: int, elem: int, backward: bool) -> int:
+    size = {FULL: rows * D, COL: D, ROW: rows, SCALAR: 1}
+    reads = sum(size[a.shape] for a in spec.inputs)
+    writes = sum(size[o.shape] for o in spec.outputs)
+    total = reads + writes
+    if backward:  # read inputs and output gradients again, write input gradients
+        total += reads + writes + reads
+    return total * elem
+
+
+def _time(fn) -> float:
+    from triton.testing import do_bench
+    return do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def copy_bandwidth(device) -> float:
+    """Device-to-device copy of 1 GiB, GB/s counting bytes read and written."""
+    src = torch.empty(1 << 29, dtype=torch.float16, device=device)
+    dst = torch.empty_like(src)
+    ms = _time(lambda: dst.copy_(src))
+    return 2 * src.numel() * src.element_size() / ms / 1e6
+
+
+def bench_entry(entry: Entry, shapes: Sequence, dtype, device) -> List[dict]:
+    spec = entry.spec
+    attrs = {a.name: a.default for a in spec.attrs if a.default is not None}
+    compiled = torch.compile(entry.reference)
+    impls = {"fusegen": entry.op, "eager": entry.reference, "torch.compile": compiled}
+    rows_out = []
+    for rows, D in shapes:
+        x = make_inputs(spec, rows, D, dtype, device)
+        xg = make_inputs(spec, rows, D, dtype, device, requires_grad=True)
+        for name, fn in impls.items():
+            fwd = _time(lambda: fn(*x, **attrs))
+            out = fn(*xg, **attrs)
+            outs = out if isinstance(out, tuple) else (out,)
+            gouts = [torch.randn_like(o) for o in outs]
+
+            def step():
+                o = fn(*xg, **attrs)
+                torch.autograd.backward(o if isinstance(o, tuple) else (o,), gouts)
+            both = _time(step)
+            elem = torch.empty((), dtype=dtype).element_size()
+            rows_out.append({
+                "op": spec.name, "impl": name, "rows": rows, "D": D, "dtype": str(dtype),
+                "fwd_ms": fwd, "fwd_bwd_ms": both,
+                "fwd_GBps": min_bytes(spec, rows, D, elem, False) / fwd / 1e6,
+                "fwd_bwd_GBps": min_bytes(spec, rows, D, elem, True) / both / 1e6,
+            })
+    return rows_out
+
+
+def main(entries: Sequence[Entry], argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--shapes", default=",".join(f"{r}x{d}" for r, d in DEFAULT_SHAPES))
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("fusegen benchmark: no CUDA device; benchmarks run on a GPU")
+    dtype = getattr(torch, args.dtype)
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    copy = copy_bandwidth("cuda")
+    results = []
+    for e in entries:
+        results += bench_entry(e, shapes, dtype, "cuda")
+    print(f"{'op':14} {'impl':14} {'shape':>12} {'fwd ms':>9} {'fwd GB/s':>9} {'f+b ms':>9} "
+          f"{'f+b GB/s':>9}   (copy {copy:.0f} GB/s)")
+    for r in results:
+        print(f"{r['op']:14} {r['impl']:14} {str(r['rows']) + 'x' + str(r['D']):>12} "
+              f"{r['fwd_ms']:9.4f} {r['fwd_GBps']:9.0f} {r['fwd_bwd_ms']:9.4f} {r['fwd_bwd_GBps']:9.0f}")
+    if args.json:
+        meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                "python": platform.python_version(), "copy_GBps": copy}
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "results": results}, f, indent=1)
+    return results

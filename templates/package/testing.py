@@ -1,0 +1,262 @@
+"""Checks shared by every generated op's tests (generated/<op>/test_<op>.py).
+
+Each check takes the op's OpInfo, the op, its generated reference and the spec's
+independent formula, builds random inputs of the right shape classes and asserts. Set
+FUSEGEN_REQUIRE_CUDA=1 to make a missing GPU an error instead of a CPU-only run (the GPU
+runner does), so a skipped GPU path is never reported as passed."""
+import os
+from typing import Callable, Dict, List, Optional, Sequence
+
+import pytest
+import torch
+
+from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo
+
+if os.environ.get("FUSEGEN_REQUIRE_CUDA") == "1" and not torch.cuda.is_available():
+    raise RuntimeError("FUSEGEN_REQUIRE_CUDA=1 but torch sees no CUDA device")
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+# Elementwise tolerances (rtol, atol) of an op's output against a float64 reference.
+FORWARD_TOL = {torch.float64: (1e-10, 1e-12), torch.float32: (2e-5, 1e-5),
+               torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+# Normwise relative error ||got - want|| / ||want|| allowed for gradients.
+GRAD_TOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def _shape_of(cls: str, lead: Sequence[int], D: int) -> List[int]:
+    return {FULL: [*lead, D], COL: [D], ROW: list(lead), SCALAR: []}[cls]
+
+
+class OpChecks:
+    def __init__(self, spec: OpInfo, op: Callable, reference: Callable, independent: Callable):
+        self.spec, self.op, self.reference, self.independent = spec, op, reference, independent
+
+    # ---- inputs ----------------------------------------------------------------------
+    def inputs(self, lead, D, dtype, device, requires_grad=False, scale=1.0, generator=None):
+        out = []
+        for a in self.spec.inputs:
+            t = torch.randn(_shape_of(a.shape, lead, D), dtype=torch.float64, generator=generator)
+            t = (t * scale).to(device=device, dtype=dtype)
+            out.append(t.requires_grad_(requires_grad))
+        return out
+
+    def attrs(self) -> Dict[str, object]:
+        # Attrs without a default get a value of their type.
+        return {a.name: (a.default if a.default is not None else {"float": 0.5, "int": 2,
+                                                                   "bool": True}[a.type])
+                for a in self.spec.attrs}
+
+    def call(self, fn, tensors):
+        out = fn(*tensors, **self.attrs())
+        return out if isinstance(out, tuple) else (out,)
+
+    def reference64(self, tensors):
+        """The generated reference in float64 on the same values."""
+        return self.call(self.reference, [t.detach().double() for t in tensors])
+
+    @staticmethod
+    def close(got, want, dtype, what):
+        rtol, atol = FORWARD_TOL[dtype]
+        torch.testing.assert_close(got.double(), want.double(), rtol=rtol, atol=atol,
+                                   equal_nan=True, msg=lambda m: f"{what}: {m}")
+
+    @staticmethod
+    def close_normwise(got, want, dtype, what):
+        got, want = got.double(), want.double()
+        assert got.shape == want.shape, f"{what}: shape {list(got.shape)} != {list(want.shape)}"
+        assert torch.isfinite(got).all(), f"{what}: non-finite values"
+        err = (got - want).norm() / want.norm().clamp_min(1e-30)
+        assert err <= GRAD_TOL[dtype], f"{what}: relative error {err:.3e} > {GRAD_TOL[dtype]:.1e}"
+
+    def grads(self, fn, tensors, grad_outs):
+        leaves = [t.detach().clone().requires_grad_(True) for t in tensors]
+        outs = self.call(fn, leaves)
+        torch.autograd.backward(outs, grad_outs)
+        return [t.grad for t in leaves]
+
+    # ---- checks ----------------------------------------------------------------------
+    def forward_matches_reference(self, device, dtype):
+        for lead, D, scale in [((64,), 96, 1.0), ((3, 5), 40, 3.0), ((17,), 7, 1.0)]:
+            x = self.inputs(lead, D, dtype, device, scale=scale)
+            got = self.call(self.op, x)
+            for o, g, w in zip(self.spec.outputs, got, self.reference64(x)):
+                assert g.dtype == dtype and g.device.type == device
+                self.close(g, w, dtype, f"{self.spec.name}.{o.name} {dtype} lead={lead} D={D}")
+        # Large magnitudes: stable forms must not overflow where the exact value is finite.
+        x = self.inputs((4,), 64, torch.float64, device)
+        extremes = torch.tensor([-1e5, -1e3, -88.0, -20.0, 0.0, 20.0, 88.0, 1e3, 1e5],
+                                dtype=torch.float64)
+        for t in x:
+            if t.dim() and t.shape[-1] == 64:
+                t.view(-1)[: extremes.numel()] = extremes.to(device)
+        x = [t.to(dtype) for t in x]
+        for o, g, w in zip(self.spec.outputs, self.call(self.op, x), self.reference64(x)):
+            w = w.to(dtype)
+            finite = torch.isfinite(w)
+            assert torch.isfinite(g[finite]).all(), f"{self.spec.name}.{o.name}: overflow at large |x|"
+            self.close(g[finite], w[finite], dtype, f"{self.spec.name}.{o.name} {dtype} large |x|")
+
+    def forward_matches_independent(self, device, dtype):
+        x = self.inputs((32, 3), 80, dtype, device)
+        want = self.independent(*[t.double() for t in x], **self.attrs())
+        if want is None:
+            pytest.skip("the spec gives no independent `reference:` formula")
+        want = want if isinstance(want, tuple) else (want,)
+        for o, g, w in zip(self.spec.outputs, self.call(self.op, x), want):
+            if w is not None:
+                self.close(g, w, dtype, f"{self.spec.name}.{o.name} vs independent formula")
+
+    def backward_matches_reference(self, device, dtype):
+        x = self.inputs((48,), 72, dtype, device)
+        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        got = self.grads(self.op, x, gouts)
+        want = self.grads(self.reference, [t.double() for t in x], [g.double() for g in gouts])
+        for a, g, w in zip(self.spec.inputs, got, want):
+            assert g.dtype == dtype and g.shape == w.shape
+            self.close_normwise(g, w, dtype, f"{self.spec.name}: grad of {a.name} {dtype}")
+
+    def gradcheck(self, device):
+        x = self.inputs((3, 4), 5, torch.float64, device, requires_grad=True)
+        attrs = self.attrs()
+        assert torch.autograd.gradcheck(lambda *t: self.op(*t, **attrs), x, eps=1e-6, atol=1e-6)
+
+    def partial_gradients(self, device):
+        x = self.inputs((6,), 10, torch.float64, device)
+        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        full = self.grads(self.op, x, gouts)
+        for i in range(len(x)):
+            leaves = [t.detach().clone().requires_grad_(j == i) for j, t in enumerate(x)]
+            torch.autograd.backward(self.call(self.op, leaves), gouts)
+            for j, t in enumerate(leaves):
+                if j == i:
+                    torch.testing.assert_close(t.grad, full[i], rtol=1e-12, atol=1e-12)
+                else:
+                    assert t.grad is None
+
+    def opcheck(self, device):
+        x = self.inputs((4, 3), 16, torch.float32, device, requires_grad=True)
+        args = tuple(x) + tuple(self.attrs().values())
+        torch.library.opcheck(getattr(torch.ops.fusegen, self.spec.name).default, args)
+
+    def compile_fullgraph(self, device):
+        torch._dynamo.reset()
+        attrs = self.attrs()
+
+        def f(*t):
+            out = self.op(*t, **attrs)
+            out = out if isinstance(out, tuple) else (out,)
+            return sum((o * 1.5).sum() for o in out)
+
+        compiled = torch.compile(f, fullgraph=True)
+        x = self.inputs((8, 4), 24, torch.float32, device)
+        leaves_e = [t.clone().requires_grad_(True) for t in x]
+        leaves_c = [t.clone().requires_grad_(True) for t in x]
+        eager, got = f(*leaves_e), compiled(*leaves_c)
+        torch.testing.assert_close(got, eager, rtol=1e-5, atol=1e-5)
+        eager.backward()
+        got.backward()
+        for a, e, c in zip(self.spec.inputs, leaves_e, leaves_c):
+            torch.testing.assert_close(c.grad, e.grad, rtol=1e-5, atol=1e-5,
+                                       msg=lambda m: f"compiled grad of {a.name}: {m}")
+
+    def leading_dims(self, device, rank):
+        lead = [(), (3,), (2, 3), (2, 1, 3)][rank - 1]
+        x = self.inputs(lead, 20, torch.float32, device)
+        got = self.call(self.op, x)
+        for g, w in zip(got, self.reference64(x)):
+            assert list(g.shape) == list(w.shape)
+            self.close(g, w, torch.float32, f"{self.spec.name} rank {rank}")
+        gouts = [torch.randn_like(o) for o in got]
+        got_g = self.grads(self.op, x, gouts)
+        want_g = self.grads(self.reference, [t.double() for t in x], [g.double() for g in gouts])
+        for a, g, w in zip(self.spec.inputs, got_g, want_g):
+            self.close_normwise(g, w, torch.float32, f"grad of {a.name}, rank {rank}")
+
+    def non_contiguous(self, device):
+        lead, D = (12,), 18
+        x = []
+        for a, t in zip(self.spec.inputs, self.inputs(lead, D, torch.float32, device)):
+            if a.shape == FULL:
+                t = t.t().contiguous().t()  # same values, column-major strides
+                assert not t.is_contiguous()
+            elif a.shape == COL:
+                t = torch.stack([t, t], dim=1)[:, 0]  # stride 2
+                assert not t.is_contiguous()
+            x.append(t)
+        for g, w in zip(self.call(self.op, x), self.reference64(x)):
+            self.close(g, w, torch.float32, f"{self.spec.name} non-contiguous")
+        gouts = [torch.randn_like(o).t().contiguous().t() if o.dim() == 2 else torch.randn_like(o)
+                 for o in self.call(self.op, x)]
+        got_g = self.grads(self.op, x, gouts)
+        want_g = self.grads(self.reference, [t.double() for t in x], [g.double() for g in gouts])
+        for a, g, w in zip(self.spec.inputs, got_g, want_g):
+            self.close_normwise(g, w, torch.float32, f"grad of {a.name}, non-contiguous")
+
+    def empty(self, device):
+        for lead, D in [((0,), 8), ((2, 0), 8), ((3,), 0)]:
+            x = self.inputs(lead, D, torch.float32, device, requires_grad=True)
+            outs = self.call(self.op, x)
+            for o, w in zip(outs, self.reference64(x)):
+                assert list(o.shape) == list(w.shape)
+            torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
+            for t in x:
+                assert t.grad.shape == t.shape
+                assert (t.grad == 0).all()  # a sum over no elements
+
+    def odd_sizes(self, device):
+        # D not a multiple of the vector width, and views whose data pointer is misaligned,
+        # take the scalar paths of the kernels.
+        for D in [1, 7, 33, 1023]:
+            x = self.inputs((5,), D, torch.float16, device)
+            for g, w in zip(self.call(self.op, x), self.reference64(x)):
+                self.close(g, w, torch.float16, f"{self.spec.name} D={D}")
+        x = []
+        for t in self.inputs((9,), 64, torch.bfloat16, device):
+            buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=device)
+            view = buf[1:].view(t.shape)
+            view.copy_(t)
+            x.append(view)
+        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        for g, w in zip(self.call(self.op, x), self.reference64(x)):
+            self.close(g, w, torch.bfloat16, f"{self.spec.name} misaligned")
+        got_g = self.grads(self.op, x, gouts)
+        want_g = self.grads(self.reference, [t.double() for t in x], [g.double() for g in gouts])
+        for a, g, w in zip(self.spec.inputs, got_g, want_g):
+            self.close_normwise(g, w, torch.bfloat16, f"grad of {a.name}, misaligned")
+
+    def wrong_arguments(self, device):
+        name = self.spec.qualname
+        good = self.inputs((4,), 8, torch.float32, device)
+        for i, a in enumerate(self.spec.inputs):
+            bad = list(good)
+            bad[i] = good[i].to(torch.int32)
+            with pytest.raises(RuntimeError, match=rf"{name}: argument '{a.name}' has dtype int32, "
+                                                   "but this op supports"):
+                self.call(self.op, bad)
+            # A mismatch with the input that defines D is reported on the other argument.
+            culprit = a.name if i != self.spec.full_input() else r"\w+"
+            if len(good) > 1:
+                bad[i] = good[i].double()
+                with pytest.raises(RuntimeError, match=rf"argument '{culprit}' has dtype float\d+, "
+                                                       "but .* must have the same dtype"):
+                    self.call(self.op, bad)
+            if a.shape in (FULL, COL):
+                bad[i] = torch.cat([good[i], good[i][..., :1]], dim=-1)
+                if i != self.spec.full_input() or len(good) > 1:
+                    with pytest.raises(RuntimeError, match=rf"argument '{culprit}' must have"):
+                        self.call(self.op, bad)
+            if device == "cuda" and len(good) > 1:
+                bad[i] = good[i].cpu()
+                with pytest.raises(RuntimeError, match=rf"argument '.*' is on .*; all tensor "
+                                                       "arguments must be on the same device"):
+                    self.call(self.op, bad)
+
+    def deterministic_backward(self, device):
+        lead, D = ((2048,), 512) if device == "cuda" else ((256,), 64)
+        x = self.inputs(lead, D, torch.float32, device)
+        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        first = self.grads(self.op, x, gouts)
+        second = self.grads(self.op, x, gouts)
+        for a, f, s in zip(self.spec.inputs, first, second):
+            assert torch.equal(f, s), f"grad of {a.name} differs between two identical runs"

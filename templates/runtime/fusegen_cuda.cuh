@@ -1,0 +1,521 @@
+// fusegen CUDA plans: the kernels every elementwise op is instantiated from.
+//
+// An op is a struct `Op` generated from its spec (see generated/<op>/<op>.h):
+//   kInputs, kOutputs, kAttrs; bcast(k) -> how input k broadcasts;
+//   forward<T>(in, attr, out) and backward<T>(in, attr, gout, gin): one element, in the
+//   compute type T (float for half types, double for double).
+// Plans:
+//   flat     - no [D] inputs: a grid-stride loop over 128-bit vectors, scalar tail.
+//   colwise  - [D] inputs, or gradients that must be summed over rows: each thread owns VEC
+//              columns (its [D] values stay in registers) and walks rows; in backward it
+//              accumulates the broadcast gradients in fp32/fp64 and writes one partial sum
+//              per (row chunk, column); finalize adds the partials in a fixed order, so the
+//              result is deterministic (no atomics).
+#pragma once
+
+#include "fusegen_runtime.h"
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace fg::cuda {
+
+inline void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("fusegen: CUDA error in ") + what + ": " +
+                             cudaGetErrorString(err));
+}
+
+inline int smCount() {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  static int cached[64] = {0};
+  if (device < 64 && cached[device])
+    return cached[device];
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  if (device < 64)
+    cached[device] = sms;
+  return sms;
+}
+
+template <typename S, int V> struct alignas(sizeof(S) * V) Vec {
+  S v[V];
+};
+
+template <typename S, int V, typename I>
+__device__ __forceinline__ Vec<S, V> loadVec(const void* base, I index) {
+  return reinterpret_cast<const Vec<S, V>*>(static_cast<const S*>(base) + index)[0];
+}
+
+template <typename S, int V, typename I>
+__device__ __forceinline__ void storeVec(void* base, I index, const Vec<S, V>& x) {
+  reinterpret_cast<Vec<S, V>*>(static_cast<S*>(base) + index)[0] = x;
+}
+
+constexpr int kThreads = 256;
+
+// ---------------------------------------------------------------- flat plan
+template <class Op, typename S, int V, typename I, class Args>
+__global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
+  using T = compute_t<S>;
+  T attr[atLeastOne<Op::kAttrs>()];
+#pragma unroll
+  for (int k = 0; k < Op::kAttrs; ++k)
+    attr[k] = static_cast<T>(a.attr[k]);
+  T scalar[Op::kInputs];
+#pragma unroll
+  for (int k = 0; k < Op::kInputs; ++k)
+    scalar[k] = Op::bcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0]) : T(0);
+  const I n = static_cast<I>(a.rows * a.D);
+  const I nvec = n / V;
+  const I stride = static_cast<I>(gridDim.x) * kThreads;
+  for (I v = static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; v < nvec; v += stride) {
+    Vec<S, V> x[Op::kInputs];
+#pragma unroll
+    for (int k = 0; k < Op::kInputs; ++k)
+      if (Op::bcast(k) == Bcast::Full)
+        x[k] = loadVec<S, V>(a.in[k], v * V);
+    Vec<S, V> y[Op::kOutputs];
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
+      T in[Op::kInputs], out[Op::kOutputs];
+#pragma unroll
+      for (int k = 0; k < Op::kInputs; ++k)
+        in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : scalar[k];
+      Op::forward(in, attr, out);
+#pragma unroll
+      for (int m = 0; m < Op::kOutputs; ++m)
+        y[m].v[l] = fromCompute<S>(out[m]);
+    }
+#pragma unroll
+    for (int m = 0; m < Op::kOutputs; ++m)
+      storeVec<S, V>(a.out[m], v * V, y[m]);
+  }
+  for (I i = nvec * V + static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
+    T in[Op::kInputs], out[Op::kOutputs];
+#pragma unroll
+    for (int k = 0; k < Op::kInputs; ++k)
+      in[k] = Op::bcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : scalar[k];
+    Op::forward(in, attr, out);
+#pragma unroll
+    for (int m = 0; m < Op::kOutputs; ++m)
+      static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
+  }
+}
+
+template <class Op, typename S, int V, typename I, class Args>
+__global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
+  using T = compute_t<S>;
+  T attr[atLeastOne<Op::kAttrs>()];
+#pragma unroll
+  for (int k = 0; k < Op::kAttrs; ++k)
+    attr[k] = static_cast<T>(a.attr[k]);
+  T scalar[Op::kInputs];
+#pragma unroll
+  for (int k = 0; k < Op::kInputs; ++k)
+    scalar[k] = Op::bcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0]) : T(0);
+  const I n = static_cast<I>(a.rows * a.D);
+  const I nvec = n / V;
+  const I stride = static_cast<I>(gridDim.x) * kThreads;
+  for (I v = static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; v < nvec; v += stride) {
+    Vec<S, V> x[Op::kInputs], g[Op::kOutputs], dx[Op::kInputs];
+#pragma unroll
+    for (int k = 0; k < Op::kInputs; ++k)
+      if (Op::bcast(k) == Bcast::Full)
+        x[k] = loadVec<S, V>(a.in[k], v * V);
+#pragma unroll
+    for (int m = 0; m < Op::kOutputs; ++m)
+      g[m] = loadVec<S, V>(a.gout[m], v * V);
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
+      T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
+#pragma unroll
+      for (int k = 0; k < Op::kInputs; ++k)
+        in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : scalar[k];
+#pragma unroll
+      for (int m = 0; m < Op::kOutputs; ++m)
+        gout[m] = toCompute(g[m].v[l]);
+      Op::backward(in, attr, gout, gin);
+#pragma unroll
+      for (int k = 0; k < Op::kInputs; ++k)
+        dx[k].v[l] = fromCompute<S>(gin[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < Op::kInputs; ++k)
+      if (Op::bcast(k) == Bcast::Full && a.need[k])
+        storeVec<S, V>(a.gin[k], v * V, dx[k]);
+  }
+  for (I i = nvec * V + static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
+    T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
+#pragma unroll
+    for (int k = 0; k < Op::kInputs; ++k)
+      in[k] = Op::bcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : scalar[k];
+#pragma unroll
+    for (int m = 0; m < Op::kOutputs; ++m)
+      gout[m] = toCompute(static_cast<const S*>(a.gout[m])[i]);
+    Op::backward(in, attr, gout, gin);
+#pragma unroll
+    for (int k = 0; k < Op::kInputs; ++k)
+      if (Op::bcast(k) == Bcast::Full && a.need[k])
+        static_cast<S*>(a.gin[k])[i] = fromCompute<S>(gin[k]);
+  }
+}
+
+// ---------------------------------------------------------------- colwise plan
+struct ColGeometry {
+  dim3 block;
+  dim3 grid;
+};
+
+inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, int sms) {
+  int64_t groups = (D + V - 1) / V;
+  int bx = 1;
+  while (bx < groups && bx < kThreads)
+    bx *= 2;
+  int by = kThreads / bx;
+  int64_t gx = (groups + bx - 1) / bx;
+  int64_t wanted = (static_cast<int64_t>(sms) * 2048 / kThreads + gx - 1) / gx;
+  int64_t gy = (rows + by - 1) / by;
+  if (gy > wanted)
+    gy = wanted;
+  if (gy > 65535)
+    gy = 65535;
+  if (gy < 1)
+    gy = 1;
+  return ColGeometry{dim3(bx, by), dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy))};
+}
+
+template <class Op> constexpr int reducedInputs() {
+  int n = 0;
+  for (int k = 0; k < Op::kInputs; ++k)
+    n += Op::bcast(k) == Bcast::Col || Op::bcast(k) == Bcast::Scalar;
+  return n;
+}
+
+template <class Op> FG_HD constexpr int reducedSlot(int k) {
+  int n = 0;
+  for (int j = 0; j < k; ++j)
+    n += Op::bcast(j) == Bcast::Col || Op::bcast(j) == Bcast::Scalar;
+  return n;
+}
+
+template <class Op, typename S, int V, class Args>
+__global__ void colwiseForward(const Args a) {
+  using T = compute_t<S>;
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (c >= a.D)
+    return;
+  T attr[atLeastOne<Op::kAttrs>()];
+#pragma unroll
+  for (int k = 0; k < Op::kAttrs; ++k)
+    attr[k] = static_cast<T>(a.attr[k]);
+  T fixed[Op::kInputs][V]; // [D] and scalar inputs: loaded once, reused for every row
+#pragma unroll
+  for (int k = 0; k < Op::kInputs; ++k)
+#pragma unroll
+    for (int l = 0; l < V; ++l)
+      fixed[k][l] = Op::bcast(k) == Bcast::Col      ? toCompute(static_cast<const S*>(a.in[k])[c + l])
+                    : Op::bcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0])
+                                                    : T(0);
+  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < a.rows;
+       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+    const int64_t off = r * a.D + c;
+    Vec<S, V> x[Op::kInputs], y[Op::kOutputs];
+#pragma unroll
+    for (int k = 0; k < Op::kInputs; ++k)
+      if (Op::bcast(k) == Bcast::Full)
+        x[k] = loadVec<S, V>(a.in[k], off);
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
+      T in[Op::kInputs], out[Op::kOutputs];
+#pragma unroll
+      for (int k = 0; k < Op::kInputs; ++k)
+        in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
+      Op::forward(in, attr, out);
+#pragma unroll
+      for (int m = 0; m < Op::kOutputs; ++m)
+        y[m].v[l] = fromCompute<S>(out[m]);
+    }
+#pragma unroll
+    for (int m = 0; m < Op::kOutputs; ++m)
+      storeVec<S, V>(a.out[m], off, y[m]);
+  }
+}
+
+template <class Op, typename S, int V, class Args>
+__global__ void colwiseBackward(const Args a, compute_t<S>* partials) {
+  using T = compute_t<S>;
+  extern __shared__ unsigned char sharedRaw[];
+  T* shared = reinterpret_cast<T*>(sharedRaw);
+  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  const bool active = c < a.D;
+  T attr[atLeastOne<Op::kAttrs>()];
+#pragma unroll
+  for (int k = 0; k < Op::kAttrs; ++k)
+    attr[k] = static_cast<T>(a.attr[k]);
+  T fixed[Op::kInputs][V];
+  T acc[Op::kInputs][V];
+#pragma unroll
+  for (int k = 0; k < Op::kInputs; ++k)
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
+      acc[k][l] = T(0);
+      fixed[k][l] = !active                         ? T(0)
+                    : Op::bcast(k) == Bcast::Col    ? toCompute(static_cast<const S*>(a.in[k])[c + l])
+                    : Op::bcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0])
+                                                    : T(0);
+    }
+  if (active) {
+    for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < a.rows;
+         r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
+      const int64_t off = r * a.D + c;
+      Vec<S, V> x[Op::kInputs], g[Op::kOutputs], dx[Op::kInputs];
+#pragma unroll
+      for (int k = 0; k < Op::kInputs; ++k)
+        if (Op::bcast(k) == Bcast::Full)
+          x[k] = loadVec<S, V>(a.in[k], off);
+#pragma unroll
+      for (int m = 0; m < Op::kOutputs; ++m)
+        g[m] = loadVec<S, V>(a.gout[m], off);
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
+#pragma unroll
+        for (int k = 0; k < Op::kInputs; ++k)
+          in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
+#pragma unroll
+        for (int m = 0; m < Op::kOutputs; ++m)
+          gout[m] = toCompute(g[m].v[l]);
+        Op::backward(in, attr, gout, gin);
+#pragma unroll
+        for (int k = 0; k < Op::kInputs; ++k) {
+          if (Op::bcast(k) == Bcast::Full)
+            dx[k].v[l] = fromCompute<S>(gin[k]);
+          else
+            acc[k][l] += gin[k];
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < Op::kInputs; ++k)
+        if (Op::bcast(k) == Bcast::Full && a.need[k])
+          storeVec<S, V>(a.gin[k], off, dx[k]);
+    }
+  }
+  // Sum each thread column's partial over threadIdx.y, in a fixed order.
+  const int width = blockDim.x * V;
+#pragma unroll
+  for (int k = 0; k < Op::kInputs; ++k) {
+    if (Op::bcast(k) == Bcast::Full || !a.need[k])
+      continue;
+#pragma unroll
+    for (int l = 0; l < V; ++l)
+      shared[threadIdx.y * width + threadIdx.x * V + l] = acc[k][l];
+    __syncthreads();
+    if (threadIdx.y == 0 && active) {
+      T* out = partials + static_cast<int64_t>(reducedSlot<Op>(k)) * gridDim.y * a.D +
+               static_cast<int64_t>(blockIdx.y) * a.D;
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        T s = T(0);
+        for (unsigned y = 0; y < blockDim.y; ++y)
+          s += shared[y * width + threadIdx.x * V + l];
+        out[c + l] = s;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Sums partials[chunks][D] over chunks into a [D] gradient (or over everything into a
+// scalar gradient), in a fixed order.
+template <typename S>
+__global__ void finalizeCol(const compute_t<S>* partials, int chunks, int64_t D, S* out) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < D;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    compute_t<S> s = 0;
+    for (int j = 0; j < chunks; ++j)
+      s += partials[static_cast<int64_t>(j) * D + c];
+    out[c] = fromCompute<S>(s);
+  }
+}
+
+template <typename S>
+__global__ void __launch_bounds__(kThreads) finalizeScalar(const compute_t<S>* partials,
+                                                           int64_t n, S* out) {
+  __shared__ compute_t<S> shared[kThreads];
+  compute_t<S> s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads)
+    s += partials[i];
+  shared[threadIdx.x] = s;
+  __syncthreads();
+  for (int width = kThreads / 2; width > 0; width /= 2) {
+    if (static_cast<int>(threadIdx.x) < width)
+      shared[threadIdx.x] += shared[threadIdx.x + width];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    out[0] = fromCompute<S>(shared[0]);
+}
+
+// ---------------------------------------------------------------- launchers
+template <typename S> constexpr int vecWidth() { return 16 / static_cast<int>(sizeof(S)); }
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+template <class Op> bool hasCol() {
+  for (int k = 0; k < Op::kInputs; ++k)
+    if (Op::bcast(k) == Bcast::Col)
+      return true;
+  return false;
+}
+
+// Vector width for this call: 128-bit when every pointer is 16-byte aligned and, for the
+// colwise plan, D is a multiple of the width; otherwise 1.
+template <class Op, typename S, class Args> int pickVec(const Args& a, bool colwise) {
+  constexpr int V = vecWidth<S>();
+  if (colwise && a.D % V != 0)
+    return 1;
+  for (int k = 0; k < Op::kInputs; ++k)
+    if (Op::bcast(k) != Bcast::Scalar && !aligned16(a.in[k]))
+      return 1;
+  return V;
+}
+
+template <class Op, typename S, class Args> void forwardTyped(const Args& a, cudaStream_t stream) {
+  const int64_t n = a.rows * a.D;
+  if (n == 0)
+    return;
+  const int sms = smCount();
+  constexpr int V = vecWidth<S>();
+  if (hasCol<Op>()) {
+    bool vec = pickVec<Op, S>(a, true) == V;
+    for (int m = 0; m < Op::kOutputs; ++m)
+      vec = vec && aligned16(a.out[m]);
+    ColGeometry g = colGeometry(a.rows, a.D, vec ? V : 1, sms);
+    if (vec)
+      colwiseForward<Op, S, V><<<g.grid, g.block, 0, stream>>>(a);
+    else
+      colwiseForward<Op, S, 1><<<g.grid, g.block, 0, stream>>>(a);
+  } else {
+    bool vec = pickVec<Op, S>(a, false) == V;
+    for (int m = 0; m < Op::kOutputs; ++m)
+      vec = vec && aligned16(a.out[m]);
+    const int64_t work = vec ? n / V : n;
+    int64_t blocks = (work + kThreads - 1) / kThreads;
+    if (blocks > static_cast<int64_t>(sms) * 8)
+      blocks = static_cast<int64_t>(sms) * 8;
+    if (blocks < 1)
+      blocks = 1;
+    const bool wide = n >= (int64_t(1) << 31) - 4 * kThreads * 8;
+    if (vec && wide)
+      flatForward<Op, S, V, int64_t><<<blocks, kThreads, 0, stream>>>(a);
+    else if (vec)
+      flatForward<Op, S, V, int32_t><<<blocks, kThreads, 0, stream>>>(a);
+    else if (wide)
+      flatForward<Op, S, 1, int64_t><<<blocks, kThreads, 0, stream>>>(a);
+    else
+      flatForward<Op, S, 1, int32_t><<<blocks, kThreads, 0, stream>>>(a);
+  }
+  check(cudaGetLastError(), "forward launch");
+}
+
+template <class Op, class Args> bool needsReduction(const Args& a) {
+  for (int k = 0; k < Op::kInputs; ++k)
+    if (Op::bcast(k) != Bcast::Full && a.need[k])
+      return true;
+  return false;
+}
+
+template <class Op, typename S, class Args> size_t workspaceTyped(const Args& a) {
+  if (!needsReduction<Op>(a) || a.rows * a.D == 0)
+    return 0;
+  constexpr int V = vecWidth<S>();
+  ColGeometry g = colGeometry(a.rows, a.D, pickVec<Op, S>(a, true) == V ? V : 1, smCount());
+  return sizeof(compute_t<S>) * static_cast<size_t>(reducedInputs<Op>()) * g.grid.y * a.D;
+}
+
+template <class Op, typename S, class Args> void backwardTyped(const Args& a, cudaStream_t stream) {
+  const int64_t n = a.rows * a.D;
+  if (n == 0)
+    return;
+  const int sms = smCount();
+  constexpr int V = vecWidth<S>();
+  bool vec = true;
+  for (int m = 0; m < Op::kOutputs; ++m)
+    vec = vec && aligned16(a.gout[m]);
+  for (int k = 0; k < Op::kInputs; ++k)
+    if (Op::bcast(k) == Bcast::Full && a.need[k])
+      vec = vec && aligned16(a.gin[k]);
+  if (hasCol<Op>() || needsReduction<Op>(a)) {
+    vec = vec && pickVec<Op, S>(a, true) == V;
+    ColGeometry g = colGeometry(a.rows, a.D, vec ? V : 1, sms);
+    auto* partials = static_cast<compute_t<S>*>(a.workspace);
+    size_t shared = sizeof(compute_t<S>) * g.block.x * g.block.y * (vec ? V : 1);
+    if (vec)
+      colwiseBackward<Op, S, V><<<g.grid, g.block, shared, stream>>>(a, partials);
+    else
+      colwiseBackward<Op, S, 1><<<g.grid, g.block, shared, stream>>>(a, partials);
+    check(cudaGetLastError(), "backward launch");
+    for (int k = 0; k < Op::kInputs; ++k) {
+      if (Op::bcast(k) == Bcast::Full || !a.need[k])
+        continue;
+      const compute_t<S>* p = partials + static_cast<int64_t>(reducedSlot<Op>(k)) * g.grid.y * a.D;
+      if (Op::bcast(k) == Bcast::Col) {
+        int64_t blocks = (a.D + kThreads - 1) / kThreads;
+        finalizeCol<S><<<static_cast<unsigned>(blocks > 65535 ? 65535 : blocks), kThreads, 0,
+                         stream>>>(p, static_cast<int>(g.grid.y), a.D, static_cast<S*>(a.gin[k]));
+      } else {
+        finalizeScalar<S><<<1, kThreads, 0, stream>>>(p, static_cast<int64_t>(g.grid.y) * a.D,
+                                                      static_cast<S*>(a.gin[k]));
+      }
+      check(cudaGetLastError(), "gradient finalize launch");
+    }
+    return;
+  }
+  vec = vec && pickVec<Op, S>(a, false) == V;
+  const int64_t work = vec ? n / V : n;
+  int64_t blocks = (work + kThreads - 1) / kThreads;
+  if (blocks > static_cast<int64_t>(sms) * 8)
+    blocks = static_cast<int64_t>(sms) * 8;
+  if (blocks < 1)
+    blocks = 1;
+  const bool wide = n >= (int64_t(1) << 31) - 4 * kThreads * 8;
+  if (vec && wide)
+    flatBackward<Op, S, V, int64_t><<<blocks, kThreads, 0, stream>>>(a);
+  else if (vec)
+    flatBackward<Op, S, V, int32_t><<<blocks, kThreads, 0, stream>>>(a);
+  else if (wide)
+    flatBackward<Op, S, 1, int64_t><<<blocks, kThreads, 0, stream>>>(a);
+  else
+    flatBackward<Op, S, 1, int32_t><<<blocks, kThreads, 0, stream>>>(a);
+  check(cudaGetLastError(), "backward launch");
+}
+
+// dtype dispatch: the entry points generated ops call.
+#define FG_CUDA_DISPATCH(dtype, FN, ...)                                                           \
+  switch (dtype) {                                                                                 \
+  case ::fg::DType::Float32:                                                                       \
+    return FN<Op, float>(__VA_ARGS__);                                                             \
+  case ::fg::DType::Float64:                                                                       \
+    return FN<Op, double>(__VA_ARGS__);                                                            \
+  case ::fg::DType::Float16:                                                                       \
+    return FN<Op, __half>(__VA_ARGS__);                                                            \
+  case ::fg::DType::BFloat16:                                                                      \
+    return FN<Op, __nv_bfloat16>(__VA_ARGS__);                                                     \
+  }                                                                                                \
+  throw std::runtime_error("fusegen: unsupported dtype")
+
+template <class Op, class Args> void forward(const Args& a, void* stream) {
+  FG_CUDA_DISPATCH(a.dtype, forwardTyped, a, static_cast<cudaStream_t>(stream));
+}
+template <class Op, class Args> size_t backwardWorkspace(const Args& a) {
+  FG_CUDA_DISPATCH(a.dtype, workspaceTyped, a);
+}
+template <class Op, class Args> void backward(const Args& a, void* stream) {
+  FG_CUDA_DISPATCH(a.dtype, backwardTyped, a, static_cast<cudaStream_t>(stream));
+}
+
+} // namespace fg::cuda

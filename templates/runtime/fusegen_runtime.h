@@ -1,0 +1,89 @@
+// fusegen runtime: what every generated op shares on host and device. Copied verbatim into
+// generated/runtime/ (with the @generated stamp) so a generated package is self-contained.
+//  - FG_HD and the math builtins that primitive `eval` formulas call (fg::exp, fg::tanh...)
+//  - storage <-> compute type conversion (fp32 math for half types, fp64 for double)
+//  - the argument blocks passed from the torch glue to the CPU and CUDA plans
+// No torch and no CUDA runtime API here: it is included by .cu files compiled without torch.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#define FG_HD __host__ __device__ __forceinline__
+#else
+#define FG_HD inline
+#endif
+
+namespace fg {
+
+enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
+
+// How an input broadcasts against the [rows, D] view (spec shape classes).
+enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3 };
+
+template <int N> constexpr int atLeastOne() { return N > 0 ? N : 1; }
+
+template <int NI, int NO, int NA> struct ForwardArgs {
+  DType dtype;
+  const void* in[NI];
+  void* out[NO];
+  double attr[atLeastOne<NA>()];
+  int64_t rows; // product of the leading dims
+  int64_t D;    // the last dim (1 for a 0-dim tensor)
+};
+
+template <int NI, int NO, int NA> struct BackwardArgs {
+  DType dtype;
+  const void* in[NI];
+  const void* gout[NO]; // incoming gradients, full-shaped like the outputs
+  void* gin[NI];        // outgoing gradients, shaped like the inputs (null when not needed)
+  bool need[NI];
+  double attr[atLeastOne<NA>()];
+  int64_t rows;
+  int64_t D;
+  void* workspace; // CUDA: partial sums of broadcast gradients (see workspace size)
+};
+
+// ---- math builtins (templates/primitives.yaml `eval` formulas call these) ----
+// clang-format off
+FG_HD float exp(float x) { return ::expf(x); }       FG_HD double exp(double x) { return ::exp(x); }
+FG_HD float expm1(float x) { return ::expm1f(x); }   FG_HD double expm1(double x) { return ::expm1(x); }
+FG_HD float log(float x) { return ::logf(x); }       FG_HD double log(double x) { return ::log(x); }
+FG_HD float log1p(float x) { return ::log1pf(x); }   FG_HD double log1p(double x) { return ::log1p(x); }
+FG_HD float tanh(float x) { return ::tanhf(x); }     FG_HD double tanh(double x) { return ::tanh(x); }
+FG_HD float erf(float x) { return ::erff(x); }       FG_HD double erf(double x) { return ::erf(x); }
+FG_HD float sqrt(float x) { return ::sqrtf(x); }     FG_HD double sqrt(double x) { return ::sqrt(x); }
+FG_HD float abs(float x) { return ::fabsf(x); }      FG_HD double abs(double x) { return ::fabs(x); }
+FG_HD float pow(float x, float y) { return ::powf(x, y); }
+FG_HD double pow(double x, double y) { return ::pow(x, y); }
+#ifdef __CUDA_ARCH__
+FG_HD float rsqrt(float x) { return ::rsqrtf(x); }   FG_HD double rsqrt(double x) { return ::rsqrt(x); }
+#else
+FG_HD float rsqrt(float x) { return 1.0f / ::sqrtf(x); }
+FG_HD double rsqrt(double x) { return 1.0 / ::sqrt(x); }
+#endif
+// clang-format on
+
+// ---- compute types ----
+template <typename S> struct Compute { using type = float; };
+template <> struct Compute<double> { using type = double; };
+template <typename S> using compute_t = typename Compute<S>::type;
+
+FG_HD float toCompute(float x) { return x; }
+FG_HD double toCompute(double x) { return x; }
+template <typename S> FG_HD S fromCompute(compute_t<S> x) { return static_cast<S>(x); }
+
+#ifdef __CUDACC__
+FG_HD float toCompute(__half x) { return __half2float(x); }
+FG_HD float toCompute(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <> FG_HD __half fromCompute<__half>(float x) { return __float2half_rn(x); }
+template <> FG_HD __nv_bfloat16 fromCompute<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+#endif
+
+} // namespace fg

@@ -1,0 +1,25 @@
+// Interpreter: evaluates IR on scalars in double precision. It gives constant folding its
+// arithmetic and lets the unit tests check every derivative rule against finite
+// differences, independently of any generated code.
+#pragma once
+
+#include "ir/Node.h"
+
+#include <map>
+#include <string>
+
+namespace fusegen::autodiff {
+
+struct Env {
+  std::map<std::string, double> inputs;   // by input name
+  std::map<std::string, double> attrs;    // by attr name
+  std::map<std::string, double> gradOuts; // by output name
+};
+
+// Evaluates an elementwise expression; reductions are rejected (they need a row).
+double evaluate(const ir::Expr& e, const Env& env);
+
+// Applies one primitive to scalar arguments through its `eval` formula.
+double applyPrimitive(const prims::Primitive& prim, const std::vector<double>& args);
+
+} // namespace fusegen::autodiff

@@ -1,0 +1,23 @@
+// Reverse-mode AD over an op's expression DAG. Walks the nodes once in reverse topological
+// order, instantiates each primitive's derivative rule (from the primitive library) with
+// the node's arguments, its result and its accumulated adjoint, and sums the contributions
+// per node. The gradient of a broadcast input ([D] or []) is returned full-shaped: by
+// linearity it is the sum over rows of this expression, which the kernels compute.
+#pragma once
+
+#include "ir/Function.h"
+#include "prims/PrimitiveLibrary.h"
+
+#include <vector>
+
+namespace fusegen::autodiff {
+
+struct Gradient {
+  std::vector<ir::Expr> gradOuts;   // the GradOut leaf of each output
+  std::vector<ir::Expr> inputGrads; // per input; null when no output depends on it
+};
+
+// Throws std::logic_error if a rule cannot be instantiated (a library bug, not a user error).
+Gradient differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& lib);
+
+} // namespace fusegen::autodiff

@@ -1,0 +1,128 @@
+// Stage sequencing: load -> lower -> differentiate -> plan -> emit.
+#include "driver/Pipeline.h"
+
+#include "autodiff/ReverseMode.h"
+#include "emit/Emitters.h"
+#include "expr/Sema.h"
+#include "plan/KernelPlan.h"
+#include "spec/SpecLoader.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace fusegen::driver {
+
+std::optional<prims::PrimitiveLibrary> loadLibrary(const Options& opts, Diagnostics& diags) {
+  return prims::PrimitiveLibrary::load(opts.templatesDir + "/primitives.yaml", diags);
+}
+
+std::vector<std::string> existingOps(const std::string& outputDir) {
+  std::vector<std::string> ops;
+  std::error_code ec;
+  if (!fs::is_directory(outputDir, ec))
+    return ops;
+  for (const auto& entry : fs::directory_iterator(outputDir)) {
+    std::string name = entry.path().filename().string();
+    if (entry.is_directory() && fs::exists(entry.path() / (name + "_ops.cpp")))
+      ops.push_back(name);
+  }
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+namespace {
+
+struct Compiled {
+  spec::OpSpec spec;
+  ir::Function fn;
+  autodiff::Gradient grad;
+  plan::KernelPlan plan;
+};
+
+std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveLibrary& lib,
+                                Diagnostics& diags) {
+  std::optional<spec::OpSpec> spec = spec::loadSpec(path, diags);
+  if (!spec)
+    return std::nullopt;
+  std::optional<ir::Function> fn = expr::lowerOp(*spec, lib, diags);
+  if (!fn)
+    return std::nullopt;
+  autodiff::Gradient grad = autodiff::differentiate(*fn, lib);
+  std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, grad, diags);
+  if (!plan)
+    return std::nullopt;
+  return Compiled{std::move(*spec), std::move(*fn), std::move(grad), std::move(*plan)};
+}
+
+} // namespace
+
+std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string>& specPaths,
+                                                   const prims::PrimitiveLibrary& lib,
+                                                   const Options& opts, Diagnostics& diags,
+                                                   std::vector<std::string>* opNames) {
+  emit::Templates templates(opts.templatesDir);
+  std::vector<GeneratedFile> files;
+  std::set<std::string> names;
+  std::map<std::string, std::string> specOf;
+  int errorsBefore = diags.errorCount();
+  for (const std::string& path : specPaths) {
+    std::optional<Compiled> c = compile(fs::path(path).lexically_normal().string(), lib, diags);
+    if (!c)
+      continue;
+    auto [it, fresh] = specOf.emplace(c->spec.name, path);
+    if (!fresh) {
+      diags.error(c->spec.nameLoc, "op '" + c->spec.name + "' is also defined by " + it->second);
+      continue;
+    }
+    std::vector<GeneratedFile> opFiles =
+        emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->plan}, templates);
+    files.insert(files.end(), opFiles.begin(), opFiles.end());
+    names.insert(c->spec.name);
+  }
+  if (diags.errorCount() != errorsBefore)
+    return std::nullopt;
+  if (opNames)
+    opNames->assign(names.begin(), names.end());
+  for (const std::string& n : existingOps(opts.outputDir))
+    names.insert(n);
+  std::vector<GeneratedFile> package =
+      emit::emitPackage(std::vector<std::string>(names.begin(), names.end()), templates);
+  files.insert(files.end(), package.begin(), package.end());
+  return files;
+}
+
+std::optional<std::string> dump(const std::string& stage, const std::string& specPath,
+                                const prims::PrimitiveLibrary& lib, Diagnostics& diags) {
+  std::optional<Compiled> c = compile(specPath, lib, diags);
+  if (!c)
+    return std::nullopt;
+  std::vector<std::pair<std::string, ir::Expr>> roots;
+  if (stage == "ir") {
+    for (const ir::FunctionOutput& o : c->fn.outputs)
+      roots.emplace_back(o.name, o.value);
+    return ir::printDag(roots);
+  }
+  if (stage == "grad") {
+    for (size_t i = 0; i < c->fn.inputs.size(); ++i)
+      roots.emplace_back("grad." + c->fn.inputs[i].name, c->grad.inputGrads[i]);
+    return ir::printDag(roots);
+  }
+  std::ostringstream out;
+  out << "op " << c->spec.name << ": pointwise plan, "
+      << (c->plan.hasColInputs ? "colwise forward ([D] inputs kept in registers)"
+                               : "flat forward (128-bit vectors)")
+      << "\n";
+  for (size_t i = 0; i < c->fn.inputs.size(); ++i)
+    out << "  input " << c->fn.inputs[i].name << " " << spec::shapeClassSpelling(c->fn.inputs[i].shape)
+        << (c->plan.reducedGrad[i] ? ": gradient summed over broadcast dims (partials + finalize)"
+                                   : ": gradient elementwise")
+        << "\n";
+  out << "  saved for backward: inputs only; every intermediate is recomputed\n";
+  return out.str();
+}
+
+} // namespace fusegen::driver

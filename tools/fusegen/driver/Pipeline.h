@@ -1,0 +1,37 @@
+// Pipeline: the stages from spec files to generated files, as used by the CLI and the
+// golden check. A run either produces every file or reports errors and produces none.
+#pragma once
+
+#include "prims/PrimitiveLibrary.h"
+#include "support/Diagnostics.h"
+#include "support/FileWriter.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fusegen::driver {
+
+struct Options {
+  std::string templatesDir;
+  std::string outputDir = "generated";
+};
+
+// Loads templates/primitives.yaml.
+std::optional<prims::PrimitiveLibrary> loadLibrary(const Options& opts, Diagnostics& diags);
+
+// Every file for `specPaths` plus the package files for those ops and the ops already in
+// the output directory. Returns nothing when a spec had errors.
+std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string>& specPaths,
+                                                   const prims::PrimitiveLibrary& lib,
+                                                   const Options& opts, Diagnostics& diags,
+                                                   std::vector<std::string>* opNames = nullptr);
+
+// Names of the op directories already present in `outputDir`.
+std::vector<std::string> existingOps(const std::string& outputDir);
+
+// A textual dump of one stage for one spec: "ir", "grad" or "plan".
+std::optional<std::string> dump(const std::string& stage, const std::string& specPath,
+                                const prims::PrimitiveLibrary& lib, Diagnostics& diags);
+
+} // namespace fusegen::driver

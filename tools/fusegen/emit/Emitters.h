@@ -1,0 +1,35 @@
+// Emitters: turn a planned op into its generated files, and the set of ops in an output
+// directory into the package files (setup.py, the fusegen_ops package, the runtime).
+// Everything specific to an op is computed here as strings and lists; the templates only
+// place them.
+#pragma once
+
+#include "autodiff/ReverseMode.h"
+#include "emit/Templates.h"
+#include "ir/Function.h"
+#include "plan/KernelPlan.h"
+#include "spec/SpecModel.h"
+#include "support/FileWriter.h"
+
+#include <string>
+#include <vector>
+
+namespace fusegen::emit {
+
+struct OpModel {
+  const spec::OpSpec& spec;
+  const ir::Function& fn;
+  const autodiff::Gradient& grad;
+  const plan::KernelPlan& plan;
+};
+
+// Files of one op, under "<op>/".
+std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates);
+
+// Package files for the ops `opNames` (sorted), at the root of the output directory.
+std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
+                                       const Templates& templates);
+
+extern const char* const kVersion;
+
+} // namespace fusegen::emit

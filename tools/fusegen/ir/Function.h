@@ -1,0 +1,36 @@
+// Function: the IR of one op, as lowered from its spec: named inputs, attrs and outputs,
+// each output an expression DAG over the inputs and attrs.
+#pragma once
+
+#include "ir/Node.h"
+#include "spec/SpecModel.h"
+
+#include <string>
+#include <vector>
+
+namespace fusegen::ir {
+
+struct FunctionInput {
+  std::string name;
+  ShapeClass shape;
+  Expr node;
+};
+
+struct FunctionAttr {
+  spec::Attr attr;
+  Expr node;
+};
+
+struct FunctionOutput {
+  std::string name;
+  Expr value;
+};
+
+struct Function {
+  std::string name;
+  std::vector<FunctionInput> inputs;
+  std::vector<FunctionAttr> attrs;
+  std::vector<FunctionOutput> outputs;
+};
+
+} // namespace fusegen::ir

@@ -1,0 +1,170 @@
+// IR node construction, hashing and printing.
+#include "ir/Node.h"
+
+#include "support/Format.h"
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <unordered_set>
+
+namespace fusegen::ir {
+
+bool Node::isCall(const char* primName) const {
+  return kind_ == NodeKind::Call && prim_->name == primName;
+}
+
+ShapeClass joinShapes(ShapeClass a, ShapeClass b) {
+  if (a == b)
+    return a;
+  if (a == ShapeClass::Scalar)
+    return b;
+  if (b == ShapeClass::Scalar)
+    return a;
+  return ShapeClass::Full; // Col with Row, or anything with Full
+}
+
+void Node::finish() {
+  size_t h = std::hash<int>()(static_cast<int>(kind_));
+  auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  uint64_t bits;
+  std::memcpy(&bits, &value_, sizeof bits);
+  mix(bits);
+  mix(std::hash<std::string>()(name_));
+  mix(static_cast<size_t>(index_));
+  mix(std::hash<const void*>()(prim_));
+  for (const Expr& a : args_)
+    mix(std::hash<const void*>()(a.get()));
+  hash_ = h;
+}
+
+Expr Node::makeConst(double v) {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::Const;
+  n->value_ = v == 0 ? 0.0 : v; // one zero: -0.0 and 0.0 fold the same way
+  n->finish();
+  return n;
+}
+
+Expr Node::makeInput(const std::string& name, int index, ShapeClass shape) {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::Input;
+  n->name_ = name;
+  n->index_ = index;
+  n->shape_ = shape;
+  n->constant_ = false;
+  n->finish();
+  return n;
+}
+
+Expr Node::makeAttr(const std::string& name, int index) {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::Attr;
+  n->name_ = name;
+  n->index_ = index;
+  n->finish();
+  return n;
+}
+
+Expr Node::makeGradOut(const std::string& name, int index, ShapeClass shape) {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::GradOut;
+  n->name_ = name;
+  n->index_ = index;
+  n->shape_ = shape;
+  n->constant_ = false;
+  n->finish();
+  return n;
+}
+
+Expr Node::makeCall(const prims::Primitive* prim, std::vector<Expr> args) {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::Call;
+  n->prim_ = prim;
+  n->type_ = prim->returnsBool ? ValueType::Bool : ValueType::Value;
+  n->shape_ = ShapeClass::Scalar;
+  n->constant_ = true;
+  for (const Expr& a : args) {
+    n->shape_ = joinShapes(n->shape_, a->shape());
+    n->constant_ = n->constant_ && a->isConstant();
+  }
+  if (prim->kind == prims::PrimKind::Reduction)
+    n->shape_ = ShapeClass::Row;
+  n->args_ = std::move(args);
+  n->finish();
+  return n;
+}
+
+bool Node::shallowEquals(const Node& o) const {
+  if (kind_ != o.kind_ || prim_ != o.prim_ || name_ != o.name_ || index_ != o.index_ ||
+      args_.size() != o.args_.size() || std::memcmp(&value_, &o.value_, sizeof value_) != 0)
+    return false;
+  for (size_t i = 0; i < args_.size(); ++i)
+    if (args_[i].get() != o.args_[i].get())
+      return false;
+  return true;
+}
+
+std::vector<const Node*> topoOrder(const std::vector<Expr>& roots) {
+  std::vector<const Node*> order;
+  std::unordered_set<const Node*> seen;
+  // Iterative post-order so deep expressions cannot overflow the stack.
+  std::vector<std::pair<const Node*, size_t>> stack;
+  for (const Expr& r : roots) {
+    if (!r || seen.count(r.get()))
+      continue;
+    stack.emplace_back(r.get(), 0);
+    seen.insert(r.get());
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < node->args().size()) {
+        const Node* child = node->args()[next++].get();
+        if (seen.insert(child).second)
+          stack.emplace_back(child, 0);
+        continue;
+      }
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+std::string printDag(const std::vector<std::pair<std::string, Expr>>& roots) {
+  std::vector<Expr> exprs;
+  for (const auto& r : roots)
+    exprs.push_back(r.second);
+  std::map<const Node*, std::string> names;
+  std::ostringstream out;
+  int next = 0;
+  for (const Node* n : topoOrder(exprs)) {
+    switch (n->kind()) {
+    case NodeKind::Const:
+      names[n] = formatDouble(n->value());
+      continue;
+    case NodeKind::Input:
+      names[n] = n->name();
+      continue;
+    case NodeKind::Attr:
+      names[n] = "attr." + n->name();
+      continue;
+    case NodeKind::GradOut:
+      names[n] = "grad." + n->name();
+      continue;
+    case NodeKind::Call:
+      break;
+    }
+    std::string id = "%" + std::to_string(next++);
+    out << id << " = " << n->prim()->name << "(";
+    for (size_t i = 0; i < n->args().size(); ++i)
+      out << (i ? ", " : "") << names[n->args()[i].get()];
+    out << ")  " << spec::shapeClassSpelling(n->shape()) << "\n";
+    names[n] = id;
+  }
+  for (const auto& [label, e] : roots)
+    out << label << " = " << (e ? names[e.get()] : "0") << "\n";
+  return out.str();
+}
+
+} // namespace fusegen::ir

@@ -1,0 +1,203 @@
+// fusegen: the command line. Generates PyTorch extension sources from YAML specs, builds and
+// installs them, checks the committed golden output, and dumps intermediate stages.
+// Exit code: 0 on success, 1 when errors were reported.
+#include "build/Builder.h"
+#include "driver/Pipeline.h"
+#include "emit/Emitters.h"
+#include "support/Diagnostics.h"
+#include "support/FileWriter.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+namespace fs = std::filesystem;
+using namespace fusegen;
+
+#ifndef FUSEGEN_TEMPLATE_DIR
+#define FUSEGEN_TEMPLATE_DIR "templates"
+#endif
+
+namespace {
+
+std::string defaultTemplates() {
+  if (const char* env = std::getenv("FUSEGEN_TEMPLATES"))
+    return env;
+  return FUSEGEN_TEMPLATE_DIR;
+}
+
+void printReport(const WriteReport& report, const std::string& root) {
+  for (const std::string& f : report.written)
+    std::cout << "wrote " << (fs::path(root) / f).string() << "\n";
+  for (const std::string& f : report.removed)
+    std::cout << "removed stale " << (fs::path(root) / f).string() << "\n";
+  std::cout << report.written.size() << " file(s) written, " << report.unchanged.size()
+            << " unchanged\n";
+}
+
+// Specs and the files they generate, compared with (or written over) the golden directory.
+int golden(const driver::Options& base, const std::string& specsDir, bool update) {
+  Diagnostics diags(std::cerr);
+  std::vector<std::string> specs;
+  for (const auto& e : fs::directory_iterator(specsDir))
+    if (e.path().extension() == ".yaml")
+      specs.push_back((fs::path(specsDir) / e.path().filename()).string());
+  std::sort(specs.begin(), specs.end());
+  auto lib = driver::loadLibrary(base, diags);
+  if (!lib)
+    return 1;
+  driver::Options opts = base;
+  opts.outputDir = ""; // the package files list exactly the shipped specs' ops
+  auto files = driver::generate(specs, *lib, opts, diags);
+  if (!files)
+    return 1;
+  if (update) {
+    std::vector<std::string> owned = {"runtime", "fusegen_ops"};
+    for (const std::string& op : driver::existingOps(base.outputDir))
+      owned.push_back(op);
+    for (const GeneratedFile& f : *files)
+      owned.push_back(fs::path(f.path).parent_path().string());
+    printReport(writeFiles(base.outputDir, *files, owned), base.outputDir);
+    return 0;
+  }
+  int mismatches = 0;
+  std::set<std::string> expected;
+  for (const GeneratedFile& f : *files) {
+    expected.insert(f.path);
+    fs::path committed = fs::path(base.outputDir) / f.path;
+    std::string text;
+    try {
+      text = readFile(committed.string());
+    } catch (const std::exception&) {
+      std::cerr << "golden: missing " << committed.string() << "\n";
+      ++mismatches;
+      continue;
+    }
+    if (text == f.text)
+      continue;
+    ++mismatches;
+    // Point at the first differing line.
+    size_t line = 1, i = 0;
+    while (i < text.size() && i < f.text.size() && text[i] == f.text[i])
+      line += text[i++] == '\n';
+    std::cerr << "golden: " << committed.string() << ":" << line
+              << ": differs from what fusegen generates now\n";
+  }
+  for (const std::string& op : driver::existingOps(base.outputDir))
+    if (!expected.count(op + "/" + op + "_ops.cpp")) {
+      std::cerr << "golden: " << base.outputDir << "/" << op << " has no spec in " << specsDir
+                << "\n";
+      ++mismatches;
+    }
+  if (mismatches) {
+    std::cerr << "golden: " << mismatches
+              << " file(s) differ; run `fusegen golden --update` and commit the result\n";
+    return 1;
+  }
+  std::cout << "golden: " << files->size() << " files for " << specs.size()
+            << " specs match " << base.outputDir << "\n";
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fusegen: generate fused PyTorch ops (CUDA + CPU kernels, autograd, fake "
+               "impl, tests, build files) from YAML specs.\n\n"
+               "  fusegen specs/bias_gelu.yaml       write generated/bias_gelu/\n"
+               "  fusegen --build --install           build generated/ and install fusegen_ops\n"};
+  app.set_version_flag("--version", std::string("fusegen ") + emit::kVersion);
+  driver::Options opts;
+  opts.templatesDir = defaultTemplates();
+  build::BuildOptions buildOpts;
+  std::vector<std::string> specs;
+  bool doBuild = false;
+  app.add_option("specs", specs, "Spec files to generate (YAML)")->check(CLI::ExistingFile);
+  app.add_option("-o,--output", opts.outputDir, "Directory of the generated package")
+      ->capture_default_str();
+  app.add_option("--templates", opts.templatesDir,
+                 "Directory of templates and primitives.yaml (env FUSEGEN_TEMPLATES)")
+      ->capture_default_str();
+  app.add_flag("--build", doBuild, "Build the package in --output (after generating, if specs are given)");
+  app.add_flag("--install", buildOpts.install,
+               "Install the built package into the active Python (implies --build)");
+  app.add_option("--python", buildOpts.python, "Python interpreter whose torch builds the ops")
+      ->capture_default_str();
+  app.add_option("--arch", buildOpts.arch,
+                 "CUDA architectures, as TORCH_CUDA_ARCH_LIST (e.g. \"9.0\"); default: the GPU "
+                 "present, else 9.0");
+  app.add_flag("--cpu-only", buildOpts.cpuOnly, "Build without CUDA kernels");
+  app.add_option("-j,--jobs", buildOpts.jobs, "Parallel compile jobs (default: all cores)");
+
+  CLI::App* goldenCmd = app.add_subcommand(
+      "golden", "Regenerate every spec in --specs and compare with the committed --output");
+  std::string specsDir = "specs";
+  bool update = false;
+  goldenCmd->add_option("--specs", specsDir, "Directory of the shipped specs")->capture_default_str();
+  goldenCmd->add_flag("--update", update, "Rewrite the golden files instead of comparing");
+
+  CLI::App* dumpCmd = app.add_subcommand("dump", "Print one stage's result for a spec");
+  std::string stage, dumpSpec;
+  dumpCmd->add_option("stage", stage, "ir (the forward DAG), grad (the derived backward) or plan")
+      ->required()
+      ->check(CLI::IsMember({"ir", "grad", "plan"}));
+  dumpCmd->add_option("spec", dumpSpec, "The spec file")->required()->check(CLI::ExistingFile);
+
+  CLI::App* primsCmd = app.add_subcommand("primitives", "List the primitives a formula can call");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (goldenCmd->parsed())
+    return golden(opts, specsDir, update);
+
+  Diagnostics diags(std::cerr);
+  if (dumpCmd->parsed() || primsCmd->parsed()) {
+    auto lib = driver::loadLibrary(opts, diags);
+    if (!lib)
+      return 1;
+    if (primsCmd->parsed()) {
+      for (const auto& p : lib->all())
+        std::cout << p->signature() << (p->doc.empty() ? "" : "  -- " + p->doc) << "\n";
+      return 0;
+    }
+    auto text = driver::dump(stage, dumpSpec, *lib, diags);
+    if (!text)
+      return 1;
+    std::cout << *text;
+    return 0;
+  }
+
+  if (specs.empty() && !doBuild && !buildOpts.install) {
+    std::cout << app.help();
+    return 0;
+  }
+  if (!specs.empty()) {
+    auto lib = driver::loadLibrary(opts, diags);
+    if (!lib)
+      return 1;
+    std::vector<std::string> ops;
+    auto files = driver::generate(specs, *lib, opts, diags, &ops);
+    if (!files) {
+      std::cerr << diags.errorCount() << " error(s); nothing was written\n";
+      return 1;
+    }
+    std::vector<std::string> owned = ops;
+    owned.push_back("runtime");
+    owned.push_back("fusegen_ops");
+    try {
+      printReport(writeFiles(opts.outputDir, *files, owned), opts.outputDir);
+    } catch (const std::exception& e) {
+      std::cerr << "fusegen: error: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  if (doBuild || buildOpts.install) {
+    buildOpts.outputDir = opts.outputDir;
+    return build::buildPackage(buildOpts, std::cout) == 0 ? 0 : 1;
+  }
+  return 0;
+}

@@ -1,0 +1,138 @@
+// Constant folding, algebraic simplification and common-subexpression elimination.
+#include "opt/Simplify.h"
+
+#include "autodiff/Interpreter.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <unordered_map>
+
+namespace fusegen::opt {
+
+ir::Expr Simplifier::call(const char* primName, std::vector<ir::Expr> args) const {
+  const prims::Primitive* p = lib_.find(primName);
+  if (!p)
+    throw std::logic_error(std::string("the primitive library lacks '") + primName + "'");
+  return rewrite(ir::Node::makeCall(p, std::move(args)));
+}
+
+// Rewrites one Call node whose arguments are already simplified.
+ir::Expr Simplifier::rewrite(const ir::Expr& e) const {
+  if (e->kind() != ir::NodeKind::Call)
+    return e;
+  const auto& a = e->args();
+  const std::string& p = e->prim()->name;
+  bool allConst = !a.empty();
+  for (const ir::Expr& x : a)
+    allConst = allConst && x->kind() == ir::NodeKind::Const;
+  if (allConst && e->prim()->kind == prims::PrimKind::Elementwise && e->prim()->eval) {
+    std::vector<double> values;
+    for (const ir::Expr& x : a)
+      values.push_back(x->value());
+    double v = autodiff::applyPrimitive(*e->prim(), values);
+    if (std::isfinite(v) && e->type() == ir::ValueType::Value)
+      return ir::Node::makeConst(v);
+  }
+  if (p == "add") {
+    if (a[0]->isConst(0))
+      return a[1];
+    if (a[1]->isConst(0))
+      return a[0];
+    if (a[1]->isCall("neg"))
+      return call("sub", {a[0], a[1]->args()[0]});
+  } else if (p == "sub") {
+    if (a[1]->isConst(0))
+      return a[0];
+    if (a[0]->isConst(0))
+      return call("neg", {a[1]});
+    if (a[1]->isCall("neg"))
+      return call("add", {a[0], a[1]->args()[0]});
+  } else if (p == "mul") {
+    for (int i = 0; i < 2; ++i) {
+      const ir::Expr& k = a[i];
+      const ir::Expr& other = a[1 - i];
+      if (k->isConst(0))
+        return k;
+      if (k->isConst(1))
+        return other;
+      if (k->isConst(-1))
+        return call("neg", {other});
+    }
+    if (a[0]->isCall("neg") && a[1]->isCall("neg"))
+      return call("mul", {a[0]->args()[0], a[1]->args()[0]});
+    if (a[0]->isCall("neg"))
+      return call("neg", {call("mul", {a[0]->args()[0], a[1]})});
+    if (a[1]->isCall("neg"))
+      return call("neg", {call("mul", {a[0], a[1]->args()[0]})});
+  } else if (p == "div") {
+    if (a[1]->isConst(1))
+      return a[0];
+    if (a[0]->isConst(0))
+      return a[0];
+    if (a[0]->isCall("neg"))
+      return call("neg", {call("div", {a[0]->args()[0], a[1]})});
+  } else if (p == "neg") {
+    if (a[0]->isCall("neg"))
+      return a[0]->args()[0];
+  } else if (p == "where") {
+    if (a[1].get() == a[2].get())
+      return a[1];
+  }
+  return e;
+}
+
+ir::Expr Simplifier::simplify(const ir::Expr& root) const {
+  std::unordered_map<const ir::Node*, ir::Expr> done; // rewritten calls; leaves stay as they are
+  auto get = [&done](const ir::Expr& e) {
+    auto it = done.find(e.get());
+    return it == done.end() ? e : it->second;
+  };
+  for (const ir::Node* n : ir::topoOrder({root})) {
+    if (n->kind() != ir::NodeKind::Call)
+      continue;
+    std::vector<ir::Expr> args;
+    for (const ir::Expr& a : n->args())
+      args.push_back(get(a));
+    done[n] = rewrite(ir::Node::makeCall(n->prim(), std::move(args)));
+  }
+  return get(root);
+}
+
+std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {
+  // Shared pointers of every node: leaves keep their identity, calls are rebuilt.
+  std::unordered_map<const ir::Node*, ir::Expr> owner;
+  for (const ir::Expr& r : roots)
+    if (r)
+      owner[r.get()] = r;
+  std::vector<const ir::Node*> order = ir::topoOrder(roots);
+  for (const ir::Node* n : order)
+    for (const ir::Expr& a : n->args())
+      owner[a.get()] = a;
+
+  std::unordered_map<size_t, std::vector<ir::Expr>> table; // hash -> canonical nodes
+  std::unordered_map<const ir::Node*, ir::Expr> canon;
+  for (const ir::Node* n : order) {
+    ir::Expr candidate = owner.at(n);
+    if (n->kind() == ir::NodeKind::Call) {
+      std::vector<ir::Expr> args;
+      for (const ir::Expr& a : n->args())
+        args.push_back(canon.at(a.get()));
+      candidate = ir::Node::makeCall(n->prim(), std::move(args));
+    }
+    ir::Expr found;
+    for (const ir::Expr& existing : table[candidate->hash()])
+      if (existing->shallowEquals(*candidate))
+        found = existing;
+    if (!found) {
+      table[candidate->hash()].push_back(candidate);
+      found = candidate;
+    }
+    canon[n] = found;
+  }
+  std::vector<ir::Expr> out;
+  for (const ir::Expr& r : roots)
+    out.push_back(r ? canon.at(r.get()) : nullptr);
+  return out;
+}
+
+} // namespace fusegen::opt

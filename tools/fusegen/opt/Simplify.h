@@ -1,0 +1,29 @@
+// Simplify and CSE: passes that return new expressions (inputs are never modified).
+// simplify() folds constants and removes algebraic identities (x*1, x+0, x*0, --x, ...)
+// that reverse-mode AD produces in bulk; cse() makes structurally equal subexpressions one
+// shared node, so a DAG printed as code computes each value once.
+#pragma once
+
+#include "ir/Node.h"
+#include "prims/PrimitiveLibrary.h"
+
+#include <vector>
+
+namespace fusegen::opt {
+
+class Simplifier {
+public:
+  explicit Simplifier(const prims::PrimitiveLibrary& lib) : lib_(lib) {}
+  ir::Expr simplify(const ir::Expr& e) const;
+  // Builds prim(args) and simplifies just that node (arguments are assumed simplified).
+  ir::Expr call(const char* prim, std::vector<ir::Expr> args) const;
+
+private:
+  ir::Expr rewrite(const ir::Expr& e) const;
+  const prims::PrimitiveLibrary& lib_;
+};
+
+// Returns `roots` rebuilt so that structurally equal subtrees are one node.
+std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots);
+
+} // namespace fusegen::opt

@@ -1,0 +1,255 @@
+// Loading and checking the primitive library (templates/primitives.yaml).
+#include "prims/PrimitiveLibrary.h"
+
+#include "expr/Parser.h"
+#include "prims/Builtins.h"
+#include "spec/SpecLoader.h"
+#include "support/FileWriter.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <set>
+
+namespace fusegen::prims {
+
+int Primitive::paramIndex(const std::string& n) const {
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].name == n)
+      return static_cast<int>(i);
+  return -1;
+}
+
+std::string Primitive::signature() const {
+  std::string s = name + "(";
+  for (size_t i = 0; i < params.size(); ++i) {
+    s += (i ? ", " : "") + params[i].name;
+    if (params[i].kind == ParamKind::Bool)
+      s += ": bool";
+    if (params[i].kind == ParamKind::Const)
+      s += ": const";
+  }
+  return s + ")";
+}
+
+namespace {
+
+SourceLoc locOf(const std::string& path, const YAML::Node& n) {
+  return SourceLoc{path, n.Mark().line + 1, n.Mark().column + 1};
+}
+
+// "name(a, b: bool, p: const)" -> name and params.
+bool parseSignature(const std::string& text, Primitive& p) {
+  size_t open = text.find('('), close = text.rfind(')');
+  if (open == std::string::npos || close != text.size() - 1)
+    return false;
+  p.name = text.substr(0, open);
+  if (!spec::isIdentifier(p.name))
+    return false;
+  std::string inner = text.substr(open + 1, close - open - 1);
+  size_t start = 0;
+  while (start <= inner.size()) {
+    size_t comma = inner.find(',', start);
+    std::string part = inner.substr(start, comma == std::string::npos ? std::string::npos
+                                                                      : comma - start);
+    auto trim = [](std::string s) {
+      s.erase(0, s.find_first_not_of(' '));
+      s.erase(s.find_last_not_of(' ') + 1);
+      return s;
+    };
+    Param param;
+    size_t colon = part.find(':');
+    param.name = trim(part.substr(0, colon));
+    if (colon != std::string::npos) {
+      std::string kind = trim(part.substr(colon + 1));
+      if (kind == "bool")
+        param.kind = ParamKind::Bool;
+      else if (kind == "const")
+        param.kind = ParamKind::Const;
+      else
+        return false;
+    }
+    if (!spec::isIdentifier(param.name))
+      return false;
+    p.params.push_back(param);
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return true;
+}
+
+// Checks that every name in `ast` is allowed and every call is known to `isFunction`.
+void checkNames(const expr::AstPtr& ast, const std::set<std::string>& names,
+                const std::function<int(const std::string&)>& arityOf, Diagnostics& diags) {
+  if (ast->kind == expr::Ast::Kind::Name && !names.count(ast->name))
+    diags.error(ast->loc, "unknown name '" + ast->name + "' in primitive formula");
+  if (ast->kind == expr::Ast::Kind::Call) {
+    int arity = arityOf(ast->name);
+    if (arity < 0)
+      diags.error(ast->loc, "unknown function '" + ast->name + "' in primitive formula");
+    else if (arity != static_cast<int>(ast->args.size()))
+      diags.error(ast->loc, "'" + ast->name + "' takes " + std::to_string(arity) +
+                                " argument(s), got " + std::to_string(ast->args.size()));
+  }
+  for (const expr::AstPtr& a : ast->args)
+    checkNames(a, names, arityOf, diags);
+}
+
+} // namespace
+
+std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::string& path,
+                                                                 const std::string& text,
+                                                                 Diagnostics& diags) {
+  diags.addFile(path, text);
+  int errorsBefore = diags.errorCount();
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    diags.error(SourceLoc{path, e.mark.line + 1, e.mark.column + 1}, "invalid YAML: " + e.msg);
+    return std::nullopt;
+  }
+  if (!root.IsSequence()) {
+    diags.error(SourceLoc{path, 1, 1}, "the primitive library must be a list of entries");
+    return std::nullopt;
+  }
+  PrimitiveLibrary lib;
+  std::vector<std::pair<std::shared_ptr<Primitive>, YAML::Node>> pending;
+  for (const YAML::Node& entry : root) {
+    if (!entry.IsMap()) {
+      diags.error(locOf(path, entry), "a primitive entry must be a mapping");
+      continue;
+    }
+    auto p = std::make_shared<Primitive>();
+    p->loc = locOf(path, entry);
+    YAML::Node gradNode;
+    std::set<std::string> seen;
+    bool named = false;
+    for (auto it = entry.begin(); it != entry.end(); ++it) {
+      std::string key = it->first.Scalar();
+      const YAML::Node& v = it->second;
+      SourceLoc vloc = locOf(path, v);
+      if (!seen.insert(key).second) {
+        diags.error(locOf(path, it->first), "duplicate key '" + key + "'");
+        continue;
+      }
+      if (key == "name") {
+        named = parseSignature(v.Scalar(), *p);
+        if (!named)
+          diags.error(vloc, "malformed signature '" + v.Scalar() +
+                                "'; expected name(a, b: bool, p: const)");
+        p->loc = vloc;
+      } else if (key == "doc") {
+        p->doc = v.Scalar();
+      } else if (key == "kind") {
+        if (v.Scalar() == "reduction")
+          p->kind = PrimKind::Reduction;
+        else if (v.Scalar() != "elementwise")
+          diags.error(vloc, "kind must be elementwise or reduction");
+      } else if (key == "returns") {
+        if (v.Scalar() == "bool")
+          p->returnsBool = true;
+        else if (v.Scalar() != "value")
+          diags.error(vloc, "returns must be value or bool");
+      } else if (key == "eval") {
+        p->eval = expr::parseFormula(v.Scalar(), vloc, diags);
+      } else if (key == "torch") {
+        p->torch = v.Scalar();
+      } else if (key == "grad") {
+        gradNode = v;
+      } else {
+        diags.error(locOf(path, it->first), "unknown key '" + key +
+                                                "'; expected name, doc, kind, returns, eval, "
+                                                "torch, grad");
+      }
+    }
+    if (!named)
+      continue;
+    if (lib.byName_.count(p->name)) {
+      diags.error(p->loc, "primitive '" + p->name + "' is defined twice");
+      continue;
+    }
+    if (p->torch.empty())
+      diags.error(p->loc, "primitive '" + p->name + "' needs a 'torch' spelling");
+    if (!p->eval && p->kind == PrimKind::Elementwise)
+      diags.error(p->loc, "primitive '" + p->name + "' needs an 'eval' formula");
+    lib.byName_[p->name] = p.get();
+    lib.prims_.push_back(p);
+    pending.emplace_back(p, gradNode);
+  }
+
+  // Derivative rules may call any primitive, so they are checked once all are known.
+  auto primArity = [&](const std::string& n) {
+    auto it = lib.byName_.find(n);
+    return it == lib.byName_.end() ? -1 : static_cast<int>(it->second->params.size());
+  };
+  auto builtinArity = [](const std::string& n) {
+    const Builtin* b = findBuiltin(n);
+    return b ? b->arity : -1;
+  };
+  for (auto& [p, gradNode] : pending) {
+    std::set<std::string> paramNames;
+    for (const Param& param : p->params)
+      paramNames.insert(param.name);
+    if (p->eval)
+      checkNames(p->eval, paramNames, builtinArity, diags);
+    p->grads.assign(p->params.size(), nullptr);
+    std::set<std::string> ruleNames = paramNames;
+    ruleNames.insert("grad");
+    ruleNames.insert("result");
+    if (gradNode && !gradNode.IsMap()) {
+      diags.error(locOf(path, gradNode), "'grad' must map parameter names to rules");
+      continue;
+    }
+    if (gradNode) {
+      for (auto it = gradNode.begin(); it != gradNode.end(); ++it) {
+        std::string param = it->first.Scalar();
+        int idx = p->paramIndex(param);
+        SourceLoc kloc = locOf(path, it->first);
+        if (idx < 0) {
+          diags.error(kloc, "'" + param + "' is not a parameter of " + p->signature());
+          continue;
+        }
+        if (p->params[idx].kind != ParamKind::Value) {
+          diags.error(kloc, "'" + param + "' is not differentiable (bool or const); drop its rule");
+          continue;
+        }
+        p->grads[idx] = expr::parseFormula(it->second.Scalar(), locOf(path, it->second), diags);
+        if (p->grads[idx])
+          checkNames(p->grads[idx], ruleNames, primArity, diags);
+      }
+    }
+    for (size_t i = 0; i < p->params.size(); ++i)
+      if (p->params[i].kind == ParamKind::Value && !p->grads[i])
+        diags.error(p->loc, "primitive '" + p->name + "' has no derivative rule for '" +
+                                p->params[i].name + "'");
+  }
+  if (diags.errorCount() != errorsBefore)
+    return std::nullopt;
+  return lib;
+}
+
+std::optional<PrimitiveLibrary> PrimitiveLibrary::load(const std::string& path,
+                                                       Diagnostics& diags) {
+  try {
+    return loadFromString(path, readFile(path), diags);
+  } catch (const std::runtime_error& e) {
+    diags.error(SourceLoc{path, 0, 0}, e.what());
+    return std::nullopt;
+  }
+}
+
+const Primitive* PrimitiveLibrary::find(const std::string& name) const {
+  auto it = byName_.find(name);
+  return it == byName_.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> PrimitiveLibrary::names() const {
+  std::vector<std::string> out;
+  for (const auto& p : prims_)
+    out.push_back(p->name);
+  return out;
+}
+
+} // namespace fusegen::prims

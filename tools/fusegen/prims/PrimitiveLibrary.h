@@ -1,0 +1,67 @@
+// PrimitiveLibrary: the functions a spec can call, loaded from templates/primitives.yaml.
+// Each entry is data: signature, forward formula over builtins (`eval`), the PyTorch
+// spelling for the generated reference, and one derivative rule per differentiable
+// parameter written in the formula language (`grad`, `result` and the parameters in scope).
+// Adding a primitive is adding one entry to that file.
+#pragma once
+
+#include "expr/Ast.h"
+#include "support/Diagnostics.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fusegen::prims {
+
+enum class ParamKind {
+  Value, // a differentiable tensor value
+  Bool,  // a condition (result of a comparison); no gradient
+  Const, // must not depend on tensors (a literal or an attr); no gradient
+};
+
+struct Param {
+  std::string name;
+  ParamKind kind = ParamKind::Value;
+};
+
+enum class PrimKind {
+  Elementwise,
+  Reduction, // over the last dim: [..., D] -> [...]
+};
+
+struct Primitive {
+  std::string name;
+  std::vector<Param> params;
+  PrimKind kind = PrimKind::Elementwise;
+  bool returnsBool = false;
+  std::string doc;
+  expr::AstPtr eval;          // over builtins and params (elementwise only)
+  std::string torch;          // PyTorch spelling with {param} placeholders
+  std::vector<expr::AstPtr> grads; // per param; null for Bool/Const params
+  SourceLoc loc;
+
+  int paramIndex(const std::string& n) const;
+  std::string signature() const; // e.g. "where(cond: bool, a, b)"
+};
+
+class PrimitiveLibrary {
+public:
+  // Loads and checks the library; returns nothing when errors were reported.
+  static std::optional<PrimitiveLibrary> load(const std::string& path, Diagnostics& diags);
+  static std::optional<PrimitiveLibrary> loadFromString(const std::string& path,
+                                                        const std::string& text,
+                                                        Diagnostics& diags);
+
+  const Primitive* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+  const std::vector<std::shared_ptr<const Primitive>>& all() const { return prims_; }
+
+private:
+  std::vector<std::shared_ptr<const Primitive>> prims_;
+  std::map<std::string, const Primitive*> byName_;
+};
+
+} // namespace fusegen::prims

@@ -1,0 +1,373 @@
+// SpecLoader implementation. Each top-level section has its own small reader; all of them
+// report through Diagnostics and keep going, so one run shows every structural mistake.
+#include "spec/SpecLoader.h"
+
+#include "support/FileWriter.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace fusegen::spec {
+
+bool isIdentifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
+    return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
+      return false;
+  return true;
+}
+
+namespace {
+
+// Names the generated Python and C++ need for themselves or that read as keywords.
+const std::set<std::string> kReservedNames = {
+    "grad", "result", "self", "ctx", "output_mask", "and", "or", "not", "if", "else", "for",
+    "while", "def", "class", "return", "lambda", "None", "True", "False", "import", "from",
+    "in", "is", "int", "float", "bool", "double", "auto", "const", "struct", "void", "T"};
+
+class Reader {
+public:
+  Reader(std::string path, const std::string& text, Diagnostics& diags)
+      : path_(std::move(path)), diags_(diags) {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line))
+      lines_.push_back(line);
+  }
+
+  SourceLoc loc(const YAML::Node& n) const { return loc(n.Mark()); }
+  SourceLoc loc(const YAML::Mark& m) const {
+    if (m.line < 0)
+      return SourceLoc{path_, 0, 0};
+    return SourceLoc{path_, m.line + 1, m.column + 1};
+  }
+
+  // The location of the first character of a scalar's value, after an opening quote.
+  SourceLoc valueLoc(const YAML::Node& n) const {
+    SourceLoc l = loc(n);
+    if (l.line >= 1 && l.line <= static_cast<int>(lines_.size())) {
+      const std::string& text = lines_[l.line - 1];
+      if (l.col - 1 < static_cast<int>(text.size()) &&
+          (text[l.col - 1] == '"' || text[l.col - 1] == '\''))
+        return l.shifted(1);
+    }
+    return l;
+  }
+
+  void error(const YAML::Node& n, const std::string& msg) { diags_.error(loc(n), msg); }
+
+  // Iterates a mapping in document order, rejecting duplicate keys and non-scalar keys.
+  std::vector<std::pair<YAML::Node, YAML::Node>> entries(const YAML::Node& map,
+                                                         const std::string& what) {
+    std::vector<std::pair<YAML::Node, YAML::Node>> out;
+    std::map<std::string, YAML::Node> seen;
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      YAML::Node key = it->first;
+      if (!key.IsScalar()) {
+        error(key, what + " keys must be plain names");
+        continue;
+      }
+      std::string k = key.Scalar();
+      if (seen.count(k)) {
+        error(key, "duplicate key '" + k + "' in " + what);
+        diags_.note(loc(seen[k]), "first defined here");
+        continue;
+      }
+      seen[k] = key;
+      out.emplace_back(key, it->second);
+    }
+    return out;
+  }
+
+  bool expectKind(const YAML::Node& n, YAML::NodeType::value kind, const std::string& what) {
+    if (n.Type() == kind)
+      return true;
+    const char* expected = kind == YAML::NodeType::Map        ? "a mapping"
+                           : kind == YAML::NodeType::Sequence ? "a list"
+                                                              : "a single value";
+    error(n, what + " must be " + expected);
+    return false;
+  }
+
+  Diagnostics& diags() { return diags_; }
+  const std::string& path() const { return path_; }
+
+private:
+  std::string path_;
+  Diagnostics& diags_;
+  std::vector<std::string> lines_;
+};
+
+std::optional<ShapeClass> parseShape(Reader& r, const YAML::Node& n, const std::string& name) {
+  if (!r.expectKind(n, YAML::NodeType::Sequence, "the shape of input '" + name + "'"))
+    return std::nullopt;
+  std::vector<std::string> dims;
+  for (const YAML::Node& d : n) {
+    if (!d.IsScalar()) {
+      r.error(d, "shape entries must be '...' or 'D'");
+      return std::nullopt;
+    }
+    dims.push_back(d.Scalar());
+  }
+  std::string joined;
+  for (size_t i = 0; i < dims.size(); ++i)
+    joined += (i ? ", " : "") + dims[i];
+  if (joined == "..., D")
+    return ShapeClass::Full;
+  if (joined == "D")
+    return ShapeClass::Col;
+  if (joined == "...")
+    return ShapeClass::Row;
+  if (joined.empty())
+    return ShapeClass::Scalar;
+  r.error(n, "unsupported shape [" + joined +
+                 "] for input '" + name + "'; expected [..., D], [D], [...] or []");
+  return std::nullopt;
+}
+
+bool parseNumber(const std::string& text, double& value) {
+  std::istringstream in(text);
+  in >> value;
+  return !in.fail() && in.eof() && std::isfinite(value);
+}
+
+void readInputs(Reader& r, const YAML::Node& n, OpSpec& spec) {
+  if (!r.expectKind(n, YAML::NodeType::Map, "'inputs'"))
+    return;
+  for (auto& [key, value] : r.entries(n, "'inputs'")) {
+    std::optional<ShapeClass> shape = parseShape(r, value, key.Scalar());
+    if (shape)
+      spec.inputs.push_back(Input{key.Scalar(), *shape, r.loc(key)});
+  }
+  if (spec.inputs.empty() && r.diags().errorCount() == 0)
+    r.error(n, "'inputs' must declare at least one tensor");
+}
+
+void readAttrs(Reader& r, const YAML::Node& n, OpSpec& spec) {
+  if (!r.expectKind(n, YAML::NodeType::Map, "'attrs'"))
+    return;
+  for (auto& [key, value] : r.entries(n, "'attrs'")) {
+    const std::string name = key.Scalar();
+    if (!r.expectKind(value, YAML::NodeType::Map, "attr '" + name + "'"))
+      continue;
+    Attr attr{name, AttrType::Float, false, 0, r.loc(key)};
+    bool typed = false;
+    YAML::Node defaultNode;
+    for (auto& [field, fv] : r.entries(value, "attr '" + name + "'")) {
+      const std::string f = field.Scalar();
+      if (f == "type") {
+        std::string t = fv.IsScalar() ? fv.Scalar() : "";
+        if (t == "float")
+          attr.type = AttrType::Float;
+        else if (t == "int")
+          attr.type = AttrType::Int;
+        else if (t == "bool")
+          attr.type = AttrType::Bool;
+        else {
+          r.error(fv, "unknown attr type '" + t + "'; expected float, int or bool");
+          continue;
+        }
+        typed = true;
+      } else if (f == "default") {
+        defaultNode = fv;
+      } else {
+        r.error(field, "unknown key '" + f + "' in attr '" + name + "'; expected type, default");
+      }
+    }
+    if (!typed) {
+      r.error(key, "attr '" + name + "' needs a 'type' (float, int or bool)");
+      continue;
+    }
+    if (defaultNode) {
+      std::string text = defaultNode.IsScalar() ? defaultNode.Scalar() : "";
+      bool ok = false;
+      if (attr.type == AttrType::Bool) {
+        ok = text == "true" || text == "false";
+        attr.defaultValue = text == "true" ? 1 : 0;
+      } else {
+        ok = parseNumber(text, attr.defaultValue);
+        if (ok && attr.type == AttrType::Int && attr.defaultValue != std::floor(attr.defaultValue))
+          ok = false;
+      }
+      if (!ok) {
+        r.error(defaultNode, "default '" + text + "' of attr '" + name + "' is not a valid " +
+                                 attrTypeName(attr.type));
+        continue;
+      }
+      attr.hasDefault = true;
+    }
+    spec.attrs.push_back(attr);
+  }
+}
+
+void readBindings(Reader& r, const YAML::Node& n, const std::string& section,
+                  std::vector<Binding>& out) {
+  if (!r.expectKind(n, YAML::NodeType::Map, "'" + section + "'"))
+    return;
+  for (auto& [key, value] : r.entries(n, "'" + section + "'")) {
+    if (!value.IsScalar() || value.Scalar().empty()) {
+      r.error(value.IsNull() ? key : value,
+              "'" + key.Scalar() + "' in '" + section + "' must be a formula");
+      continue;
+    }
+    out.push_back(Binding{key.Scalar(), value.Scalar(), r.loc(key), r.valueLoc(value)});
+  }
+}
+
+void readDtypes(Reader& r, const YAML::Node& n, OpSpec& spec) {
+  if (!r.expectKind(n, YAML::NodeType::Sequence, "'dtypes'"))
+    return;
+  std::set<std::string> seen;
+  for (const YAML::Node& d : n) {
+    std::string name = d.IsScalar() ? d.Scalar() : "";
+    std::optional<DType> dt;
+    for (DType c : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64})
+      if (name == dtypeName(c))
+        dt = c;
+    if (!dt) {
+      r.error(d, "unsupported dtype '" + name + "'; expected float32, float16, bfloat16 or float64");
+      continue;
+    }
+    if (!seen.insert(name).second) {
+      r.error(d, "dtype '" + name + "' is listed twice");
+      continue;
+    }
+    spec.dtypes.push_back(*dt);
+  }
+  if (seen.empty() && r.diags().errorCount() == 0)
+    r.error(n, "'dtypes' must list at least one dtype");
+}
+
+void readReferences(Reader& r, const YAML::Node& n, OpSpec& spec) {
+  if (!r.expectKind(n, YAML::NodeType::Map, "'reference'"))
+    return;
+  for (auto& [key, value] : r.entries(n, "'reference'")) {
+    if (!value.IsScalar()) {
+      r.error(value, "reference for '" + key.Scalar() + "' must be a PyTorch expression");
+      continue;
+    }
+    spec.references.push_back(Reference{key.Scalar(), value.Scalar(), r.loc(key)});
+  }
+}
+
+void checkNames(Reader& r, OpSpec& spec) {
+  std::map<std::string, SourceLoc> defined;
+  auto define = [&](const std::string& name, const SourceLoc& loc, const char* what) {
+    if (!isIdentifier(name)) {
+      r.diags().error(loc, std::string(what) + " name '" + name + "' is not an identifier");
+      return;
+    }
+    if (kReservedNames.count(name)) {
+      r.diags().error(loc, std::string(what) + " name '" + name + "' is reserved");
+      return;
+    }
+    auto [it, fresh] = defined.emplace(name, loc);
+    if (!fresh) {
+      r.diags().error(loc, "name '" + name + "' is already defined");
+      r.diags().note(it->second, "previous definition is here");
+    }
+  };
+  for (const Input& i : spec.inputs)
+    define(i.name, i.loc, "input");
+  for (const Attr& a : spec.attrs)
+    define(a.name, a.loc, "attr");
+  for (const Binding& b : spec.lets)
+    define(b.name, b.loc, "let");
+  for (const Binding& b : spec.outputs)
+    define(b.name, b.loc, "output");
+  for (const Reference& ref : spec.references) {
+    bool known = false;
+    for (const Binding& b : spec.outputs)
+      known |= b.name == ref.output;
+    if (!known)
+      r.diags().error(ref.loc, "reference given for '" + ref.output + "', which is not an output");
+  }
+}
+
+} // namespace
+
+std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::string& text,
+                                         Diagnostics& diags) {
+  diags.addFile(path, text);
+  int errorsBefore = diags.errorCount();
+  Reader r(path, text, diags);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    diags.error(r.loc(e.mark), "invalid YAML: " + e.msg);
+    return std::nullopt;
+  }
+  if (!root.IsMap()) {
+    diags.error(SourceLoc{path, 1, 1}, "a spec must be a YAML mapping with 'op', 'inputs' and 'outputs'");
+    return std::nullopt;
+  }
+  OpSpec spec;
+  spec.path = path;
+  bool haveOp = false, haveInputs = false, haveOutputs = false, haveDtypes = false;
+  for (auto& [key, value] : r.entries(root, "the spec")) {
+    const std::string k = key.Scalar();
+    if (k == "op") {
+      haveOp = true;
+      spec.name = value.IsScalar() ? value.Scalar() : "";
+      spec.nameLoc = r.loc(value);
+      if (!isIdentifier(spec.name) || spec.name.find("__") != std::string::npos)
+        r.error(value, "op name '" + spec.name + "' must be an identifier (letters, digits, _)");
+    } else if (k == "doc") {
+      if (r.expectKind(value, YAML::NodeType::Scalar, "'doc'"))
+        spec.doc = value.Scalar();
+    } else if (k == "inputs") {
+      haveInputs = true;
+      readInputs(r, value, spec);
+    } else if (k == "attrs") {
+      readAttrs(r, value, spec);
+    } else if (k == "let") {
+      readBindings(r, value, "let", spec.lets);
+    } else if (k == "outputs") {
+      haveOutputs = true;
+      readBindings(r, value, "outputs", spec.outputs);
+    } else if (k == "dtypes") {
+      haveDtypes = true;
+      readDtypes(r, value, spec);
+    } else if (k == "reference") {
+      readReferences(r, value, spec);
+    } else {
+      r.error(key, "unknown key '" + k +
+                       "'; expected op, doc, inputs, attrs, let, outputs, dtypes, reference");
+    }
+  }
+  SourceLoc top{path, 1, 1};
+  if (!haveOp)
+    diags.error(top, "missing required key 'op'");
+  if (!haveInputs)
+    diags.error(top, "missing required key 'inputs'");
+  if (!haveOutputs)
+    diags.error(top, "missing required key 'outputs'");
+  else if (spec.outputs.empty() && diags.errorCount() == errorsBefore)
+    diags.error(top, "'outputs' must define at least one output");
+  if (!haveDtypes)
+    spec.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};
+  checkNames(r, spec);
+  if (diags.errorCount() != errorsBefore)
+    return std::nullopt;
+  return spec;
+}
+
+std::optional<OpSpec> loadSpec(const std::string& path, Diagnostics& diags) {
+  std::string text;
+  try {
+    text = readFile(path);
+  } catch (const std::exception& e) {
+    diags.error(SourceLoc{path, 0, 0}, e.what());
+    return std::nullopt;
+  }
+  return loadSpecFromString(path, text, diags);
+}
+
+} // namespace fusegen::spec

@@ -1,0 +1,46 @@
+// Spellings of the spec model's enums, shared by diagnostics and emitters.
+#include "spec/SpecModel.h"
+
+namespace fusegen::spec {
+
+const char* shapeClassSpelling(ShapeClass s) {
+  switch (s) {
+  case ShapeClass::Scalar:
+    return "[]";
+  case ShapeClass::Col:
+    return "[D]";
+  case ShapeClass::Row:
+    return "[...]";
+  case ShapeClass::Full:
+    return "[..., D]";
+  }
+  return "?";
+}
+
+const char* attrTypeName(AttrType t) {
+  switch (t) {
+  case AttrType::Float:
+    return "float";
+  case AttrType::Int:
+    return "int";
+  case AttrType::Bool:
+    return "bool";
+  }
+  return "?";
+}
+
+const char* dtypeName(DType d) {
+  switch (d) {
+  case DType::Float32:
+    return "float32";
+  case DType::Float16:
+    return "float16";
+  case DType::BFloat16:
+    return "bfloat16";
+  case DType::Float64:
+    return "float64";
+  }
+  return "?";
+}
+
+} // namespace fusegen::spec

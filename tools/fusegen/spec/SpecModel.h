@@ -1,0 +1,70 @@
+// SpecModel: the parsed, validated form of one YAML spec. Plain immutable data; every entry
+// carries the SourceLoc of what the user wrote so later stages can report errors there.
+#pragma once
+
+#include "support/SourceLoc.h"
+
+#include <string>
+#include <vector>
+
+namespace fusegen::spec {
+
+// How a tensor broadcasts against the [rows, D] view of the op (DESIGN.md §2).
+enum class ShapeClass {
+  Scalar, // []        one value for the whole op
+  Col,    // [D]       one value per column, broadcast over rows
+  Row,    // [...]     one value per row, broadcast over D
+  Full,   // [..., D]  one value per element
+};
+
+const char* shapeClassSpelling(ShapeClass s); // "[..., D]", "[D]", "[...]", "[]"
+
+enum class AttrType { Float, Int, Bool };
+const char* attrTypeName(AttrType t); // as in a torch schema: float, int, bool
+
+enum class DType { Float32, Float16, BFloat16, Float64 };
+const char* dtypeName(DType d); // float32, float16, bfloat16, float64
+
+struct Input {
+  std::string name;
+  ShapeClass shape;
+  SourceLoc loc;
+};
+
+struct Attr {
+  std::string name;
+  AttrType type;
+  bool hasDefault = false;
+  double defaultValue = 0;
+  SourceLoc loc;
+};
+
+// A named formula: a `let` binding or an output.
+struct Binding {
+  std::string name;
+  std::string formula;
+  SourceLoc loc;        // of the name
+  SourceLoc formulaLoc; // of the first character of the formula text
+};
+
+// An independent PyTorch expression for one output, used only by the generated tests.
+struct Reference {
+  std::string output;
+  std::string python;
+  SourceLoc loc;
+};
+
+struct OpSpec {
+  std::string path; // as given on the command line
+  std::string name;
+  SourceLoc nameLoc;
+  std::string doc;
+  std::vector<Input> inputs;
+  std::vector<Attr> attrs;
+  std::vector<Binding> lets;
+  std::vector<Binding> outputs;
+  std::vector<DType> dtypes;
+  std::vector<Reference> references;
+};
+
+} // namespace fusegen::spec
