@@ -19,12 +19,14 @@ SPEC = _support.OpInfo(
     attrs=[],
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64"],
+    saved=[],
 )
 
 
 def bias_gelu_erf(x: Tensor, bias: Tensor) -> Tensor:
     """Exact GELU (erf form) of x plus a per-column bias."""
-    return torch.ops.fusegen.bias_gelu_erf.default(x, bias)
+    result = torch.ops.fusegen.bias_gelu_erf.default(x, bias)
+    return result
 
 
 def reference(x: Tensor, bias: Tensor) -> Tensor:
@@ -42,20 +44,23 @@ def _fake(x, bias):
 
 @torch.library.register_fake("fusegen::bias_gelu_erf_backward")
 def _fake_backward(grad_y, x, bias, output_mask):
-    return _support.fake_backward(SPEC, [x, bias], [grad_y], output_mask)
+    return _support.fake_backward(SPEC, [x, bias], [], [grad_y],
+                                  output_mask)
 
 
 def _setup_context(ctx, inputs, output):
-    ctx.save_for_backward(*inputs[:2])
+    stats = _support.as_tuple(output)[1:]  # per-row statistics for the backward
+    ctx.mark_non_differentiable(*stats)
+    ctx.save_for_backward(*inputs[:2], *stats)
     ctx.attrs = tuple(inputs[2:])
 
 
-def _backward(ctx, grad_y):
-    saved = ctx.saved_tensors
+def _backward(ctx, *grads):
     mask = [bool(m) for m in ctx.needs_input_grad[:2]]
-    grads = torch.ops.fusegen.bias_gelu_erf_backward.default(grad_y, *saved, *ctx.attrs, mask)
-    grads = _support.as_tuple(grads)
-    return tuple(g if m else None for g, m in zip(grads, mask)) + (None,) * 0
+    result = torch.ops.fusegen.bias_gelu_erf_backward.default(
+        *grads[:1], *ctx.saved_tensors, *ctx.attrs, mask)
+    result = _support.as_tuple(result)
+    return tuple(g if m else None for g, m in zip(result, mask)) + (None,) * 0
 
 
 torch.library.register_autograd("fusegen::bias_gelu_erf", _backward, setup_context=_setup_context)

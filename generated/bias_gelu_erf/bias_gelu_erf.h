@@ -23,11 +23,12 @@ struct Op {
     return m == 0 ? fg::Bcast::Full : fg::Bcast::Full;
   }
 
-  template <typename T> FG_HD static void forward(const T* _in, const T* _attr, T* _out) {
+  template <typename T>
+  FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
+    (void)_D;
     const T x = _in[0];
     const T bias = _in[1];
-
     const T _t0 = x + bias;
     const T _t1 = (T(0.5) * _t0) * (T(1.0) + fg::erf((_t0 * T(0.7071067811865476))));
     _out[0] = _t1;
@@ -35,12 +36,12 @@ struct Op {
 
   // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
   template <typename T>
-  FG_HD static void backward(const T* _in, const T* _attr, const T* _gout, T* _gin) {
+  FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
+    (void)_D;
+    const T _grad_y = _gout[0];
     const T x = _in[0];
     const T bias = _in[1];
-
-    const T _grad_y = _gout[0];
     const T _t0 = x + bias;
     const T _t1 = _t0 * T(0.7071067811865476);
     const T _t2 = fg::erf(_t1);

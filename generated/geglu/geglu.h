@@ -23,25 +23,26 @@ struct Op {
     return m == 0 ? fg::Bcast::Full : fg::Bcast::Full;
   }
 
-  template <typename T> FG_HD static void forward(const T* _in, const T* _attr, T* _out) {
+  template <typename T>
+  FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
+    (void)_D;
     const T gate = _in[0];
-    const T up = _in[1];
-
     const T _t0 = (T(0.5) * gate) * (T(1.0) + fg::tanh((T(0.7978845608028654) * (gate + (((T(0.044715) * gate) * gate) * gate)))));
+    const T up = _in[1];
     const T _t1 = _t0 * up;
     _out[0] = _t1;
   }
 
   // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
   template <typename T>
-  FG_HD static void backward(const T* _in, const T* _attr, const T* _gout, T* _gin) {
+  FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
-    const T gate = _in[0];
-    const T up = _in[1];
-
+    (void)_D;
     const T _grad_y = _gout[0];
+    const T up = _in[1];
     const T _t0 = _grad_y * up;
+    const T gate = _in[0];
     const T _t1 = T(0.044715) * gate;
     const T _t2 = _t1 * gate;
     const T _t3 = _t2 * gate;

@@ -19,12 +19,14 @@ SPEC = _support.OpInfo(
     attrs=[_support.Attr("negative_slope", "float", 0.01), ],
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64"],
+    saved=[],
 )
 
 
 def leaky_relu(x: Tensor, *, negative_slope: float = 0.01) -> Tensor:
     """Leaky ReLU, x for x > 0 else negative_slope * x."""
-    return torch.ops.fusegen.leaky_relu.default(x, negative_slope)
+    result = torch.ops.fusegen.leaky_relu.default(x, negative_slope)
+    return result
 
 
 def reference(x: Tensor, *, negative_slope: float = 0.01) -> Tensor:
@@ -41,20 +43,23 @@ def _fake(x, negative_slope=0.01):
 
 @torch.library.register_fake("fusegen::leaky_relu_backward")
 def _fake_backward(grad_y, x, negative_slope, output_mask):
-    return _support.fake_backward(SPEC, [x], [grad_y], output_mask)
+    return _support.fake_backward(SPEC, [x], [], [grad_y],
+                                  output_mask)
 
 
 def _setup_context(ctx, inputs, output):
-    ctx.save_for_backward(*inputs[:1])
+    stats = _support.as_tuple(output)[1:]  # per-row statistics for the backward
+    ctx.mark_non_differentiable(*stats)
+    ctx.save_for_backward(*inputs[:1], *stats)
     ctx.attrs = tuple(inputs[1:])
 
 
-def _backward(ctx, grad_y):
-    saved = ctx.saved_tensors
+def _backward(ctx, *grads):
     mask = [bool(m) for m in ctx.needs_input_grad[:1]]
-    grads = torch.ops.fusegen.leaky_relu_backward.default(grad_y, *saved, *ctx.attrs, mask)
-    grads = _support.as_tuple(grads)
-    return tuple(g if m else None for g, m in zip(grads, mask)) + (None,) * 1
+    result = torch.ops.fusegen.leaky_relu_backward.default(
+        *grads[:1], *ctx.saved_tensors, *ctx.attrs, mask)
+    result = _support.as_tuple(result)
+    return tuple(g if m else None for g, m in zip(result, mask)) + (None,) * 1
 
 
 torch.library.register_autograd("fusegen::leaky_relu", _backward, setup_context=_setup_context)

@@ -23,8 +23,10 @@ struct Op {
     return m == 0 ? fg::Bcast::Full : fg::Bcast::Full;
   }
 
-  template <typename T> FG_HD static void forward(const T* _in, const T* _attr, T* _out) {
+  template <typename T>
+  FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
+    (void)_D;
     const T x = _in[0];
     const T negative_slope = _attr[0];
     const T _t0 = (x > T(0.0)) ? x : (x * negative_slope);
@@ -33,12 +35,13 @@ struct Op {
 
   // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
   template <typename T>
-  FG_HD static void backward(const T* _in, const T* _attr, const T* _gout, T* _gin) {
+  FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
+    (void)_D;
     const T x = _in[0];
-    const T negative_slope = _attr[0];
-    const T _grad_y = _gout[0];
     const bool _t0 = x > T(0.0);
+    const T _grad_y = _gout[0];
+    const T negative_slope = _attr[0];
     const T _t1 = _grad_y * negative_slope;
     const T _t2 = _t0 ? _grad_y : _t1;
     _gin[0] = _t2;

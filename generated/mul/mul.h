@@ -23,24 +23,25 @@ struct Op {
     return m == 0 ? fg::Bcast::Full : fg::Bcast::Full;
   }
 
-  template <typename T> FG_HD static void forward(const T* _in, const T* _attr, T* _out) {
+  template <typename T>
+  FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
+    (void)_D;
     const T a = _in[0];
     const T b = _in[1];
-
     const T _t0 = a * b;
     _out[0] = _t0;
   }
 
   // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
   template <typename T>
-  FG_HD static void backward(const T* _in, const T* _attr, const T* _gout, T* _gin) {
+  FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
-    const T a = _in[0];
-    const T b = _in[1];
-
+    (void)_D;
     const T _grad_y = _gout[0];
+    const T b = _in[1];
     const T _t0 = _grad_y * b;
+    const T a = _in[0];
     const T _t1 = _grad_y * a;
     _gin[0] = _t0;
     _gin[1] = _t1;

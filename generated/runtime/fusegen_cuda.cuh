@@ -3,7 +3,7 @@
 //
 // An op is a struct `Op` generated from its spec (see generated/<op>/<op>.h):
 //   kInputs, kOutputs, kAttrs; bcast(k) -> how input k broadcasts;
-//   forward<T>(in, attr, out) and backward<T>(in, attr, gout, gin): one element, in the
+//   forward<T>(in, attr, D, out) and backward<T>(in, attr, D, gout, gin): one element, in the
 //   compute type T (float for half types, double for double).
 // Plans:
 //   flat     - no [D] inputs: a grid-stride loop over 128-bit vectors, scalar tail.
@@ -66,6 +66,7 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
 #pragma unroll
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   T scalar[Op::kInputs];
 #pragma unroll
   for (int k = 0; k < Op::kInputs; ++k)
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
         in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : scalar[k];
-      Op::forward(in, attr, out);
+      Op::forward(in, attr, Dval, out);
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
         y[m].v[l] = fromCompute<S>(out[m]);
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
 #pragma unroll
     for (int k = 0; k < Op::kInputs; ++k)
       in[k] = Op::bcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : scalar[k];
-    Op::forward(in, attr, out);
+    Op::forward(in, attr, Dval, out);
 #pragma unroll
     for (int m = 0; m < Op::kOutputs; ++m)
       static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
@@ -114,6 +115,7 @@ __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
 #pragma unroll
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   T scalar[Op::kInputs];
 #pragma unroll
   for (int k = 0; k < Op::kInputs; ++k)
@@ -139,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
         gout[m] = toCompute(g[m].v[l]);
-      Op::backward(in, attr, gout, gin);
+      Op::backward(in, attr, Dval, gout, gin);
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
         dx[k].v[l] = fromCompute<S>(gin[k]);
@@ -157,7 +159,7 @@ __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
 #pragma unroll
     for (int m = 0; m < Op::kOutputs; ++m)
       gout[m] = toCompute(static_cast<const S*>(a.gout[m])[i]);
-    Op::backward(in, attr, gout, gin);
+    Op::backward(in, attr, Dval, gout, gin);
 #pragma unroll
     for (int k = 0; k < Op::kInputs; ++k)
       if (Op::bcast(k) == Bcast::Full && a.need[k])
@@ -213,6 +215,7 @@ __global__ void colwiseForward(const Args a) {
 #pragma unroll
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   T fixed[Op::kInputs][V]; // [D] and scalar inputs: loaded once, reused for every row
 #pragma unroll
   for (int k = 0; k < Op::kInputs; ++k)
@@ -235,7 +238,7 @@ __global__ void colwiseForward(const Args a) {
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
         in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
-      Op::forward(in, attr, out);
+      Op::forward(in, attr, Dval, out);
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
         y[m].v[l] = fromCompute<S>(out[m]);
@@ -257,6 +260,7 @@ __global__ void colwiseBackward(const Args a, compute_t<S>* partials) {
 #pragma unroll
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   T fixed[Op::kInputs][V];
   T acc[Op::kInputs][V];
 #pragma unroll
@@ -290,7 +294,7 @@ __global__ void colwiseBackward(const Args a, compute_t<S>* partials) {
 #pragma unroll
         for (int m = 0; m < Op::kOutputs; ++m)
           gout[m] = toCompute(g[m].v[l]);
-        Op::backward(in, attr, gout, gin);
+        Op::backward(in, attr, Dval, gout, gin);
 #pragma unroll
         for (int k = 0; k < Op::kInputs; ++k) {
           if (Op::bcast(k) == Bcast::Full)

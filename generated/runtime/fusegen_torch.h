@@ -5,6 +5,7 @@
 // gradients, and calls the CPU or CUDA plan.
 #pragma once
 
+#include "fusegen_row.h"
 #include "fusegen_runtime.h"
 
 #include <ATen/core/Tensor.h>
@@ -246,6 +247,57 @@ runBackward(const char* op, const std::array<TensorArg, N>& args, int full,
     cpu(a);
   }
   return grads;
+}
+
+// Runs a row program (fusegen_row.h): checks and prepares the tensors, allocates the outputs
+// by kind (Full, Row, or a [D] ColSum), skipping those not in `need`, and calls the plan.
+template <class P, size_t N>
+std::vector<at::Tensor>
+runProgram(const char* op, const std::array<TensorArg, N>& args, int full,
+           std::initializer_list<at::ScalarType> dtypes,
+           const std::array<double, atLeastOne<P::kAttrs>()>& attrs,
+           const std::array<bool, P::kOutputs>& need, void (*cpu)(const typename P::Args&),
+           size_t (*cudaWorkspace)(const typename P::Args&),
+           void (*cuda)(const typename P::Args&, void*)) {
+  Prepared p = prepare(op, args, full, dtypes);
+  const at::OptionalDeviceGuard guard(p.device);
+  typename P::Args a{};
+  a.dtype = toDType(p.dtype);
+  for (int k = 0; k < P::kInputs; ++k)
+    a.in[k] = p.tensors[k].data_ptr();
+  for (int k = 0; k < P::kAttrs; ++k)
+    a.attr[k] = attrs[k];
+  a.rows = p.rows;
+  a.D = p.D;
+  // With D == 0 the rows still exist: their reductions are empty (a sum is 0, a max -inf).
+  const bool empty = p.rows == 0;
+  const auto options = p.tensors[full].options();
+  std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (p.fullShape.empty() ? 0 : 1));
+  std::vector<at::Tensor> outs;
+  for (int m = 0; m < P::kOutputs; ++m) {
+    a.need[m] = need[m];
+    at::Tensor t;
+    if (!need[m])
+      t = at::empty({0}, options);
+    else if (P::outKind(m) == OutKind::ColSum) // a sum over no rows is zero
+      t = empty ? at::zeros({p.D}, options) : at::empty({p.D}, options);
+    else
+      t = at::empty(P::outKind(m) == OutKind::Row ? rowShape : p.fullShape, options);
+    a.out[m] = need[m] ? t.data_ptr() : nullptr;
+    outs.push_back(t);
+  }
+  if (empty)
+    return outs;
+  if (p.device.is_cuda()) {
+    TORCH_CHECK(cuda != nullptr, op, ": this package was built without CUDA");
+    size_t bytes = cudaWorkspace(a);
+    at::Tensor workspace = at::empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte));
+    a.workspace = bytes ? workspace.data_ptr() : nullptr;
+    cuda(a, currentStream(p));
+  } else {
+    cpu(a);
+  }
+  return outs;
 }
 
 } // namespace fg::glue

@@ -31,6 +31,7 @@ class OpInfo:
     attrs: List[Attr]
     outputs: List[Arg]
     dtypes: List[str]
+    saved: List[str] = dataclasses.field(default_factory=list)  # per-row stats for backward
 
     @property
     def qualname(self) -> str:
@@ -101,6 +102,7 @@ def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
     for o in spec.outputs:
         shape = full_shape[:-1] if o.shape == ROW else full_shape
         outs.append(ref.new_empty(shape))
+    outs += [ref.new_empty(full_shape[:-1]) for _ in spec.saved]
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -110,9 +112,10 @@ def fake_forward(spec: OpInfo, tensors: Sequence[torch.Tensor]):
     return _outputs(spec, tensors[spec.full_input()], full_shape)
 
 
-def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor],
+def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence[torch.Tensor],
                   grads: Sequence[torch.Tensor], output_mask: Sequence[bool]):
     named = [(a.name, a.shape, t) for a, t in zip(spec.inputs, tensors)]
+    named += [(f"saved_{n}", ROW, t) for n, t in zip(spec.saved, saved)]
     named += [(f"grad_{o.name}", o.shape, g) for o, g in zip(spec.outputs, grads)]
     check_arguments(spec, spec.qualname + "_backward", named)
     out = tuple(t.new_empty(t.shape) if m else t.new_empty(0) for t, m in zip(tensors, output_mask))

@@ -4,6 +4,7 @@
 // partials and adds the chunks in order, so results do not depend on the thread count.
 #pragma once
 
+#include "fusegen_row.h"
 #include "fusegen_runtime.h"
 
 #include <ATen/Parallel.h>
@@ -40,6 +41,7 @@ template <class Op, typename S, class Args> void forwardTyped(const Args& a) {
   T attr[atLeastOne<Op::kAttrs>()];
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   const int64_t D = a.D;
   const int64_t grainRows = D >= kGrain ? 1 : kGrain / D;
   at::parallel_for(0, a.rows, grainRows, [&](int64_t r0, int64_t r1) {
@@ -51,7 +53,7 @@ template <class Op, typename S, class Args> void forwardTyped(const Args& a) {
         for (int k = 0; k < Op::kInputs; ++k)
           if (Op::bcast(k) == Bcast::Full)
             in[k] = toCompute(static_cast<const S*>(a.in[k])[i]);
-        Op::forward(in, attr, out);
+        Op::forward(in, attr, Dval, out);
         for (int m = 0; m < Op::kOutputs; ++m)
           static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
       }
@@ -64,6 +66,7 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a) {
   T attr[atLeastOne<Op::kAttrs>()];
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   const int64_t D = a.D;
   // Fixed chunks of rows: each owns one partial row per reduced input.
   constexpr int64_t kMaxChunks = 256;
@@ -87,7 +90,7 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a) {
               in[k] = toCompute(static_cast<const S*>(a.in[k])[i]);
           for (int m = 0; m < Op::kOutputs; ++m)
             gout[m] = toCompute(static_cast<const S*>(a.gout[m])[i]);
-          Op::backward(in, attr, gout, gin);
+          Op::backward(in, attr, Dval, gout, gin);
           for (int k = 0; k < Op::kInputs; ++k) {
             if (!a.need[k])
               continue;
@@ -132,6 +135,120 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a) {
 
 template <class Op, class Args> void forward(const Args& a) { FG_CPU_DISPATCH(a.dtype, forwardTyped, a); }
 template <class Op, class Args> void backward(const Args& a) { FG_CPU_DISPATCH(a.dtype, backwardTyped, a); }
+
+// ---------------------------------------------------------------- row programs
+template <class P, typename S> struct RowRunner {
+  using T = compute_t<S>;
+  const typename P::Args& a;
+  T attr[atLeastOne<P::kAttrs>()];
+  T Dval;
+  T scalar[P::kInputs];
+
+  explicit RowRunner(const typename P::Args& args) : a(args), Dval(static_cast<T>(args.D)) {
+    for (int k = 0; k < P::kAttrs; ++k)
+      attr[k] = static_cast<T>(a.attr[k]);
+    for (int k = 0; k < P::kInputs; ++k)
+      scalar[k] = P::inBcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0]) : T(0);
+  }
+
+  void elementInputs(int64_t row, int64_t c, T* in) const {
+    for (int k = 0; k < P::kInputs; ++k) {
+      switch (P::inBcast(k)) {
+      case Bcast::Full:
+        in[k] = toCompute(static_cast<const S*>(a.in[k])[row * a.D + c]);
+        break;
+      case Bcast::Col:
+        in[k] = toCompute(static_cast<const S*>(a.in[k])[c]);
+        break;
+      default:
+        in[k] = scalar[k];
+      }
+    }
+  }
+
+  template <int St> void stage(int64_t row, T* rv) const {
+    if constexpr (St < P::kStages) {
+      T acc[P::reductions(St) > 0 ? P::reductions(St) : 1];
+      for (int j = 0; j < P::reductions(St); ++j)
+        acc[j] = reduceIdentity<T>(P::reduceKind(St, j));
+      for (int64_t c = 0; c < a.D; ++c) {
+        T in[P::kInputs], t[P::reductions(St) > 0 ? P::reductions(St) : 1];
+        elementInputs(row, c, in);
+        P::template term<St>(in, rv, attr, Dval, t);
+        for (int j = 0; j < P::reductions(St); ++j)
+          acc[j] = reduceCombine(P::reduceKind(St, j), acc[j], t[j]);
+      }
+      P::template rowAfter<St>(acc, attr, Dval, rv);
+      stage<St + 1>(row, rv);
+    }
+  }
+
+  // Runs rows [r0, r1); ColSum values go to colPartial[slot * D + c].
+  void rows(int64_t r0, int64_t r1, T* colPartial) const {
+    for (int64_t row = r0; row < r1; ++row) {
+      T rv[atLeastOne<P::kRowValues>()];
+      T rowIn[P::kInputs];
+      for (int k = 0; k < P::kInputs; ++k)
+        rowIn[k] = P::inBcast(k) == Bcast::Row ? toCompute(static_cast<const S*>(a.in[k])[row]) : T(0);
+      P::rowPre(rowIn, attr, Dval, rv);
+      stage<0>(row, rv);
+      for (int64_t c = 0; c < a.D; ++c) {
+        T in[P::kInputs], out[P::kOutputs];
+        elementInputs(row, c, in);
+        P::elem(in, rv, attr, Dval, out);
+        int slot = 0;
+        for (int m = 0; m < P::kOutputs; ++m) {
+          if (P::outKind(m) == OutKind::Full && a.need[m])
+            static_cast<S*>(a.out[m])[row * a.D + c] = fromCompute<S>(out[m]);
+          if (P::outKind(m) == OutKind::ColSum)
+            colPartial[static_cast<int64_t>(slot++) * a.D + c] += out[m];
+        }
+      }
+      T out[P::kOutputs];
+      P::rowOut(rv, attr, Dval, out);
+      for (int m = 0; m < P::kOutputs; ++m)
+        if (P::outKind(m) == OutKind::Row && a.need[m])
+          static_cast<S*>(a.out[m])[row] = fromCompute<S>(out[m]);
+    }
+  }
+};
+
+template <class P, typename S> void rowRunTyped(const typename P::Args& a) {
+  using T = compute_t<S>;
+  RowRunner<P, S> runner(a);
+  int colSums = 0;
+  for (int m = 0; m < P::kOutputs; ++m)
+    colSums += P::outKind(m) == OutKind::ColSum;
+  // Fixed chunks of rows, each with its own partial ColSum rows, added in chunk order.
+  constexpr int64_t kMaxChunks = 256;
+  const int64_t rowsPerChunk =
+      std::max({int64_t(1), kGrain / std::max<int64_t>(a.D, 1), (a.rows + kMaxChunks - 1) / kMaxChunks});
+  const int64_t chunks = (a.rows + rowsPerChunk - 1) / rowsPerChunk;
+  std::vector<T> partials(static_cast<size_t>(std::max(colSums, 1)) * chunks * a.D, T(0));
+  at::parallel_for(0, chunks, 1, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j)
+      runner.rows(j * rowsPerChunk, std::min(a.rows, (j + 1) * rowsPerChunk),
+                  partials.data() + static_cast<size_t>(j) * std::max(colSums, 1) * a.D);
+  });
+  int slot = 0;
+  for (int m = 0; m < P::kOutputs; ++m) {
+    if (P::outKind(m) != OutKind::ColSum)
+      continue;
+    if (a.need[m])
+      for (int64_t c = 0; c < a.D; ++c) {
+        T s = T(0);
+        for (int64_t j = 0; j < chunks; ++j)
+          s += partials[(static_cast<size_t>(j) * std::max(colSums, 1) + slot) * a.D + c];
+        static_cast<S*>(a.out[m])[c] = fromCompute<S>(s);
+      }
+    ++slot;
+  }
+}
+
+template <class P> void rowRun(const typename P::Args& a) {
+  using Op = P;
+  FG_CPU_DISPATCH(a.dtype, rowRunTyped, a);
+}
 
 } // namespace cpu
 } // namespace fg

@@ -2,7 +2,7 @@
 //
 // An op is a struct `Op` generated from its spec (see generated/<op>/<op>.h):
 //   kInputs, kOutputs, kAttrs; bcast(k) -> how input k broadcasts;
-//   forward<T>(in, attr, out) and backward<T>(in, attr, gout, gin): one element, in the
+//   forward<T>(in, attr, D, out) and backward<T>(in, attr, D, gout, gin): one element, in the
 //   compute type T (float for half types, double for double).
 // Plans:
 //   flat     - no [D] inputs: a grid-stride loop over 128-bit vectors, scalar tail.
@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
 #pragma unroll
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   T scalar[Op::kInputs];
 #pragma unroll
   for (int k = 0; k < Op::kInputs; ++k)
@@ -85,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
         in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : scalar[k];
-      Op::forward(in, attr, out);
+      Op::forward(in, attr, Dval, out);
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
         y[m].v[l] = fromCompute<S>(out[m]);
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
 #pragma unroll
     for (int k = 0; k < Op::kInputs; ++k)
       in[k] = Op::bcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : scalar[k];
-    Op::forward(in, attr, out);
+    Op::forward(in, attr, Dval, out);
 #pragma unroll
     for (int m = 0; m < Op::kOutputs; ++m)
       static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
@@ -113,6 +114,7 @@ __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
 #pragma unroll
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   T scalar[Op::kInputs];
 #pragma unroll
   for (int k = 0; k < Op::kInputs; ++k)
@@ -138,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
         gout[m] = toCompute(g[m].v[l]);
-      Op::backward(in, attr, gout, gin);
+      Op::backward(in, attr, Dval, gout, gin);
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
         dx[k].v[l] = fromCompute<S>(gin[k]);
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
 #pragma unroll
     for (int m = 0; m < Op::kOutputs; ++m)
       gout[m] = toCompute(static_cast<const S*>(a.gout[m])[i]);
-    Op::backward(in, attr, gout, gin);
+    Op::backward(in, attr, Dval, gout, gin);
 #pragma unroll
     for (int k = 0; k < Op::kInputs; ++k)
       if (Op::bcast(k) == Bcast::Full && a.need[k])
@@ -212,6 +214,7 @@ __global__ void colwiseForward(const Args a) {
 #pragma unroll
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   T fixed[Op::kInputs][V]; // [D] and scalar inputs: loaded once, reused for every row
 #pragma unroll
   for (int k = 0; k < Op::kInputs; ++k)
@@ -234,7 +237,7 @@ __global__ void colwiseForward(const Args a) {
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
         in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
-      Op::forward(in, attr, out);
+      Op::forward(in, attr, Dval, out);
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
         y[m].v[l] = fromCompute<S>(out[m]);
@@ -256,6 +259,7 @@ __global__ void colwiseBackward(const Args a, compute_t<S>* partials) {
 #pragma unroll
   for (int k = 0; k < Op::kAttrs; ++k)
     attr[k] = static_cast<T>(a.attr[k]);
+  const T Dval = static_cast<T>(a.D);
   T fixed[Op::kInputs][V];
   T acc[Op::kInputs][V];
 #pragma unroll
@@ -289,7 +293,7 @@ __global__ void colwiseBackward(const Args a, compute_t<S>* partials) {
 #pragma unroll
         for (int m = 0; m < Op::kOutputs; ++m)
           gout[m] = toCompute(g[m].v[l]);
-        Op::backward(in, attr, gout, gin);
+        Op::backward(in, attr, Dval, gout, gin);
 #pragma unroll
         for (int k = 0; k < Op::kInputs; ++k) {
           if (Op::bcast(k) == Bcast::Full)

@@ -105,6 +105,11 @@ int golden(const driver::Options& base, const std::string& specsDir, bool update
 
 } // namespace
 
+int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
+        const std::vector<std::string>& specs, bool doBuild, CLI::App* goldenCmd,
+        const std::string& specsDir, bool update, CLI::App* dumpCmd, const std::string& stage,
+        const std::string& dumpSpec, CLI::App* primsCmd);
+
 int main(int argc, char** argv) {
   CLI::App app{"fusegen: generate fused PyTorch ops (CUDA + CPU kernels, autograd, fake "
                "impl, tests, build files) from YAML specs.\n\n"
@@ -150,6 +155,20 @@ int main(int argc, char** argv) {
   CLI::App* primsCmd = app.add_subcommand("primitives", "List the primitives a formula can call");
 
   CLI11_PARSE(app, argc, argv);
+  try {
+    return run(app, opts, buildOpts, specs, doBuild, goldenCmd, specsDir, update, dumpCmd, stage,
+               dumpSpec, primsCmd);
+  } catch (const std::exception& e) {
+    // Missing or broken templates, unwritable output: reported, never a crash.
+    std::cerr << "fusegen: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
+        const std::vector<std::string>& specs, bool doBuild, CLI::App* goldenCmd,
+        const std::string& specsDir, bool update, CLI::App* dumpCmd, const std::string& stage,
+        const std::string& dumpSpec, CLI::App* primsCmd) {
 
   if (goldenCmd->parsed())
     return golden(opts, specsDir, update);
@@ -157,8 +176,10 @@ int main(int argc, char** argv) {
   Diagnostics diags(std::cerr);
   if (dumpCmd->parsed() || primsCmd->parsed()) {
     auto lib = driver::loadLibrary(opts, diags);
-    if (!lib)
+    if (!lib) {
+      std::cerr << diags.errorCount() << " error(s) in the primitive library\n";
       return 1;
+    }
     if (primsCmd->parsed()) {
       for (const auto& p : lib->all())
         std::cout << p->signature() << (p->doc.empty() ? "" : "  -- " + p->doc) << "\n";
@@ -177,8 +198,10 @@ int main(int argc, char** argv) {
   }
   if (!specs.empty()) {
     auto lib = driver::loadLibrary(opts, diags);
-    if (!lib)
+    if (!lib) {
+      std::cerr << diags.errorCount() << " error(s) in the primitive library; nothing was written\n";
       return 1;
+    }
     std::vector<std::string> ops;
     auto files = driver::generate(specs, *lib, opts, diags, &ops);
     if (!files) {
@@ -188,12 +211,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> owned = ops;
     owned.push_back("runtime");
     owned.push_back("fusegen_ops");
-    try {
-      printReport(writeFiles(opts.outputDir, *files, owned), opts.outputDir);
-    } catch (const std::exception& e) {
-      std::cerr << "fusegen: error: " << e.what() << "\n";
-      return 1;
-    }
+    printReport(writeFiles(opts.outputDir, *files, owned), opts.outputDir);
   }
   if (doBuild || buildOpts.install) {
     buildOpts.outputDir = opts.outputDir;

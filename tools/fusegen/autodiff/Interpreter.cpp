@@ -58,6 +58,9 @@ double evaluate(const ir::Expr& root, const Env& env) {
     case ir::NodeKind::GradOut:
       v = env.gradOuts.at(n->name());
       break;
+    case ir::NodeKind::Dim:
+      v = env.D;
+      break;
     case ir::NodeKind::Call: {
       std::vector<double> args;
       for (const ir::Expr& a : n->args())

@@ -14,6 +14,7 @@ struct Env {
   std::map<std::string, double> inputs;   // by input name
   std::map<std::string, double> attrs;    // by attr name
   std::map<std::string, double> gradOuts; // by output name
+  double D = 1;                           // the length of the last dim
 };
 
 // Evaluates an elementwise expression; reductions are rejected (they need a row).

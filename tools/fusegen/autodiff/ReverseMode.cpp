@@ -4,13 +4,12 @@
 #include "expr/Sema.h"
 #include "opt/Simplify.h"
 
-#include <sstream>
-#include <stdexcept>
 #include <unordered_map>
 
 namespace fusegen::autodiff {
 
-Gradient differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& lib) {
+std::optional<Gradient> differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& lib,
+                                      Diagnostics& diags, const SourceLoc& where) {
   opt::Simplifier simplifier(lib);
   std::vector<ir::Expr> roots;
   for (const ir::FunctionOutput& o : fn.outputs)
@@ -26,7 +25,12 @@ Gradient differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& li
       owner[a.get()] = a;
 
   std::unordered_map<const ir::Node*, ir::Expr> adjoint;
-  auto accumulate = [&](const ir::Node* n, const ir::Expr& contribution) {
+  auto accumulate = [&](const ir::Node* n, ir::Expr contribution) {
+    // A per-row value used by every element of its row gets the sum of their adjoints. (A
+    // [D] or [] value keeps a full-shaped adjoint: its sum over rows is taken at the input,
+    // which is the same by linearity.)
+    if (n->shape() == ir::ShapeClass::Row && contribution->shape() == ir::ShapeClass::Full)
+      contribution = simplifier.call("sum", {contribution});
     auto it = adjoint.find(n);
     adjoint[n] = it == adjoint.end() ? contribution
                                      : simplifier.call("add", {it->second, contribution});
@@ -40,9 +44,7 @@ Gradient differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& li
     accumulate(roots[i].get(), seed);
   }
 
-  std::ostringstream ruleErrors;
-  Diagnostics ruleDiags(ruleErrors);
-  expr::Sema sema(lib, ruleDiags);
+  expr::Sema sema(lib, diags);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::Node* n = *it;
     auto adj = adjoint.find(n);
@@ -52,6 +54,7 @@ Gradient differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& li
     expr::Scope scope;
     scope["grad"] = adj->second;
     scope["result"] = owner.at(n);
+    scope["D"] = ir::Node::makeDim();
     for (size_t i = 0; i < prim.params.size(); ++i)
       scope[prim.params[i].name] = n->args()[i];
     for (size_t i = 0; i < prim.params.size(); ++i) {
@@ -59,8 +62,11 @@ Gradient differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& li
       if (!prim.grads[i] || arg->isConstant())
         continue;
       ir::Expr contribution = sema.lower(prim.grads[i], scope);
-      if (!contribution)
-        throw std::logic_error("derivative rule of '" + prim.name + "' failed: " + ruleErrors.str());
+      if (!contribution) {
+        diags.note(where, "in the derivative rule of '" + prim.signature() +
+                              "' for '" + prim.params[i].name + "', differentiating this op");
+        return std::nullopt;
+      }
       contribution = simplifier.simplify(contribution);
       if (contribution->isConst(0))
         continue;
@@ -68,12 +74,15 @@ Gradient differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& li
     }
   }
 
-  std::vector<ir::Expr> grads;
+  // CSE with the forward outputs first, so the backward shares the forward's nodes (the
+  // planner recognizes forward values in the backward by identity).
+  std::vector<ir::Expr> all = roots;
   for (const ir::FunctionInput& in : fn.inputs) {
     auto it = adjoint.find(in.node.get());
-    grads.push_back(it == adjoint.end() ? nullptr : it->second);
+    all.push_back(it == adjoint.end() ? nullptr : it->second);
   }
-  g.inputGrads = opt::cse(grads);
+  all = opt::cse(all);
+  g.inputGrads.assign(all.begin() + static_cast<std::ptrdiff_t>(roots.size()), all.end());
   return g;
 }
 

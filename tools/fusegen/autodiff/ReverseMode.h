@@ -2,12 +2,15 @@
 // order, instantiates each primitive's derivative rule (from the primitive library) with
 // the node's arguments, its result and its accumulated adjoint, and sums the contributions
 // per node. The gradient of a broadcast input ([D] or []) is returned full-shaped: by
-// linearity it is the sum over rows of this expression, which the kernels compute.
+// linearity it is the sum over rows of this expression, which the kernels compute. The
+// adjoint of a per-row value is a per-row sum (a reduction in the backward).
 #pragma once
 
 #include "ir/Function.h"
 #include "prims/PrimitiveLibrary.h"
+#include "support/Diagnostics.h"
 
+#include <optional>
 #include <vector>
 
 namespace fusegen::autodiff {
@@ -17,7 +20,9 @@ struct Gradient {
   std::vector<ir::Expr> inputGrads; // per input; null when no output depends on it
 };
 
-// Throws std::logic_error if a rule cannot be instantiated (a library bug, not a user error).
-Gradient differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& lib);
+// A library rule that does not type-check for the arguments at hand is reported at the
+// rule (with a note at `where`) and yields nothing.
+std::optional<Gradient> differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& lib,
+                                      Diagnostics& diags, const SourceLoc& where);
 
 } // namespace fusegen::autodiff

@@ -115,7 +115,7 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   std::deque<std::string> tail;
-  const std::regex progress(R"(^\[(\d+)/(\d+)\] )");
+  const std::regex progress(R"(^\s*\[(\d+)/(\d+)\] )"); // ninja, also indented by pip
   int status = runLogged(command, log, [&](const std::string& line) {
     tail.push_back(line);
     if (tail.size() > 80)

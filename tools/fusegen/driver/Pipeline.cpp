@@ -51,11 +51,14 @@ std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveL
   std::optional<ir::Function> fn = expr::lowerOp(*spec, lib, diags);
   if (!fn)
     return std::nullopt;
-  autodiff::Gradient grad = autodiff::differentiate(*fn, lib);
-  std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, grad, diags);
+  std::optional<autodiff::Gradient> grad =
+      autodiff::differentiate(*fn, lib, diags, spec->outputs.front().formulaLoc);
+  if (!grad)
+    return std::nullopt;
+  std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, *grad, diags);
   if (!plan)
     return std::nullopt;
-  return Compiled{std::move(*spec), std::move(*fn), std::move(grad), std::move(*plan)};
+  return Compiled{std::move(*spec), std::move(*fn), std::move(*grad), std::move(*plan)};
 }
 
 } // namespace
@@ -111,18 +114,7 @@ std::optional<std::string> dump(const std::string& stage, const std::string& spe
       roots.emplace_back("grad." + c->fn.inputs[i].name, c->grad.inputGrads[i]);
     return ir::printDag(roots);
   }
-  std::ostringstream out;
-  out << "op " << c->spec.name << ": pointwise plan, "
-      << (c->plan.hasColInputs ? "colwise forward ([D] inputs kept in registers)"
-                               : "flat forward (128-bit vectors)")
-      << "\n";
-  for (size_t i = 0; i < c->fn.inputs.size(); ++i)
-    out << "  input " << c->fn.inputs[i].name << " " << spec::shapeClassSpelling(c->fn.inputs[i].shape)
-        << (c->plan.reducedGrad[i] ? ": gradient summed over broadcast dims (partials + finalize)"
-                                   : ": gradient elementwise")
-        << "\n";
-  out << "  saved for backward: inputs only; every intermediate is recomputed\n";
-  return out.str();
+  return plan::describePlan(c->fn, c->plan);
 }
 
 } // namespace fusegen::driver

@@ -4,6 +4,7 @@
 #include "support/Format.h"
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -16,7 +17,7 @@ enum class Target { Cpp, Python };
 
 class Printer {
 public:
-  explicit Printer(Target target) : target_(target) {}
+  Printer(Target target, const Bindings& bindings) : target_(target), bindings_(bindings) {}
 
   std::string run(const std::vector<Assignment>& assignments, int indent) {
     std::vector<ir::Expr> roots;
@@ -25,8 +26,21 @@ public:
         roots.push_back(a.value);
     std::string pad(indent, ' ');
     std::ostringstream out;
-    for (const ir::Node* n : ir::topoOrder(roots)) {
+    for (const ir::Node* n : order(roots)) {
+      auto bound = bindings_.find(n);
+      if (bound != bindings_.end() && target_ == Target::Cpp) {
+        if (n->isLeaf() && n->kind() != ir::NodeKind::Const && n->kind() != ir::NodeKind::Dim) {
+          names_[n] = leaf(n);
+          out << pad << "const T " << names_[n] << " = " << bound->second << ";\n";
+        } else {
+          names_[n] = bound->second;
+        }
+        continue;
+      }
       if (n->kind() != ir::NodeKind::Call) {
+        if (target_ == Target::Cpp && n->kind() != ir::NodeKind::Const &&
+            n->kind() != ir::NodeKind::Dim)
+          throw std::logic_error("unbound leaf '" + n->name() + "' in generated C++");
         names_[n] = leaf(n);
         continue;
       }
@@ -50,6 +64,34 @@ public:
   }
 
 private:
+  // Topological order that does not descend into bound nodes.
+  std::vector<const ir::Node*> order(const std::vector<ir::Expr>& roots) const {
+    std::vector<const ir::Node*> out;
+    std::map<const ir::Node*, bool> seen;
+    std::vector<std::pair<const ir::Node*, size_t>> stack;
+    for (const ir::Expr& r : roots) {
+      if (seen[r.get()])
+        continue;
+      seen[r.get()] = true;
+      stack.emplace_back(r.get(), 0);
+      while (!stack.empty()) {
+        auto& [node, next] = stack.back();
+        const bool opaque = target_ == Target::Cpp && bindings_.count(node);
+        if (!opaque && next < node->args().size()) {
+          const ir::Node* child = node->args()[next++].get();
+          if (!seen[child]) {
+            seen[child] = true;
+            stack.emplace_back(child, 0);
+          }
+          continue;
+        }
+        out.push_back(node);
+        stack.pop_back();
+      }
+    }
+    return out;
+  }
+
   std::string leaf(const ir::Node* n) const {
     switch (n->kind()) {
     case ir::NodeKind::Const:
@@ -59,45 +101,20 @@ private:
       return n->name();
     case ir::NodeKind::GradOut:
       return "_grad_" + n->name();
+    case ir::NodeKind::Dim:
+      return "_D";
     case ir::NodeKind::Call:
       break;
     }
     throw std::logic_error("not a leaf");
   }
 
-  // Prints the primitive's eval formula with its parameters replaced by operands.
-  std::string cppAst(const expr::AstPtr& a, const prims::Primitive& p,
-                     const std::vector<std::string>& operands) const {
-    switch (a->kind) {
-    case expr::Ast::Kind::Number:
-      return cppLiteral(a->number);
-    case expr::Ast::Kind::Name:
-      return operands.at(p.paramIndex(a->name));
-    case expr::Ast::Kind::Call: {
-      std::vector<std::string> args;
-      for (const expr::AstPtr& x : a->args)
-        args.push_back(cppAst(x, p, operands));
-      static const std::map<std::string, const char*> infix = {
-          {"add", "+"}, {"sub", "-"}, {"mul", "*"},  {"div", "/"},  {"lt", "<"},
-          {"le", "<="}, {"gt", ">"},  {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
-      auto it = infix.find(a->name);
-      if (it != infix.end())
-        return "(" + args[0] + " " + it->second + " " + args[1] + ")";
-      if (a->name == "neg")
-        return "(-" + args[0] + ")";
-      if (a->name == "select")
-        return "(" + args[0] + " ? " + args[1] + " : " + args[2] + ")";
-      std::string s = "fg::" + a->name + "(";
-      for (size_t i = 0; i < args.size(); ++i)
-        s += (i ? ", " : "") + args[i];
-      return s + ")";
-    }
-    }
-    return "";
-  }
-
   std::string cppCall(const prims::Primitive& p, const std::vector<std::string>& operands) const {
-    std::string s = cppAst(p.eval, p, operands);
+    if (!p.eval)
+      throw std::logic_error("'" + p.name + "' has no eval formula (an unbound reduction?)");
+    std::string s = cppFormula(p.eval, [&](const std::string& name) {
+      return operands.at(p.paramIndex(name));
+    });
     // Drop one redundant pair of outer parentheses: `a + b`, not `(a + b)`.
     if (s.size() > 2 && s.front() == '(' && s.back() == ')') {
       int depth = 0;
@@ -134,11 +151,48 @@ private:
   }
 
   Target target_;
+  const Bindings& bindings_;
   std::map<const ir::Node*, std::string> names_;
   int next_ = 0;
 };
 
 } // namespace
+
+std::string cppFormula(const expr::AstPtr& a,
+                       const std::function<std::string(const std::string&)>& name) {
+  switch (a->kind) {
+  case expr::Ast::Kind::Number:
+    return cppLiteral(a->number);
+  case expr::Ast::Kind::Name:
+    return name(a->name);
+  case expr::Ast::Kind::Call: {
+    std::vector<std::string> args;
+    for (const expr::AstPtr& x : a->args)
+      args.push_back(cppFormula(x, name));
+    static const std::map<std::string, const char*> infix = {
+        {"add", "+"}, {"sub", "-"}, {"mul", "*"},  {"div", "/"},  {"lt", "<"},
+        {"le", "<="}, {"gt", ">"},  {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
+    auto it = infix.find(a->name);
+    if (it != infix.end())
+      return "(" + args[0] + " " + it->second + " " + args[1] + ")";
+    if (a->name == "neg")
+      return "(-" + args[0] + ")";
+    if (a->name == "select")
+      return "(" + args[0] + " ? " + args[1] + " : " + args[2] + ")";
+    std::string s = "fg::" + a->name + "(";
+    for (size_t i = 0; i < args.size(); ++i)
+      s += (i ? ", " : "") + args[i];
+    return s + ")";
+  }
+  }
+  return "";
+}
+
+std::string cppReductionResult(const prims::Primitive& p, const std::string& acc) {
+  if (!p.finish)
+    return acc;
+  return cppFormula(p.finish, [&](const std::string& n) { return n == "acc" ? acc : "_D"; });
+}
 
 std::string cppLiteral(double v) { return "T(" + formatDouble(v) + ")"; }
 
@@ -148,12 +202,14 @@ std::string pythonLiteral(double v) {
   return formatDouble(v);
 }
 
-std::string printCpp(const std::vector<Assignment>& assignments, int indent) {
-  return Printer(Target::Cpp).run(assignments, indent);
+std::string printCpp(const std::vector<Assignment>& assignments, int indent,
+                     const Bindings& bindings) {
+  return Printer(Target::Cpp, bindings).run(assignments, indent);
 }
 
 std::string printPython(const std::vector<Assignment>& assignments, int indent) {
-  return Printer(Target::Python).run(assignments, indent);
+  static const Bindings none;
+  return Printer(Target::Python, none).run(assignments, indent);
 }
 
 } // namespace fusegen::emit

@@ -8,6 +8,9 @@
 
 #include "ir/Node.h"
 
+#include <functional>
+
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,9 +21,22 @@ struct Assignment {
   ir::Expr value;     // null means zero
 };
 
+// Where values come from in a C++ function: a bound leaf (input, attr, output gradient) is
+// declared once as `const T name = <binding>;`; any other bound node (a per-row value kept
+// in registers, a reduction's result) is used as the given expression and not recomputed.
+// D is always the parameter _D.
+using Bindings = std::map<const ir::Node*, std::string>;
+
 // Statements computing every assignment, indented by `indent` spaces.
-std::string printCpp(const std::vector<Assignment>& assignments, int indent);
+std::string printCpp(const std::vector<Assignment>& assignments, int indent,
+                     const Bindings& bindings);
 std::string printPython(const std::vector<Assignment>& assignments, int indent);
+
+// A formula over builtins printed as C++, names resolved by `name`.
+std::string cppFormula(const expr::AstPtr& formula,
+                       const std::function<std::string(const std::string&)>& name);
+// A reduction's result from its combined value `acc` (its `finish` formula, if any).
+std::string cppReductionResult(const prims::Primitive& p, const std::string& acc);
 
 // The C++ spelling of a literal in the compute type: T(0.5).
 std::string cppLiteral(double v);

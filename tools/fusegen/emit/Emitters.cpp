@@ -2,6 +2,7 @@
 #include "emit/Emitters.h"
 
 #include "emit/CodePrinter.h"
+#include "plan/KernelPlan.h"
 
 #include <sstream>
 
@@ -112,12 +113,145 @@ std::string tupleValue(const std::string& vec, size_t n) {
   return "std::make_tuple(" + join(items, ", ") + ")";
 }
 
+const char* outKindName(plan::OutKind k) {
+  switch (k) {
+  case plan::OutKind::Full:
+    return "fg::OutKind::Full";
+  case plan::OutKind::Row:
+    return "fg::OutKind::Row";
+  case plan::OutKind::ColSum:
+    return "fg::OutKind::ColSum";
+  }
+  return "";
+}
+
+// "v == 0 ? A : v == 1 ? B : C" over arbitrary values (the last is the fallback).
+std::string valueChain(const std::string& var, const std::vector<std::string>& values,
+                       const std::string& fallback) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i)
+    out += var + " == " + std::to_string(i) + " ? " + values[i] + " : ";
+  return out + fallback;
+}
+
+const char* reduceName(prims::Combine c) {
+  switch (c) {
+  case prims::Combine::Sum:
+    return "fg::Reduce::Sum";
+  case prims::Combine::Max:
+    return "fg::Reduce::Max";
+  case prims::Combine::Min:
+    return "fg::Reduce::Min";
+  }
+  return "";
+}
+
+bool usesDim(const std::vector<ir::Expr>& roots) {
+  for (const ir::Node* n : ir::topoOrder(roots))
+    if (n->kind() == ir::NodeKind::Dim)
+      return true;
+  return false;
+}
+
+// The C++ struct of one row program (templates/op/row_program.mustache).
+std::string renderProgram(const plan::RowProgram& p, const std::string& name,
+                          const std::string& comment, const ir::Function& fn,
+                          const Templates& templates) {
+  Bindings attrs;
+  for (size_t k = 0; k < fn.attrs.size(); ++k)
+    attrs[fn.attrs[k].node.get()] = "_attr[" + std::to_string(k) + "]";
+  Bindings element = attrs, rowPre = attrs;
+  std::vector<std::string> inBcast, inputList;
+  for (size_t k = 0; k < p.inputs.size(); ++k) {
+    const plan::RowProgram::Input& in = p.inputs[k];
+    inBcast.push_back(bcastName(in.shape));
+    inputList.push_back(in.name + " " + spec::shapeClassSpelling(in.shape));
+    if (in.shape == ir::ShapeClass::Row)
+      rowPre[in.leaf.get()] = "_rowIn[" + std::to_string(k) + "]";
+    else
+      element[in.leaf.get()] = "_in[" + std::to_string(k) + "]";
+  }
+  std::vector<std::string> outKinds, outputList;
+  for (const plan::RowProgram::Output& o : p.outputs) {
+    outKinds.push_back(outKindName(o.kind));
+    outputList.push_back(o.name + (o.kind == plan::OutKind::Full  ? " [..., D]"
+                                   : o.kind == plan::OutKind::Row ? " [...]"
+                                                                  : " [D] (sum over rows)"));
+  }
+  auto rowValuesBefore = [&](Bindings b, int stage) {
+    for (size_t i = 0; i < p.rowValues.size(); ++i)
+      if (p.rowValueStage[i] < stage)
+        b[p.rowValues[i].get()] = "_rv[" + std::to_string(i) + "]";
+    return b;
+  };
+  auto assignRowValues = [&](int stage) {
+    std::vector<Assignment> a;
+    for (size_t i = 0; i < p.rowValues.size(); ++i)
+      if (p.rowValueStage[i] == stage)
+        a.push_back({"_rv[" + std::to_string(i) + "]", p.rowValues[i]});
+    return a;
+  };
+  Data d;
+  d.set("name", name);
+  d.set("comment", comment);
+  d.set("n_inputs", std::to_string(p.inputs.size()));
+  d.set("n_outputs", std::to_string(p.outputs.size()));
+  d.set("n_attrs", std::to_string(fn.attrs.size()));
+  d.set("n_stages", std::to_string(p.stages.size()));
+  d.set("n_row_values", std::to_string(p.rowValues.size()));
+  d.set("input_list", join(inputList, ", "));
+  d.set("output_list", join(outputList, ", "));
+  d.set("in_chain", valueChain("k", inBcast, "fg::Bcast::Full"));
+  d.set("out_chain", valueChain("m", outKinds, "fg::OutKind::Full"));
+  std::vector<std::string> counts, kinds;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    counts.push_back(std::to_string(p.stages[s].reductions.size()));
+    for (size_t j = 0; j < p.stages[s].reductions.size(); ++j)
+      kinds.push_back("s == " + std::to_string(s) + " && j == " + std::to_string(j) + " ? " +
+                      reduceName(p.stages[s].reductions[j]->prim()->combine) + " : ");
+  }
+  d.set("reductions_chain", valueChain("s", counts, "0"));
+  d.set("reduce_kind_chain",
+        (kinds.empty() ? std::string("s + j < 0 ? fg::Reduce::Sum : ") : join(kinds, "")) +
+            "fg::Reduce::Sum");
+  d.set("row_pre", printCpp(assignRowValues(-1), 4, rowPre));
+  std::vector<Data> stages;
+  for (size_t s = 0; s < p.stages.size(); ++s) {
+    const int st = static_cast<int>(s);
+    std::vector<Assignment> terms;
+    Bindings after = rowValuesBefore(attrs, st);
+    for (size_t j = 0; j < p.stages[s].reductions.size(); ++j) {
+      const ir::Expr& r = p.stages[s].reductions[j];
+      terms.push_back({"_t[" + std::to_string(j) + "]", r->args()[0]});
+      after[r.get()] = cppReductionResult(*r->prim(), "_red[" + std::to_string(j) + "]");
+    }
+    Data x;
+    x.set("index", std::to_string(s));
+    x.set("term", printCpp(terms, 6, rowValuesBefore(element, st)));
+    x.set("after", printCpp(assignRowValues(st), 6, after));
+    stages.push_back(x);
+  }
+  d.set("stages", list(stages));
+  std::vector<Assignment> elem, rowOut;
+  for (size_t m = 0; m < p.outputs.size(); ++m) {
+    const plan::RowProgram::Output& o = p.outputs[m];
+    const std::string target = "_out[" + std::to_string(m) + "]";
+    elem.push_back({target, o.kind == plan::OutKind::Row ? nullptr : o.value});
+    rowOut.push_back({target, o.kind == plan::OutKind::Row ? o.value : nullptr});
+  }
+  const int all = static_cast<int>(p.stages.size());
+  d.set("elem", printCpp(elem, 4, rowValuesBefore(element, all)));
+  d.set("row_out", printCpp(rowOut, 4, rowValuesBefore(attrs, all)));
+  return templates.render("op/row_program.mustache", d);
+}
+
 } // namespace
 
 std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates) {
   const spec::OpSpec& s = op.spec;
   const ir::Function& fn = op.fn;
   const std::string& name = s.name;
+  const bool row = op.plan.kind == plan::PlanKind::Row;
   Data d;
   d.set("spec", s.path);
   d.set("op", name);
@@ -136,6 +270,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   std::vector<spec::ShapeClass> inShapes, outShapes;
   std::vector<std::string> inputList, tensorNames, cppParams, tensorArgs, schemaArgs, pyParams,
       pyCall, fakeParams, attrValues;
+  Bindings pointwise;
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     const ir::FunctionInput& in = fn.inputs[i];
     Data x;
@@ -153,6 +288,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     pyParams.push_back(in.name + ": Tensor");
     pyCall.push_back(in.name);
     fakeParams.push_back(in.name);
+    pointwise[in.node.get()] = "_in[" + std::to_string(i) + "]";
   }
   std::vector<std::string> attrParams, attrSchema, attrPy, attrNames, attrFake;
   for (size_t i = 0; i < fn.attrs.size(); ++i) {
@@ -173,10 +309,12 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     attrFake.push_back(a.name + (a.hasDefault ? "=" + attrDefault(a, true) : ""));
     attrValues.push_back(a.type == spec::AttrType::Float ? a.name
                                                          : "static_cast<double>(" + a.name + ")");
+    pointwise[fn.attrs[i].node.get()] = "_attr[" + std::to_string(i) + "]";
   }
   std::vector<std::string> outputList, gradNames, gradParams, gradTensorArgs, gradSchema,
-      outputNames;
+      outputNames, returnNames;
   std::vector<Assignment> forward, reference;
+  std::vector<ir::Expr> referenceRoots;
   for (size_t m = 0; m < fn.outputs.size(); ++m) {
     const ir::FunctionOutput& o = fn.outputs[m];
     Data x;
@@ -187,6 +325,8 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     outShapes.push_back(o.value->shape());
     outputList.push_back(o.name + " " + spec::shapeClassSpelling(o.value->shape()));
     outputNames.push_back(o.name);
+    // Per-row values are [..., 1] in the reference, so they broadcast like the kernels'.
+    returnNames.push_back(o.value->shape() == ir::ShapeClass::Row ? o.name + ".squeeze(-1)" : o.name);
     gradNames.push_back("grad_" + o.name);
     gradParams.push_back("const at::Tensor& _grad_" + o.name);
     gradTensorArgs.push_back("fg::glue::TensorArg{\"grad_" + o.name + "\", _grad_" + o.name +
@@ -194,12 +334,14 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     gradSchema.push_back("Tensor grad_" + o.name);
     forward.push_back({"_out[" + std::to_string(m) + "]", o.value});
     reference.push_back({o.name, o.value});
+    referenceRoots.push_back(o.value);
+    pointwise[op.grad.gradOuts[m].get()] = "_gout[" + std::to_string(m) + "]";
   }
   std::vector<Assignment> backward;
   for (size_t k = 0; k < fn.inputs.size(); ++k)
     backward.push_back({"_gin[" + std::to_string(k) + "]", op.grad.inputGrads[k]});
 
-  const size_t nIn = fn.inputs.size(), nOut = fn.outputs.size();
+  const size_t nIn = fn.inputs.size(), nOut = fn.outputs.size(), nSaved = op.plan.saved.size();
   d.set("inputs", list(inputs));
   d.set("attrs", list(attrs));
   d.set("outputs", list(outputs));
@@ -208,41 +350,52 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("n_attrs", std::to_string(fn.attrs.size()));
   d.set("input_list", join(inputList, ", "));
   d.set("output_list", join(outputList, ", "));
-  d.set("bcast_chain", chain("k", inShapes));
-  d.set("output_bcast_chain", chain("m", outShapes));
-  d.set("forward_body", printCpp(forward, 4));
-  d.set("backward_body", printCpp(backward, 4));
 
   std::vector<std::string> cppDtypes, pyDtypes;
   for (spec::DType t : s.dtypes) {
     cppDtypes.push_back(cppDtype(t));
     pyDtypes.push_back(std::string("\"") + spec::dtypeName(t) + "\"");
   }
+  std::vector<std::string> savedNames, savedParams, savedTensorArgs, savedSchema, savedQuoted;
+  for (const plan::SavedStat& st : op.plan.saved) {
+    savedNames.push_back("saved_" + st.name);
+    savedParams.push_back("const at::Tensor& saved_" + st.name);
+    savedTensorArgs.push_back("fg::glue::TensorArg{\"saved_" + st.name + "\", saved_" + st.name +
+                              ", fg::Bcast::Row}");
+    savedSchema.push_back("Tensor saved_" + st.name);
+    savedQuoted.push_back("\"" + st.name + "\"");
+  }
   std::vector<std::string> fwdParams = cppParams;
   fwdParams.insert(fwdParams.end(), attrParams.begin(), attrParams.end());
   std::vector<std::string> bwdParams = gradParams;
   bwdParams.insert(bwdParams.end(), cppParams.begin(), cppParams.end());
+  bwdParams.insert(bwdParams.end(), savedParams.begin(), savedParams.end());
   bwdParams.insert(bwdParams.end(), attrParams.begin(), attrParams.end());
   bwdParams.push_back("std::array<bool, " + std::to_string(nIn) + "> output_mask");
   std::vector<std::string> bwdTensorArgs = tensorArgs;
+  bwdTensorArgs.insert(bwdTensorArgs.end(), savedTensorArgs.begin(), savedTensorArgs.end());
   bwdTensorArgs.insert(bwdTensorArgs.end(), gradTensorArgs.begin(), gradTensorArgs.end());
-  d.set("forward_return_type", tupleType("at::Tensor", nOut, true));
+  const size_t nFwdOut = nOut + nSaved;
+  d.set("forward_return_type", tupleType("at::Tensor", nFwdOut, true));
   d.set("forward_params", join(fwdParams, ", "));
   d.set("forward_tensor_args", join(tensorArgs, ", "));
+  d.set("forward_need", join(std::vector<std::string>(nFwdOut, "true"), ", "));
   d.set("full_input", std::to_string(op.plan.fullInput));
   d.set("cpp_dtypes", join(cppDtypes, ", "));
   d.set("attr_values", join(attrValues, ", "));
-  d.set("forward_return", tupleValue("out", nOut));
+  d.set("forward_return", tupleValue("out", nFwdOut));
   d.set("backward_return_type", tupleType("at::Tensor", nIn, true));
   d.set("backward_params", join(bwdParams, ", "));
-  d.set("n_backward_tensors", std::to_string(nIn + nOut));
+  d.set("n_backward_tensors", std::to_string(nIn + nSaved + nOut));
   d.set("backward_tensor_args", join(bwdTensorArgs, ", "));
   d.set("backward_return", tupleValue("grads", nIn));
+  d.set("saved_list", savedNames.empty() ? std::string("none") : join(savedNames, ", "));
 
   std::vector<std::string> schemaAll = schemaArgs;
   schemaAll.insert(schemaAll.end(), attrSchema.begin(), attrSchema.end());
   std::vector<std::string> bwdSchema = gradSchema;
   bwdSchema.insert(bwdSchema.end(), schemaArgs.begin(), schemaArgs.end());
+  bwdSchema.insert(bwdSchema.end(), savedSchema.begin(), savedSchema.end());
   for (const spec::Attr& a : s.attrs)
     bwdSchema.push_back(std::string(spec::attrTypeName(a.type)) + " " + a.name);
   bwdSchema.push_back("bool[" + std::to_string(nIn) + "] output_mask");
@@ -250,7 +403,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     return n == 1 ? std::string("Tensor")
                   : "(" + join(std::vector<std::string>(n, "Tensor"), ", ") + ")";
   };
-  d.set("schema", name + "(" + join(schemaAll, ", ") + ") -> " + returns(nOut));
+  d.set("schema", name + "(" + join(schemaAll, ", ") + ") -> " + returns(nFwdOut));
   d.set("backward_schema",
         name + "_backward(" + join(bwdSchema, ", ") + ") -> " + returns(nIn));
 
@@ -264,17 +417,30 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   fakeAll.insert(fakeAll.end(), attrFake.begin(), attrFake.end());
   std::vector<std::string> fakeBwd = gradNames;
   fakeBwd.insert(fakeBwd.end(), fakeParams.begin(), fakeParams.end());
+  fakeBwd.insert(fakeBwd.end(), savedNames.begin(), savedNames.end());
   fakeBwd.insert(fakeBwd.end(), attrNames.begin(), attrNames.end());
   d.set("py_params", join(pyAll, ", "));
   d.set("py_call_args", join(callAll, ", "));
   d.set("py_return_type", nOut == 1 ? "Tensor" : tupleType("Tensor", nOut, false));
-  d.set("reference_body", printPython(reference, 4));
-  d.set("py_return", join(outputNames, ", "));
+  d.set("py_wrapper_return", nFwdOut == 1 ? std::string("result")
+                             : nOut == 1  ? std::string("result[0]")
+                                          : "tuple(result[:" + std::to_string(nOut) + "])");
+  // The reference: per-row inputs get a trailing dim of 1 to broadcast against rows.
+  std::string prologue;
+  for (const ir::FunctionInput& in : fn.inputs)
+    if (in.shape == ir::ShapeClass::Row)
+      prologue += "    " + in.name + " = " + in.name + ".unsqueeze(-1)\n";
+  if (usesDim(referenceRoots))
+    prologue += "    _D = " + fn.inputs[op.plan.fullInput].name + ".shape[-1]\n";
+  d.set("reference_body", prologue + printPython(reference, 4));
+  d.set("py_return", join(returnNames, ", "));
   d.set("fake_params", join(fakeAll, ", "));
   d.set("fake_backward_params", join(fakeBwd, ", "));
   d.set("tensor_names", join(tensorNames, ", "));
+  d.set("saved_names", join(savedNames, ", "));
   d.set("grad_names", join(gradNames, ", "));
   d.set("py_dtypes", join(pyDtypes, ", "));
+  d.set("py_saved", join(savedQuoted, ", "));
 
   std::vector<std::string> independent;
   bool anyIndependent = false;
@@ -292,15 +458,38 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
         nOut == 1 ? independent[0] : "(" + join(independent, ", ") + ")");
 
   const std::string dir = name + "/";
-  return {
-      {dir + name + ".h", templates.render("op/op.h.mustache", d)},
-      {dir + name + "_cpu.cpp", templates.render("op/op_cpu.cpp.mustache", d)},
-      {dir + name + "_cuda.cu", templates.render("op/op_cuda.cu.mustache", d)},
-      {dir + name + "_ops.cpp", templates.render("op/op_ops.cpp.mustache", d)},
-      {dir + "__init__.py", templates.render("op/op_init.py.mustache", d)},
-      {dir + "test_" + name + ".py", templates.render("op/test_op.py.mustache", d)},
-      {dir + "bench_" + name + ".py", templates.render("op/bench_op.py.mustache", d)},
-  };
+  std::vector<GeneratedFile> files;
+  if (row) {
+    d.set("forward_program",
+          renderProgram(op.plan.forward, "Forward",
+                        "The forward: outputs, then the per-row statistics saved for the backward.",
+                        fn, templates));
+    d.set("backward_program",
+          renderProgram(op.plan.backward, "Backward",
+                        "The backward, derived by reverse mode: gradients of the inputs.", fn,
+                        templates));
+    files = {
+        {dir + name + ".h", templates.render("op/op_row.h.mustache", d)},
+        {dir + name + "_cpu.cpp", templates.render("op/op_row_cpu.cpp.mustache", d)},
+        {dir + name + "_cuda.cu", templates.render("op/op_row_cuda.cu.mustache", d)},
+        {dir + name + "_ops.cpp", templates.render("op/op_row_ops.cpp.mustache", d)},
+    };
+  } else {
+    d.set("bcast_chain", chain("k", inShapes));
+    d.set("output_bcast_chain", chain("m", outShapes));
+    d.set("forward_body", printCpp(forward, 4, pointwise));
+    d.set("backward_body", printCpp(backward, 4, pointwise));
+    files = {
+        {dir + name + ".h", templates.render("op/op.h.mustache", d)},
+        {dir + name + "_cpu.cpp", templates.render("op/op_cpu.cpp.mustache", d)},
+        {dir + name + "_cuda.cu", templates.render("op/op_cuda.cu.mustache", d)},
+        {dir + name + "_ops.cpp", templates.render("op/op_ops.cpp.mustache", d)},
+    };
+  }
+  files.push_back({dir + "__init__.py", templates.render("op/op_init.py.mustache", d)});
+  files.push_back({dir + "test_" + name + ".py", templates.render("op/test_op.py.mustache", d)});
+  files.push_back({dir + "bench_" + name + ".py", templates.render("op/bench_op.py.mustache", d)});
+  return files;
 }
 
 std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
@@ -322,8 +511,8 @@ std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
       {"pyproject.toml", templates.render("package/pyproject.toml.mustache", d)},
       {"fusegen_ops/__init__.py", templates.render("package/fusegen_ops_init.py.mustache", d)},
   };
-  for (const char* header : {"fusegen_runtime.h", "fusegen_cpu.h", "fusegen_cuda.cuh",
-                             "fusegen_torch.h"})
+  for (const char* header : {"fusegen_runtime.h", "fusegen_row.h", "fusegen_cpu.h",
+                             "fusegen_cuda.cuh", "fusegen_row_cuda.cuh", "fusegen_torch.h"})
     files.push_back({std::string("runtime/") + header,
                      "// " + stamp + templates.read(std::string("runtime/") + header)});
   for (const char* module : {"_support.py", "testing.py", "benchmark.py"})

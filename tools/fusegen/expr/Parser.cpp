@@ -67,8 +67,8 @@ struct Token {
 
 class Lexer {
 public:
-  Lexer(const std::string& text, const SourceLoc& loc, Diagnostics& diags)
-      : text_(text), loc_(loc), diags_(diags) {}
+  Lexer(const std::string& text, const std::vector<SourceLoc>& locs, Diagnostics& diags)
+      : text_(text), locs_(locs), diags_(diags) {}
 
   std::vector<Token> run() {
     std::vector<Token> out;
@@ -89,8 +89,7 @@ public:
         t.text.assign(begin, static_cast<size_t>(end - begin));
         i += end - begin;
         if (i < text_.size() && (std::isalpha(static_cast<unsigned char>(text_[i])) || text_[i] == '_'))
-          diags_.fatal(loc_.shifted(static_cast<int>(i)),
-                       "invalid number '" + t.text + text_[i] + "...'");
+          diags_.fatal(locs_[i], "invalid number '" + t.text + text_[i] + "...'");
       } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         t.kind = Token::Kind::Ident;
         while (i < text_.size() &&
@@ -104,8 +103,7 @@ public:
         if (t.text.empty() && std::string("+-*/()<>,").find(c) != std::string::npos)
           t.text = std::string(1, c);
         if (t.text.empty())
-          diags_.fatal(loc_.shifted(static_cast<int>(i)),
-                       std::string("unexpected character '") + c + "' in formula");
+          diags_.fatal(locs_[i], std::string("unexpected character '") + c + "' in formula");
         i += t.text.size();
       }
       out.push_back(t);
@@ -116,14 +114,14 @@ public:
 
 private:
   const std::string& text_;
-  const SourceLoc& loc_;
+  const std::vector<SourceLoc>& locs_;
   Diagnostics& diags_;
 };
 
 class Parser {
 public:
-  Parser(std::vector<Token> tokens, const SourceLoc& loc, Diagnostics& diags)
-      : tokens_(std::move(tokens)), loc_(loc), diags_(diags) {}
+  Parser(std::vector<Token> tokens, const std::vector<SourceLoc>& locs, Diagnostics& diags)
+      : tokens_(std::move(tokens)), locs_(locs), diags_(diags) {}
 
   AstPtr parse() {
     AstPtr e = comparison();
@@ -138,7 +136,7 @@ private:
   bool isPunct(const char* p) const {
     return peek().kind == Token::Kind::Punct && peek().text == p;
   }
-  SourceLoc at(const Token& t) const { return loc_.shifted(t.offset); }
+  SourceLoc at(const Token& t) const { return locs_[t.offset]; }
   [[noreturn]] void fail(const Token& t, const std::string& msg) { diags_.fatal(at(t), msg); }
 
   AstPtr comparison() {
@@ -232,19 +230,27 @@ private:
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
-  const SourceLoc& loc_;
+  const std::vector<SourceLoc>& locs_;
   Diagnostics& diags_;
 };
 
 } // namespace
 
-AstPtr parseFormula(const std::string& text, const SourceLoc& loc, Diagnostics& diags) {
+AstPtr parseFormula(const std::string& text, const std::vector<SourceLoc>& charLocs,
+                    Diagnostics& diags) {
   try {
-    std::vector<Token> tokens = Lexer(text, loc, diags).run();
-    return Parser(std::move(tokens), loc, diags).parse();
+    std::vector<Token> tokens = Lexer(text, charLocs, diags).run();
+    return Parser(std::move(tokens), charLocs, diags).parse();
   } catch (const FatalError&) {
     return nullptr;
   }
+}
+
+AstPtr parseFormula(const std::string& text, const SourceLoc& loc, Diagnostics& diags) {
+  std::vector<SourceLoc> locs;
+  for (size_t i = 0; i <= text.size(); ++i)
+    locs.push_back(loc.shifted(static_cast<int>(i)));
+  return parseFormula(text, locs, diags);
 }
 
 } // namespace fusegen::expr

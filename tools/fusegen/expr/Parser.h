@@ -13,8 +13,11 @@
 
 namespace fusegen::expr {
 
-// `loc` is where the first character of `text` sits in its file. Returns null (with a
-// diagnostic) on a syntax error.
+// `charLocs` gives the location of each character of `text` and of its end (see
+// support/FormulaLocator.h). Returns null (with a diagnostic) on a syntax error.
+AstPtr parseFormula(const std::string& text, const std::vector<SourceLoc>& charLocs,
+                    Diagnostics& diags);
+// The same for text that sits on one line starting at `loc`.
 AstPtr parseFormula(const std::string& text, const SourceLoc& loc, Diagnostics& diags);
 
 } // namespace fusegen::expr

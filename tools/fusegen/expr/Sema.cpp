@@ -4,6 +4,7 @@
 #include "expr/Parser.h"
 #include "opt/Simplify.h"
 
+#include <algorithm>
 #include <set>
 
 namespace fusegen::expr {
@@ -41,19 +42,31 @@ ir::Expr Sema::lower(const AstPtr& ast, const Scope& scope) {
 }
 
 ir::Expr Sema::lowerCall(const AstPtr& ast, const Scope& scope) {
-  const prims::Primitive* prim = lib_.find(ast->name);
-  if (!prim) {
+  std::vector<const prims::Primitive*> overloads = lib_.overloads(ast->name);
+  if (overloads.empty()) {
     diags_.error(ast->loc, "unknown function '" + ast->name + "'");
     std::string guess = closestMatch(ast->name, lib_.names());
     if (!guess.empty())
       diags_.note(ast->loc, "did you mean '" + guess + "'?");
     return nullptr;
   }
-  if (ast->args.size() != prim->params.size()) {
-    diags_.error(ast->loc, "'" + prim->name + "' takes " + std::to_string(prim->params.size()) +
-                               " argument" + (prim->params.size() == 1 ? "" : "s") + ", got " +
-                               std::to_string(ast->args.size()) + "; signature is " +
-                               prim->signature());
+  const prims::Primitive* prim = lib_.find(ast->name, ast->args.size());
+  std::sort(overloads.begin(), overloads.end(),
+            [](const prims::Primitive* a, const prims::Primitive* b) {
+              return a->params.size() < b->params.size();
+            });
+  if (!prim) {
+    std::string counts, signatures;
+    for (size_t i = 0; i < overloads.size(); ++i) {
+      const char* sep = i == 0 ? "" : i + 1 == overloads.size() ? " or " : ", ";
+      counts += sep + std::to_string(overloads[i]->params.size());
+      signatures += (i ? ", " : "") + overloads[i]->signature();
+    }
+    bool one = overloads.size() == 1 && overloads[0]->params.size() == 1;
+    diags_.error(ast->loc, "'" + ast->name + "' takes " + counts + " argument" + (one ? "" : "s") +
+                               ", got " + std::to_string(ast->args.size()) + "; " +
+                               (overloads.size() == 1 ? "signature is " : "signatures are ") +
+                               signatures);
     return nullptr;
   }
   std::vector<ir::Expr> args;
@@ -108,6 +121,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   ir::Function fn;
   fn.name = spec.name;
   Scope scope;
+  scope["D"] = ir::Node::makeDim(); // the length of the last dim
   auto checkClash = [&](const std::string& name, const SourceLoc& loc) {
     if (lib.find(name))
       diags.error(loc, "name '" + name + "' clashes with the primitive function '" + name + "'");
@@ -130,7 +144,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   std::set<std::string> usedLets;
   auto lowerBinding = [&](const spec::Binding& b) -> ir::Expr {
     checkClash(b.name, b.loc);
-    AstPtr ast = parseFormula(b.formula, b.formulaLoc, diags);
+    AstPtr ast = parseFormula(b.formula, b.charLocs, diags);
     if (!ast)
       return nullptr;
     return sema.lower(ast, scope);
@@ -181,13 +195,18 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   }
   if (diags.errorCount() != errorsBefore)
     return std::nullopt;
-  // Share equal subexpressions across outputs, so each value is computed once.
+  // Share equal subexpressions across outputs, so each value is computed once (the lets
+  // go through the same pass so they keep naming the nodes the outputs use).
   std::vector<ir::Expr> values;
   for (const ir::FunctionOutput& o : fn.outputs)
     values.push_back(o.value);
+  for (const auto& [binding, e] : lets)
+    values.push_back(e);
   values = opt::cse(values);
-  for (size_t i = 0; i < values.size(); ++i)
+  for (size_t i = 0; i < fn.outputs.size(); ++i)
     fn.outputs[i].value = values[i];
+  for (size_t i = 0; i < lets.size(); ++i)
+    fn.lets.emplace_back(lets[i].first->name, values[fn.outputs.size() + i]);
   return fn;
 }
 

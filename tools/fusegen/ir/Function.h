@@ -31,6 +31,7 @@ struct Function {
   std::vector<FunctionInput> inputs;
   std::vector<FunctionAttr> attrs;
   std::vector<FunctionOutput> outputs;
+  std::vector<std::pair<std::string, Expr>> lets; // the spec's named intermediates
 };
 
 } // namespace fusegen::ir

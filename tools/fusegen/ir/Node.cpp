@@ -78,6 +78,14 @@ Expr Node::makeGradOut(const std::string& name, int index, ShapeClass shape) {
   return n;
 }
 
+Expr Node::makeDim() {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::Dim;
+  n->name_ = "D";
+  n->finish();
+  return n;
+}
+
 Expr Node::makeCall(const prims::Primitive* prim, std::vector<Expr> args) {
   auto n = std::shared_ptr<Node>(new Node());
   n->kind_ = NodeKind::Call;
@@ -131,6 +139,29 @@ std::vector<const Node*> topoOrder(const std::vector<Expr>& roots) {
   return order;
 }
 
+Expr substitute(const Expr& root, const std::unordered_map<const Node*, Expr>& replace) {
+  if (!root)
+    return root;
+  std::unordered_map<const Node*, Expr> done(replace.begin(), replace.end());
+  auto get = [&done](const Expr& e) {
+    auto it = done.find(e.get());
+    return it == done.end() ? e : it->second;
+  };
+  for (const Node* n : topoOrder({root})) {
+    if (n->kind() != NodeKind::Call || replace.count(n))
+      continue;
+    std::vector<Expr> args;
+    bool changed = false;
+    for (const Expr& a : n->args()) {
+      args.push_back(get(a));
+      changed = changed || args.back().get() != a.get();
+    }
+    if (changed)
+      done[n] = Node::makeCall(n->prim(), std::move(args));
+  }
+  return get(root);
+}
+
 std::string printDag(const std::vector<std::pair<std::string, Expr>>& roots) {
   std::vector<Expr> exprs;
   for (const auto& r : roots)
@@ -151,6 +182,9 @@ std::string printDag(const std::vector<std::pair<std::string, Expr>>& roots) {
       continue;
     case NodeKind::GradOut:
       names[n] = "grad." + n->name();
+      continue;
+    case NodeKind::Dim:
+      names[n] = "D";
       continue;
     case NodeKind::Call:
       break;

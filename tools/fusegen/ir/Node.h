@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace fusegen::ir {
@@ -19,6 +20,7 @@ enum class NodeKind {
   Input,   // a tensor input of the op
   Attr,    // a scalar attribute of the op (a Python number in the schema)
   GradOut, // the incoming gradient of an output (backward only)
+  Dim,     // D, the length of the last dim (uniform over the op, like an attr)
   Call,    // a primitive applied to arguments
 };
 
@@ -48,6 +50,8 @@ public:
   static Expr makeInput(const std::string& name, int index, ShapeClass shape);
   static Expr makeAttr(const std::string& name, int index);
   static Expr makeGradOut(const std::string& name, int index, ShapeClass shape);
+  static Expr makeDim();
+  bool isLeaf() const { return kind_ != NodeKind::Call; }
   // Shape: reductions give Row; elementwise calls the join of their arguments' shapes.
   static Expr makeCall(const prims::Primitive* prim, std::vector<Expr> args);
 
@@ -75,6 +79,10 @@ ShapeClass joinShapes(ShapeClass a, ShapeClass b);
 
 // Nodes reachable from `roots`, each once, arguments before users (a topological order).
 std::vector<const Node*> topoOrder(const std::vector<Expr>& roots);
+
+// `root` with every node that is a key of `replace` swapped for its value (a new DAG;
+// shared subexpressions stay shared).
+Expr substitute(const Expr& root, const std::unordered_map<const Node*, Expr>& replace);
 
 // One line per node in topological order, for dumps and golden tests: "%3 = mul(%1, %2)".
 std::string printDag(const std::vector<std::pair<std::string, Expr>>& roots);

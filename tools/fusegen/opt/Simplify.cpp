@@ -10,7 +10,7 @@
 namespace fusegen::opt {
 
 ir::Expr Simplifier::call(const char* primName, std::vector<ir::Expr> args) const {
-  const prims::Primitive* p = lib_.find(primName);
+  const prims::Primitive* p = lib_.find(primName, args.size());
   if (!p)
     throw std::logic_error(std::string("the primitive library lacks '") + primName + "'");
   return rewrite(ir::Node::makeCall(p, std::move(args)));
@@ -77,6 +77,26 @@ ir::Expr Simplifier::rewrite(const ir::Expr& e) const {
   } else if (p == "where") {
     if (a[1].get() == a[2].get())
       return a[1];
+  } else if (e->prim()->kind == prims::PrimKind::Reduction &&
+             e->prim()->combine == prims::Combine::Sum) {
+    // Linearity: pull negation, sums and per-row factors out of sum/mean, so a reduction
+    // depends on fewer earlier reductions and the row plan needs fewer passes.
+    const ir::Expr& x = a[0];
+    auto perRow = [](const ir::Expr& v) {
+      return v->shape() == ir::ShapeClass::Row || v->shape() == ir::ShapeClass::Scalar;
+    };
+    auto full = [](const ir::Expr& v) { return v->shape() == ir::ShapeClass::Full; };
+    if (x->isCall("neg"))
+      return call("neg", {call(p.c_str(), {x->args()[0]})});
+    if ((x->isCall("add") || x->isCall("sub")) && full(x->args()[0]) && full(x->args()[1]))
+      return call(x->prim()->name.c_str(),
+                  {call(p.c_str(), {x->args()[0]}), call(p.c_str(), {x->args()[1]})});
+    if (x->isCall("mul") && perRow(x->args()[1]))
+      return call("mul", {call(p.c_str(), {x->args()[0]}), x->args()[1]});
+    if (x->isCall("mul") && perRow(x->args()[0]))
+      return call("mul", {x->args()[0], call(p.c_str(), {x->args()[1]})});
+    if (x->isCall("div") && perRow(x->args()[1]))
+      return call("div", {call(p.c_str(), {x->args()[0]}), x->args()[1]});
   }
   return e;
 }
@@ -115,9 +135,14 @@ std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {
     ir::Expr candidate = owner.at(n);
     if (n->kind() == ir::NodeKind::Call) {
       std::vector<ir::Expr> args;
-      for (const ir::Expr& a : n->args())
+      bool same = true;
+      for (const ir::Expr& a : n->args()) {
         args.push_back(canon.at(a.get()));
-      candidate = ir::Node::makeCall(n->prim(), std::move(args));
+        same = same && args.back().get() == a.get();
+      }
+      // A node whose arguments are already canonical keeps its identity.
+      if (!same)
+        candidate = ir::Node::makeCall(n->prim(), std::move(args));
     }
     ir::Expr found;
     for (const ir::Expr& existing : table[candidate->hash()])

@@ -23,7 +23,9 @@ private:
   const prims::PrimitiveLibrary& lib_;
 };
 
-// Returns `roots` rebuilt so that structurally equal subtrees are one node.
+// Returns `roots` rebuilt so that structurally equal subtrees are one node. Nodes are kept
+// (same pointer) where nothing below them changed, and the first of equal nodes in the
+// order of `roots` wins, so passing already-canonical expressions first preserves them.
 std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots);
 
 } // namespace fusegen::opt

@@ -1,29 +1,73 @@
 // KernelPlan: how an op's forward and backward map onto the runtime's kernel plans, and the
 // checks that decide whether a spec can be planned at all (with a diagnostic saying why not).
+//   Pointwise: every output element depends on one element of each input; forward and
+//              backward are single element functions (flat or colwise CUDA plans).
+//   Row:       reductions over the last dim, per-row inputs or outputs; forward and
+//              backward are row programs (fusegen_row.h): stages of reductions, then the
+//              elementwise outputs, with the row kept on chip.
+// Save-vs-recompute: a row plan's forward also returns the per-row statistics the backward
+// needs (rstd, mean, the max and sum of a softmax); everything elementwise is recomputed.
 #pragma once
 
 #include "autodiff/ReverseMode.h"
 #include "ir/Function.h"
+#include "prims/PrimitiveLibrary.h"
 #include "spec/SpecModel.h"
 #include "support/Diagnostics.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace fusegen::plan {
 
-enum class PlanKind {
-  Pointwise, // every output element depends on one element of each input (flat or colwise)
+enum class PlanKind { Pointwise, Row };
+
+enum class OutKind { Full, Row, ColSum };
+
+// One direction (forward or backward) of a row plan.
+struct RowProgram {
+  struct Input {
+    std::string name;     // argument name in the generated code
+    ir::ShapeClass shape; // Full, Col or Row
+    ir::Expr leaf;        // the Input / GradOut node it binds
+  };
+  struct Output {
+    std::string name;
+    OutKind kind;
+    ir::Expr value; // null: identically zero
+  };
+  struct Stage {
+    std::vector<ir::Expr> reductions; // combined in one pass over the row
+  };
+  std::vector<Input> inputs;
+  std::vector<Output> outputs;
+  std::vector<Stage> stages;
+  std::vector<ir::Expr> rowValues; // per-row values kept in registers, in computation order
+  std::vector<int> rowValueStage;  // -1: before the first stage; s: after stage s
+};
+
+struct SavedStat {
+  std::string name; // a let's name when the value is one, else stat<i>
+  ir::Expr value;   // the forward node
 };
 
 struct KernelPlan {
   PlanKind kind = PlanKind::Pointwise;
-  int fullInput = -1;            // the first [..., D] input: defines D and the output shape
+  int fullInput = -1; // the first [..., D] input: defines D and the output shape
+  // Pointwise plan.
   bool hasColInputs = false;     // forward keeps [D] inputs in registers (colwise plan)
   std::vector<bool> reducedGrad; // per input: its gradient is a sum over broadcast dims
+  // Row plan.
+  std::vector<SavedStat> saved;
+  RowProgram forward;
+  RowProgram backward;
 };
 
 std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& fn,
                                  const autodiff::Gradient& grad, Diagnostics& diags);
+
+// A readable summary of the plan (fusegen dump plan).
+std::string describePlan(const ir::Function& fn, const KernelPlan& plan);
 
 } // namespace fusegen::plan

@@ -5,10 +5,13 @@
 #include "prims/Builtins.h"
 #include "spec/SpecLoader.h"
 #include "support/FileWriter.h"
+#include "support/FormulaLocator.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <functional>
+#include <optional>
+#include <sstream>
 #include <set>
 
 namespace fusegen::prims {
@@ -79,16 +82,17 @@ bool parseSignature(const std::string& text, Primitive& p) {
   return true;
 }
 
-// Checks that every name in `ast` is allowed and every call is known to `isFunction`.
+// Checks that every name in `ast` is allowed and every call is known to `arityOf` (which
+// returns -1 for unknown functions, -2 for any arity).
 void checkNames(const expr::AstPtr& ast, const std::set<std::string>& names,
                 const std::function<int(const std::string&)>& arityOf, Diagnostics& diags) {
   if (ast->kind == expr::Ast::Kind::Name && !names.count(ast->name))
     diags.error(ast->loc, "unknown name '" + ast->name + "' in primitive formula");
   if (ast->kind == expr::Ast::Kind::Call) {
     int arity = arityOf(ast->name);
-    if (arity < 0)
+    if (arity == -1)
       diags.error(ast->loc, "unknown function '" + ast->name + "' in primitive formula");
-    else if (arity != static_cast<int>(ast->args.size()))
+    else if (arity >= 0 && arity != static_cast<int>(ast->args.size()))
       diags.error(ast->loc, "'" + ast->name + "' takes " + std::to_string(arity) +
                                 " argument(s), got " + std::to_string(ast->args.size()));
   }
@@ -114,8 +118,18 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
     diags.error(SourceLoc{path, 1, 1}, "the primitive library must be a list of entries");
     return std::nullopt;
   }
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line))
+      lines.push_back(line);
+  }
+  auto parse = [&](const YAML::Node& v) {
+    return expr::parseFormula(v.Scalar(), locateChars(lines, locOf(path, v), v.Scalar()), diags);
+  };
   PrimitiveLibrary lib;
-  std::vector<std::pair<std::shared_ptr<Primitive>, YAML::Node>> pending;
+  std::vector<std::pair<std::shared_ptr<Primitive>, std::optional<YAML::Node>>> pending;
   for (const YAML::Node& entry : root) {
     if (!entry.IsMap()) {
       diags.error(locOf(path, entry), "a primitive entry must be a mapping");
@@ -123,9 +137,9 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
     }
     auto p = std::make_shared<Primitive>();
     p->loc = locOf(path, entry);
-    YAML::Node gradNode;
+    std::optional<YAML::Node> gradNode;
     std::set<std::string> seen;
-    bool named = false;
+    bool named = false, evalGiven = false;
     for (auto it = entry.begin(); it != entry.end(); ++it) {
       std::string key = it->first.Scalar();
       const YAML::Node& v = it->second;
@@ -152,8 +166,20 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
           p->returnsBool = true;
         else if (v.Scalar() != "value")
           diags.error(vloc, "returns must be value or bool");
+      } else if (key == "combine") {
+        if (v.Scalar() == "sum")
+          p->combine = Combine::Sum;
+        else if (v.Scalar() == "max")
+          p->combine = Combine::Max;
+        else if (v.Scalar() == "min")
+          p->combine = Combine::Min;
+        else
+          diags.error(vloc, "combine must be sum, max or min");
+      } else if (key == "finish") {
+        p->finish = parse(v);
       } else if (key == "eval") {
-        p->eval = expr::parseFormula(v.Scalar(), vloc, diags);
+        evalGiven = true;
+        p->eval = parse(v);
       } else if (key == "torch") {
         p->torch = v.Scalar();
       } else if (key == "grad") {
@@ -161,28 +187,32 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       } else {
         diags.error(locOf(path, it->first), "unknown key '" + key +
                                                 "'; expected name, doc, kind, returns, eval, "
-                                                "torch, grad");
+                                                "combine, finish, torch, grad");
       }
     }
     if (!named)
       continue;
-    if (lib.byName_.count(p->name)) {
-      diags.error(p->loc, "primitive '" + p->name + "' is defined twice");
+    if (lib.find(p->name, p->params.size())) {
+      diags.error(p->loc, "primitive '" + p->name + "' with " + std::to_string(p->params.size()) +
+                              " parameter(s) is defined twice");
       continue;
     }
     if (p->torch.empty())
       diags.error(p->loc, "primitive '" + p->name + "' needs a 'torch' spelling");
-    if (!p->eval && p->kind == PrimKind::Elementwise)
+    if (!evalGiven && p->kind == PrimKind::Elementwise)
       diags.error(p->loc, "primitive '" + p->name + "' needs an 'eval' formula");
-    lib.byName_[p->name] = p.get();
+    lib.byName_[p->name].push_back(p.get());
     lib.prims_.push_back(p);
     pending.emplace_back(p, gradNode);
   }
 
   // Derivative rules may call any primitive, so they are checked once all are known.
+  // -1: unknown; -2: overloaded (the arity is checked when the rule is instantiated).
   auto primArity = [&](const std::string& n) {
     auto it = lib.byName_.find(n);
-    return it == lib.byName_.end() ? -1 : static_cast<int>(it->second->params.size());
+    if (it == lib.byName_.end())
+      return -1;
+    return it->second.size() == 1 ? static_cast<int>(it->second.front()->params.size()) : -2;
   };
   auto builtinArity = [](const std::string& n) {
     const Builtin* b = findBuiltin(n);
@@ -194,16 +224,20 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       paramNames.insert(param.name);
     if (p->eval)
       checkNames(p->eval, paramNames, builtinArity, diags);
+    if (p->finish)
+      checkNames(p->finish, {"acc", "D"}, builtinArity, diags);
     p->grads.assign(p->params.size(), nullptr);
     std::set<std::string> ruleNames = paramNames;
     ruleNames.insert("grad");
     ruleNames.insert("result");
-    if (gradNode && !gradNode.IsMap()) {
-      diags.error(locOf(path, gradNode), "'grad' must map parameter names to rules");
+    ruleNames.insert("D");
+    if (gradNode && !gradNode->IsMap()) {
+      diags.error(locOf(path, *gradNode), "'grad' must map parameter names to rules");
       continue;
     }
+    std::set<int> ruleGiven;
     if (gradNode) {
-      for (auto it = gradNode.begin(); it != gradNode.end(); ++it) {
+      for (auto it = gradNode->begin(); it != gradNode->end(); ++it) {
         std::string param = it->first.Scalar();
         int idx = p->paramIndex(param);
         SourceLoc kloc = locOf(path, it->first);
@@ -215,16 +249,27 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
           diags.error(kloc, "'" + param + "' is not differentiable (bool or const); drop its rule");
           continue;
         }
-        p->grads[idx] = expr::parseFormula(it->second.Scalar(), locOf(path, it->second), diags);
+        ruleGiven.insert(idx);
+        p->grads[idx] = parse(it->second);
         if (p->grads[idx])
           checkNames(p->grads[idx], ruleNames, primArity, diags);
       }
     }
     for (size_t i = 0; i < p->params.size(); ++i)
-      if (p->params[i].kind == ParamKind::Value && !p->grads[i])
+      if (p->params[i].kind == ParamKind::Value && !ruleGiven.count(static_cast<int>(i)))
         diags.error(p->loc, "primitive '" + p->name + "' has no derivative rule for '" +
                                 p->params[i].name + "'");
   }
+  // Reverse-mode AD itself builds sums, differences, products, quotients, negations and
+  // row sums of adjoints (checked once the entries themselves are valid).
+  std::string missing;
+  for (auto [name, arity] : std::initializer_list<std::pair<const char*, size_t>>{
+           {"add", 2}, {"sub", 2}, {"mul", 2}, {"div", 2}, {"neg", 1}, {"sum", 1}})
+    if (!lib.find(name, arity))
+      missing += std::string(missing.empty() ? "" : ", ") + name + "/" + std::to_string(arity);
+  if (!missing.empty() && diags.errorCount() == errorsBefore)
+    diags.error(SourceLoc{path, 0, 0}, "the primitive library lacks " + missing +
+                                           " (name/arity), which reverse-mode AD needs");
   if (diags.errorCount() != errorsBefore)
     return std::nullopt;
   return lib;
@@ -242,13 +287,25 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::load(const std::string& path,
 
 const Primitive* PrimitiveLibrary::find(const std::string& name) const {
   auto it = byName_.find(name);
-  return it == byName_.end() ? nullptr : it->second;
+  return it == byName_.end() ? nullptr : it->second.front();
+}
+
+const Primitive* PrimitiveLibrary::find(const std::string& name, size_t arity) const {
+  for (const Primitive* p : overloads(name))
+    if (p->params.size() == arity)
+      return p;
+  return nullptr;
+}
+
+std::vector<const Primitive*> PrimitiveLibrary::overloads(const std::string& name) const {
+  auto it = byName_.find(name);
+  return it == byName_.end() ? std::vector<const Primitive*>{} : it->second;
 }
 
 std::vector<std::string> PrimitiveLibrary::names() const {
   std::vector<std::string> out;
-  for (const auto& p : prims_)
-    out.push_back(p->name);
+  for (const auto& [name, prims] : byName_)
+    out.push_back(name);
   return out;
 }
 

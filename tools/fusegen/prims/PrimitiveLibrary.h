@@ -32,10 +32,15 @@ enum class PrimKind {
   Reduction, // over the last dim: [..., D] -> [...]
 };
 
+// How a reduction combines the values of a row.
+enum class Combine { Sum, Max, Min };
+
 struct Primitive {
   std::string name;
   std::vector<Param> params;
   PrimKind kind = PrimKind::Elementwise;
+  Combine combine = Combine::Sum; // reductions
+  expr::AstPtr finish;            // reductions: acc (the combined value), D -> result; null: acc
   bool returnsBool = false;
   std::string doc;
   expr::AstPtr eval;          // over builtins and params (elementwise only)
@@ -55,13 +60,16 @@ public:
                                                         const std::string& text,
                                                         Diagnostics& diags);
 
+  // The overload of `name` taking `arity` arguments (null if none); find(name) is the first.
+  const Primitive* find(const std::string& name, size_t arity) const;
   const Primitive* find(const std::string& name) const;
+  std::vector<const Primitive*> overloads(const std::string& name) const;
   std::vector<std::string> names() const;
   const std::vector<std::shared_ptr<const Primitive>>& all() const { return prims_; }
 
 private:
   std::vector<std::shared_ptr<const Primitive>> prims_;
-  std::map<std::string, const Primitive*> byName_;
+  std::map<std::string, std::vector<const Primitive*>> byName_;
 };
 
 } // namespace fusegen::prims

@@ -3,6 +3,7 @@
 #include "spec/SpecLoader.h"
 
 #include "support/FileWriter.h"
+#include "support/FormulaLocator.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -29,12 +30,13 @@ namespace {
 const std::set<std::string> kReservedNames = {
     "grad", "result", "self", "ctx", "output_mask", "and", "or", "not", "if", "else", "for",
     "while", "def", "class", "return", "lambda", "None", "True", "False", "import", "from",
-    "in", "is", "int", "float", "bool", "double", "auto", "const", "struct", "void", "T"};
+    "in", "is", "int", "float", "bool", "double", "auto", "const", "struct", "void", "T",
+    "D", "torch", "F", "Tensor"};
 
 class Reader {
 public:
   Reader(std::string path, const std::string& text, Diagnostics& diags)
-      : path_(std::move(path)), diags_(diags) {
+      : path_(std::move(path)), diags_(diags), errorsBefore_(diags.errorCount()) {
     std::istringstream in(text);
     std::string line;
     while (std::getline(in, line))
@@ -48,19 +50,18 @@ public:
     return SourceLoc{path_, m.line + 1, m.column + 1};
   }
 
-  // The location of the first character of a scalar's value, after an opening quote.
-  SourceLoc valueLoc(const YAML::Node& n) const {
-    SourceLoc l = loc(n);
-    if (l.line >= 1 && l.line <= static_cast<int>(lines_.size())) {
-      const std::string& text = lines_[l.line - 1];
-      if (l.col - 1 < static_cast<int>(text.size()) &&
-          (text[l.col - 1] == '"' || text[l.col - 1] == '\''))
-        return l.shifted(1);
-    }
-    return l;
+  // The location of each character of a scalar's value (past quotes, over folded lines).
+  std::vector<SourceLoc> charLocs(const YAML::Node& n) const {
+    return locateChars(lines_, loc(n), n.Scalar());
   }
 
   void error(const YAML::Node& n, const std::string& msg) { diags_.error(loc(n), msg); }
+  // A missing value (`key:` with nothing after it) is reported at its key: yaml-cpp places
+  // the empty value at the next token, which may be lines further down.
+  void error(const YAML::Node& value, const YAML::Node& key, const std::string& msg) {
+    diags_.error(loc(value.IsNull() ? key : value), msg);
+  }
+  bool errorsSinceStart() const { return diags_.errorCount() != errorsBefore_; }
 
   // Iterates a mapping in document order, rejecting duplicate keys and non-scalar keys.
   std::vector<std::pair<YAML::Node, YAML::Node>> entries(const YAML::Node& map,
@@ -85,13 +86,14 @@ public:
     return out;
   }
 
-  bool expectKind(const YAML::Node& n, YAML::NodeType::value kind, const std::string& what) {
+  bool expectKind(const YAML::Node& n, const YAML::Node& key, YAML::NodeType::value kind,
+                  const std::string& what) {
     if (n.Type() == kind)
       return true;
     const char* expected = kind == YAML::NodeType::Map        ? "a mapping"
                            : kind == YAML::NodeType::Sequence ? "a list"
                                                               : "a single value";
-    error(n, what + " must be " + expected);
+    error(n, key, what + " must be " + expected);
     return false;
   }
 
@@ -101,11 +103,13 @@ public:
 private:
   std::string path_;
   Diagnostics& diags_;
+  int errorsBefore_;
   std::vector<std::string> lines_;
 };
 
-std::optional<ShapeClass> parseShape(Reader& r, const YAML::Node& n, const std::string& name) {
-  if (!r.expectKind(n, YAML::NodeType::Sequence, "the shape of input '" + name + "'"))
+std::optional<ShapeClass> parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key) {
+  const std::string name = key.Scalar();
+  if (!r.expectKind(n, key, YAML::NodeType::Sequence, "the shape of input '" + name + "'"))
     return std::nullopt;
   std::vector<std::string> dims;
   for (const YAML::Node& d : n) {
@@ -137,28 +141,28 @@ bool parseNumber(const std::string& text, double& value) {
   return !in.fail() && in.eof() && std::isfinite(value);
 }
 
-void readInputs(Reader& r, const YAML::Node& n, OpSpec& spec) {
-  if (!r.expectKind(n, YAML::NodeType::Map, "'inputs'"))
+void readInputs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
+  if (!r.expectKind(n, section, YAML::NodeType::Map, "'inputs'"))
     return;
   for (auto& [key, value] : r.entries(n, "'inputs'")) {
-    std::optional<ShapeClass> shape = parseShape(r, value, key.Scalar());
+    std::optional<ShapeClass> shape = parseShape(r, value, key);
     if (shape)
       spec.inputs.push_back(Input{key.Scalar(), *shape, r.loc(key)});
   }
-  if (spec.inputs.empty() && r.diags().errorCount() == 0)
+  if (spec.inputs.empty() && !r.errorsSinceStart())
     r.error(n, "'inputs' must declare at least one tensor");
 }
 
-void readAttrs(Reader& r, const YAML::Node& n, OpSpec& spec) {
-  if (!r.expectKind(n, YAML::NodeType::Map, "'attrs'"))
+void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
+  if (!r.expectKind(n, section, YAML::NodeType::Map, "'attrs'"))
     return;
   for (auto& [key, value] : r.entries(n, "'attrs'")) {
     const std::string name = key.Scalar();
-    if (!r.expectKind(value, YAML::NodeType::Map, "attr '" + name + "'"))
+    if (!r.expectKind(value, key, YAML::NodeType::Map, "attr '" + name + "'"))
       continue;
     Attr attr{name, AttrType::Float, false, 0, r.loc(key)};
-    bool typed = false;
-    YAML::Node defaultNode;
+    bool typed = false, typeError = false;
+    std::optional<YAML::Node> defaultNode;
     for (auto& [field, fv] : r.entries(value, "attr '" + name + "'")) {
       const std::string f = field.Scalar();
       if (f == "type") {
@@ -170,7 +174,8 @@ void readAttrs(Reader& r, const YAML::Node& n, OpSpec& spec) {
         else if (t == "bool")
           attr.type = AttrType::Bool;
         else {
-          r.error(fv, "unknown attr type '" + t + "'; expected float, int or bool");
+          r.error(fv, field, "unknown attr type '" + t + "'; expected float, int or bool");
+          typeError = true;
           continue;
         }
         typed = true;
@@ -181,11 +186,12 @@ void readAttrs(Reader& r, const YAML::Node& n, OpSpec& spec) {
       }
     }
     if (!typed) {
-      r.error(key, "attr '" + name + "' needs a 'type' (float, int or bool)");
+      if (!typeError)
+        r.error(key, "attr '" + name + "' needs a 'type' (float, int or bool)");
       continue;
     }
     if (defaultNode) {
-      std::string text = defaultNode.IsScalar() ? defaultNode.Scalar() : "";
+      std::string text = defaultNode->IsScalar() ? defaultNode->Scalar() : "";
       bool ok = false;
       if (attr.type == AttrType::Bool) {
         ok = text == "true" || text == "false";
@@ -196,8 +202,8 @@ void readAttrs(Reader& r, const YAML::Node& n, OpSpec& spec) {
           ok = false;
       }
       if (!ok) {
-        r.error(defaultNode, "default '" + text + "' of attr '" + name + "' is not a valid " +
-                                 attrTypeName(attr.type));
+        r.error(*defaultNode, key, "default '" + text + "' of attr '" + name + "' is not a valid " +
+                                       attrTypeName(attr.type));
         continue;
       }
       attr.hasDefault = true;
@@ -206,22 +212,22 @@ void readAttrs(Reader& r, const YAML::Node& n, OpSpec& spec) {
   }
 }
 
-void readBindings(Reader& r, const YAML::Node& n, const std::string& section,
-                  std::vector<Binding>& out) {
-  if (!r.expectKind(n, YAML::NodeType::Map, "'" + section + "'"))
+void readBindings(Reader& r, const YAML::Node& n, const YAML::Node& sectionKey,
+                  const std::string& section, std::vector<Binding>& out) {
+  if (!r.expectKind(n, sectionKey, YAML::NodeType::Map, "'" + section + "'"))
     return;
   for (auto& [key, value] : r.entries(n, "'" + section + "'")) {
     if (!value.IsScalar() || value.Scalar().empty()) {
-      r.error(value.IsNull() ? key : value,
-              "'" + key.Scalar() + "' in '" + section + "' must be a formula");
+      r.error(value, key, "'" + key.Scalar() + "' in '" + section + "' must be a formula");
       continue;
     }
-    out.push_back(Binding{key.Scalar(), value.Scalar(), r.loc(key), r.valueLoc(value)});
+    std::vector<SourceLoc> locs = r.charLocs(value);
+    out.push_back(Binding{key.Scalar(), value.Scalar(), r.loc(key), locs.front(), locs});
   }
 }
 
-void readDtypes(Reader& r, const YAML::Node& n, OpSpec& spec) {
-  if (!r.expectKind(n, YAML::NodeType::Sequence, "'dtypes'"))
+void readDtypes(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
+  if (!r.expectKind(n, section, YAML::NodeType::Sequence, "'dtypes'"))
     return;
   std::set<std::string> seen;
   for (const YAML::Node& d : n) {
@@ -240,16 +246,16 @@ void readDtypes(Reader& r, const YAML::Node& n, OpSpec& spec) {
     }
     spec.dtypes.push_back(*dt);
   }
-  if (seen.empty() && r.diags().errorCount() == 0)
+  if (seen.empty() && !r.errorsSinceStart())
     r.error(n, "'dtypes' must list at least one dtype");
 }
 
-void readReferences(Reader& r, const YAML::Node& n, OpSpec& spec) {
-  if (!r.expectKind(n, YAML::NodeType::Map, "'reference'"))
+void readReferences(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
+  if (!r.expectKind(n, section, YAML::NodeType::Map, "'reference'"))
     return;
   for (auto& [key, value] : r.entries(n, "'reference'")) {
     if (!value.IsScalar()) {
-      r.error(value, "reference for '" + key.Scalar() + "' must be a PyTorch expression");
+      r.error(value, key, "reference for '" + key.Scalar() + "' must be a PyTorch expression");
       continue;
     }
     spec.references.push_back(Reference{key.Scalar(), value.Scalar(), r.loc(key)});
@@ -263,7 +269,7 @@ void checkNames(Reader& r, OpSpec& spec) {
       r.diags().error(loc, std::string(what) + " name '" + name + "' is not an identifier");
       return;
     }
-    if (kReservedNames.count(name)) {
+    if (kReservedNames.count(name) || name[0] == '_') {
       r.diags().error(loc, std::string(what) + " name '" + name + "' is reserved");
       return;
     }
@@ -316,27 +322,27 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
     if (k == "op") {
       haveOp = true;
       spec.name = value.IsScalar() ? value.Scalar() : "";
-      spec.nameLoc = r.loc(value);
+      spec.nameLoc = r.loc(value.IsNull() ? key : value);
       if (!isIdentifier(spec.name) || spec.name.find("__") != std::string::npos)
-        r.error(value, "op name '" + spec.name + "' must be an identifier (letters, digits, _)");
+        r.error(value, key, "op name '" + spec.name + "' must be an identifier (letters, digits, _)");
     } else if (k == "doc") {
-      if (r.expectKind(value, YAML::NodeType::Scalar, "'doc'"))
+      if (r.expectKind(value, key, YAML::NodeType::Scalar, "'doc'"))
         spec.doc = value.Scalar();
     } else if (k == "inputs") {
       haveInputs = true;
-      readInputs(r, value, spec);
+      readInputs(r, value, key, spec);
     } else if (k == "attrs") {
-      readAttrs(r, value, spec);
+      readAttrs(r, value, key, spec);
     } else if (k == "let") {
-      readBindings(r, value, "let", spec.lets);
+      readBindings(r, value, key, "let", spec.lets);
     } else if (k == "outputs") {
       haveOutputs = true;
-      readBindings(r, value, "outputs", spec.outputs);
+      readBindings(r, value, key, "outputs", spec.outputs);
     } else if (k == "dtypes") {
       haveDtypes = true;
-      readDtypes(r, value, spec);
+      readDtypes(r, value, key, spec);
     } else if (k == "reference") {
-      readReferences(r, value, spec);
+      readReferences(r, value, key, spec);
     } else {
       r.error(key, "unknown key '" + k +
                        "'; expected op, doc, inputs, attrs, let, outputs, dtypes, reference");

@@ -43,8 +43,9 @@ struct Attr {
 struct Binding {
   std::string name;
   std::string formula;
-  SourceLoc loc;        // of the name
-  SourceLoc formulaLoc; // of the first character of the formula text
+  SourceLoc loc;                   // of the name
+  SourceLoc formulaLoc;            // of the first character of the formula text
+  std::vector<SourceLoc> charLocs; // of each character of the formula, and of its end
 };
 
 // An independent PyTorch expression for one output, used only by the generated tests.

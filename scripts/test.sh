@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Every test, from a fresh machine: fusegen's unit tests, error catalog and golden check
+# (ctest), then the generated ops of every shipped spec built and installed (their CUDA
+# kernels compiled too when a CUDA toolkit is present) and tested on CPU (pytest; on a
+# GPU machine also on CUDA). Prints each runner's closing line; exits non-zero on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+bash scripts/build_fusegen.sh
+
+echo "== ctest: unit tests, error catalog, golden files"
+(cd build && ctest --output-on-failure -j 2)
+
+echo "== building the generated ops of every shipped spec"
+./build/fusegen --build --install -o generated -j "${FUSEGEN_JOBS:-2}"
+
+echo "== pytest: the generated ops"
+cd /tmp  # test the installed package
+python3 -m pytest --pyargs fusegen_ops -q -p no:cacheprovider -W ignore::DeprecationWarning

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The GPU part of the tests, run on a machine with an NVIDIA GPU (the lab's H100 through the
+# device tool): builds and installs the generated ops of every shipped spec for the GPU
+# present with `fusegen --build --install`, runs every op's tests with CUDA required
+# (FUSEGEN_REQUIRE_CUDA=1: a missing GPU fails instead of skipping), and writes
+#   RESULTS/gpu-tests.json, RESULTS/gpu-tests.md   counts per op and device, GPU, torch, date
+#   RESULTS/build.log, RESULTS/pytest.log
+# Usage: tests/gpu/run.sh [RESULTS_DIR]   (default: $OUT, else bench/results/gpu)
+# FUSEGEN (default build/fusegen) is the fusegen binary; the sources in generated/ are used
+# as they are (generate them on the development machine).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+RESULTS=${1:-${OUT:-bench/results/gpu}}
+FUSEGEN=${FUSEGEN:-build/fusegen}
+mkdir -p "$RESULTS"
+export FUSEGEN_REQUIRE_CUDA=1 PYTHONUNBUFFERED=1
+
+start=$(date +%s.%N)
+"$FUSEGEN" --build --install -o generated -j "$(nproc)" 2>&1 | tee "$RESULTS/build.log"
+build_status=${PIPESTATUS[0]}
+build_seconds=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
+echo "fusegen --build --install: exit $build_status in $build_seconds s" | tee -a "$RESULTS/build.log"
+[ "$build_status" -eq 0 ] || exit 1
+
+(cd /tmp && python3 -m pytest --pyargs fusegen_ops -q -p no:cacheprovider -W ignore::DeprecationWarning \
+   --junitxml="$RESULTS/junit.xml") 2>&1 | tee "$RESULTS/pytest.log"
+test_status=${PIPESTATUS[0]}
+python3 tests/gpu/summarize.py "$RESULTS/junit.xml" "$RESULTS" --build-seconds "$build_seconds"
+exit "$test_status"
