@@ -25,8 +25,7 @@ using namespace fusegen;
 namespace {
 
 std::string defaultTemplates() {
-  if (const char* env = std::getenv("FUSEGEN_TEMPLATES"))
-    return env;
+  if (const char* env = std::getenv("FUSEGEN_TEMPLATES")) return env;
   return FUSEGEN_TEMPLATE_DIR;
 }
 
@@ -48,13 +47,11 @@ int golden(const driver::Options& base, const std::string& specsDir, bool update
       specs.push_back((fs::path(specsDir) / e.path().filename()).string());
   std::sort(specs.begin(), specs.end());
   auto lib = driver::loadLibrary(base, diags);
-  if (!lib)
-    return 1;
+  if (!lib) return 1;
   driver::Options opts = base;
   opts.outputDir = ""; // the package files list exactly the shipped specs' ops
   auto files = driver::generate(specs, *lib, opts, diags);
-  if (!files)
-    return 1;
+  if (!files) return 1;
   if (update) {
     std::vector<std::string> owned = {"runtime", "fusegen_ops"};
     for (const std::string& op : driver::existingOps(base.outputDir))
@@ -77,8 +74,7 @@ int golden(const driver::Options& base, const std::string& specsDir, bool update
       ++mismatches;
       continue;
     }
-    if (text == f.text)
-      continue;
+    if (text == f.text) continue;
     ++mismatches;
     // Point at the first differing line.
     size_t line = 1, i = 0;
@@ -98,8 +94,8 @@ int golden(const driver::Options& base, const std::string& specsDir, bool update
               << " file(s) differ; run `fusegen golden --update` and commit the result\n";
     return 1;
   }
-  std::cout << "golden: " << files->size() << " files for " << specs.size()
-            << " specs match " << base.outputDir << "\n";
+  std::cout << "golden: " << files->size() << " files for " << specs.size() << " specs match "
+            << base.outputDir << "\n";
   return 0;
 }
 
@@ -116,6 +112,7 @@ int main(int argc, char** argv) {
                "  fusegen specs/bias_gelu.yaml       write generated/bias_gelu/\n"
                "  fusegen --build --install           build generated/ and install fusegen_ops\n"};
   app.set_version_flag("--version", std::string("fusegen ") + emit::kVersion);
+  app.fallthrough(); // -o, --templates also after a subcommand: fusegen golden -o DIR
   driver::Options opts;
   opts.templatesDir = defaultTemplates();
   build::BuildOptions buildOpts;
@@ -127,7 +124,8 @@ int main(int argc, char** argv) {
   app.add_option("--templates", opts.templatesDir,
                  "Directory of templates and primitives.yaml (env FUSEGEN_TEMPLATES)")
       ->capture_default_str();
-  app.add_flag("--build", doBuild, "Build the package in --output (after generating, if specs are given)");
+  app.add_flag("--build", doBuild,
+               "Build the package in --output (after generating, if specs are given)");
   app.add_flag("--install", buildOpts.install,
                "Install the built package into the active Python (implies --build)");
   app.add_option("--python", buildOpts.python, "Python interpreter whose torch builds the ops")
@@ -142,7 +140,8 @@ int main(int argc, char** argv) {
       "golden", "Regenerate every spec in --specs and compare with the committed --output");
   std::string specsDir = "specs";
   bool update = false;
-  goldenCmd->add_option("--specs", specsDir, "Directory of the shipped specs")->capture_default_str();
+  goldenCmd->add_option("--specs", specsDir, "Directory of the shipped specs")
+      ->capture_default_str();
   goldenCmd->add_flag("--update", update, "Rewrite the golden files instead of comparing");
 
   CLI::App* dumpCmd = app.add_subcommand("dump", "Print one stage's result for a spec");
@@ -170,8 +169,7 @@ int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
         const std::string& specsDir, bool update, CLI::App* dumpCmd, const std::string& stage,
         const std::string& dumpSpec, CLI::App* primsCmd) {
 
-  if (goldenCmd->parsed())
-    return golden(opts, specsDir, update);
+  if (goldenCmd->parsed()) return golden(opts, specsDir, update);
 
   Diagnostics diags(std::cerr);
   if (dumpCmd->parsed() || primsCmd->parsed()) {
@@ -186,8 +184,7 @@ int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
       return 0;
     }
     auto text = driver::dump(stage, dumpSpec, *lib, diags);
-    if (!text)
-      return 1;
+    if (!text) return 1;
     std::cout << *text;
     return 0;
   }
@@ -199,7 +196,8 @@ int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
   if (!specs.empty()) {
     auto lib = driver::loadLibrary(opts, diags);
     if (!lib) {
-      std::cerr << diags.errorCount() << " error(s) in the primitive library; nothing was written\n";
+      std::cerr << diags.errorCount()
+                << " error(s) in the primitive library; nothing was written\n";
       return 1;
     }
     std::vector<std::string> ops;

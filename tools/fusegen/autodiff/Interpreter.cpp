@@ -19,8 +19,7 @@ double evalAst(const expr::AstPtr& ast, const prims::Primitive& prim,
     return args.at(prim.paramIndex(ast->name));
   case expr::Ast::Kind::Call: {
     const prims::Builtin* b = prims::findBuiltin(ast->name);
-    if (!b)
-      throw std::logic_error("unknown builtin '" + ast->name + "'");
+    if (!b) throw std::logic_error("unknown builtin '" + ast->name + "'");
     if (ast->name == "select") // evaluate only the branch taken, as the C++ ternary does
       return evalAst(ast->args[0], prim, args) != 0 ? evalAst(ast->args[1], prim, args)
                                                     : evalAst(ast->args[2], prim, args);

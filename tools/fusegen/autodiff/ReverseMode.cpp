@@ -32,8 +32,8 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
     if (n->shape() == ir::ShapeClass::Row && contribution->shape() == ir::ShapeClass::Full)
       contribution = simplifier.call("sum", {contribution});
     auto it = adjoint.find(n);
-    adjoint[n] = it == adjoint.end() ? contribution
-                                     : simplifier.call("add", {it->second, contribution});
+    adjoint[n] =
+        it == adjoint.end() ? contribution : simplifier.call("add", {it->second, contribution});
   };
 
   Gradient g;
@@ -48,8 +48,7 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::Node* n = *it;
     auto adj = adjoint.find(n);
-    if (n->kind() != ir::NodeKind::Call || adj == adjoint.end() || n->isConstant())
-      continue;
+    if (n->kind() != ir::NodeKind::Call || adj == adjoint.end() || n->isConstant()) continue;
     const prims::Primitive& prim = *n->prim();
     expr::Scope scope;
     scope["grad"] = adj->second;
@@ -59,17 +58,15 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
       scope[prim.params[i].name] = n->args()[i];
     for (size_t i = 0; i < prim.params.size(); ++i) {
       const ir::Expr& arg = n->args()[i];
-      if (!prim.grads[i] || arg->isConstant())
-        continue;
+      if (!prim.grads[i] || arg->isConstant()) continue;
       ir::Expr contribution = sema.lower(prim.grads[i], scope);
       if (!contribution) {
-        diags.note(where, "in the derivative rule of '" + prim.signature() +
-                              "' for '" + prim.params[i].name + "', differentiating this op");
+        diags.note(where, "in the derivative rule of '" + prim.signature() + "' for '" +
+                              prim.params[i].name + "', differentiating this op");
         return std::nullopt;
       }
       contribution = simplifier.simplify(contribution);
-      if (contribution->isConst(0))
-        continue;
+      if (contribution->isConst(0)) continue;
       accumulate(arg.get(), contribution);
     }
   }

@@ -28,8 +28,7 @@ std::string quote(const std::string& s) {
 // Runs `command` in a shell, appending its output to `log`; calls `onLine` for each line.
 template <class F> int runLogged(const std::string& command, std::ofstream& log, F onLine) {
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe)
-    return 127;
+  if (!pipe) return 127;
   std::array<char, 4096> buf;
   std::string line;
   while (fgets(buf.data(), buf.size(), pipe)) {
@@ -47,8 +46,7 @@ template <class F> int runLogged(const std::string& command, std::ofstream& log,
 
 std::string capture(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe)
-    return "";
+  if (!pipe) return "";
   std::string out;
   std::array<char, 512> buf;
   while (fgets(buf.data(), buf.size(), pipe))
@@ -68,15 +66,16 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
         << "' (setup.py is missing); run `fusegen SPEC.yaml` first\n";
     return 1;
   }
-  std::string version = capture(quote(opts.python) + " -c 'import torch; print(torch.__version__)' 2>/dev/null");
+  std::string version =
+      capture(quote(opts.python) + " -c 'import torch; print(torch.__version__)' 2>/dev/null");
   if (version.empty()) {
     out << "fusegen: error: '" << opts.python
         << "' cannot import torch; install PyTorch into the Python that should get the ops\n";
     return 1;
   }
-  std::string cudaHome = capture(
-      quote(opts.python) +
-      " -c 'from torch.utils.cpp_extension import CUDA_HOME; print(CUDA_HOME or \"\")' 2>/dev/null");
+  std::string cudaHome =
+      capture(quote(opts.python) + " -c 'from torch.utils.cpp_extension import CUDA_HOME; "
+                                   "print(CUDA_HOME or \"\")' 2>/dev/null");
   std::string arch = opts.arch;
   bool withCuda = !opts.cpuOnly && !cudaHome.empty();
   if (withCuda && arch.empty()) {
@@ -86,29 +85,29 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
                    "2>/dev/null");
     if (arch.empty()) {
       arch = "9.0";
-      out << "fusegen: no GPU is visible: compiling the CUDA kernels for sm_90 (choose with --arch)\n";
+      out << "fusegen: no GPU is visible: compiling the CUDA kernels for sm_90 (choose with "
+             "--arch)\n";
     }
   }
   if (!withCuda)
     out << "fusegen: " << (opts.cpuOnly ? "--cpu-only given" : "no CUDA toolkit found")
         << ": building CPU kernels only\n";
   int jobs = opts.jobs > 0 ? opts.jobs : static_cast<int>(std::thread::hardware_concurrency());
-  if (jobs < 1)
-    jobs = 1;
+  if (jobs < 1) jobs = 1;
 
   fs::create_directories(dir / "build");
   const fs::path logPath = dir / "build" / "fusegen-build.log";
   std::ofstream log(logPath);
   std::string env = "MAX_JOBS=" + std::to_string(jobs) +
                     (withCuda ? " TORCH_CUDA_ARCH_LIST=" + quote(arch) : " FUSEGEN_CPU_ONLY=1");
-  std::string command =
-      opts.install ? "cd " + quote(dir.string()) + " && " + env + " " + quote(opts.python) +
-                         " -m pip install --no-build-isolation --no-deps -v ."
-                   : "cd " + quote(dir.string()) + " && " + env + " " + quote(opts.python) +
-                         " setup.py build_ext --inplace";
+  std::string command = opts.install ? "cd " + quote(dir.string()) + " && " + env + " " +
+                                           quote(opts.python) +
+                                           " -m pip install --no-build-isolation --no-deps -v ."
+                                     : "cd " + quote(dir.string()) + " && " + env + " " +
+                                           quote(opts.python) + " setup.py build_ext --inplace";
   out << "fusegen: " << (opts.install ? "building and installing" : "building") << " fusegen_ops"
-      << " (torch " << version << (withCuda ? ", CUDA arch " + arch : ", CPU only") << ", "
-      << jobs << " jobs)\n";
+      << " (torch " << version << (withCuda ? ", CUDA arch " + arch : ", CPU only") << ", " << jobs
+      << " jobs)\n";
   out.flush();
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -118,8 +117,7 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
   const std::regex progress(R"(^\s*\[(\d+)/(\d+)\] )"); // ninja, also indented by pip
   int status = runLogged(command, log, [&](const std::string& line) {
     tail.push_back(line);
-    if (tail.size() > 80)
-      tail.pop_front();
+    if (tail.size() > 80) tail.pop_front();
     std::smatch m;
     if (std::regex_search(line, m, progress)) {
       out << "  [" << m[1] << "/" << m[2] << "] compiling, " << std::fixed << std::setprecision(1)

@@ -23,12 +23,10 @@ std::optional<prims::PrimitiveLibrary> loadLibrary(const Options& opts, Diagnost
 std::vector<std::string> existingOps(const std::string& outputDir) {
   std::vector<std::string> ops;
   std::error_code ec;
-  if (!fs::is_directory(outputDir, ec))
-    return ops;
+  if (!fs::is_directory(outputDir, ec)) return ops;
   for (const auto& entry : fs::directory_iterator(outputDir)) {
     std::string name = entry.path().filename().string();
-    if (entry.is_directory() && fs::exists(entry.path() / (name + "_ops.cpp")))
-      ops.push_back(name);
+    if (entry.is_directory() && fs::exists(entry.path() / (name + "_ops.cpp"))) ops.push_back(name);
   }
   std::sort(ops.begin(), ops.end());
   return ops;
@@ -46,18 +44,14 @@ struct Compiled {
 std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveLibrary& lib,
                                 Diagnostics& diags) {
   std::optional<spec::OpSpec> spec = spec::loadSpec(path, diags);
-  if (!spec)
-    return std::nullopt;
+  if (!spec) return std::nullopt;
   std::optional<ir::Function> fn = expr::lowerOp(*spec, lib, diags);
-  if (!fn)
-    return std::nullopt;
+  if (!fn) return std::nullopt;
   std::optional<autodiff::Gradient> grad =
       autodiff::differentiate(*fn, lib, diags, spec->outputs.front().formulaLoc);
-  if (!grad)
-    return std::nullopt;
+  if (!grad) return std::nullopt;
   std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, *grad, diags);
-  if (!plan)
-    return std::nullopt;
+  if (!plan) return std::nullopt;
   return Compiled{std::move(*spec), std::move(*fn), std::move(*grad), std::move(*plan)};
 }
 
@@ -74,8 +68,7 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
   int errorsBefore = diags.errorCount();
   for (const std::string& path : specPaths) {
     std::optional<Compiled> c = compile(fs::path(path).lexically_normal().string(), lib, diags);
-    if (!c)
-      continue;
+    if (!c) continue;
     auto [it, fresh] = specOf.emplace(c->spec.name, path);
     if (!fresh) {
       diags.error(c->spec.nameLoc, "op '" + c->spec.name + "' is also defined by " + it->second);
@@ -86,10 +79,8 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
     files.insert(files.end(), opFiles.begin(), opFiles.end());
     names.insert(c->spec.name);
   }
-  if (diags.errorCount() != errorsBefore)
-    return std::nullopt;
-  if (opNames)
-    opNames->assign(names.begin(), names.end());
+  if (diags.errorCount() != errorsBefore) return std::nullopt;
+  if (opNames) opNames->assign(names.begin(), names.end());
   for (const std::string& n : existingOps(opts.outputDir))
     names.insert(n);
   std::vector<GeneratedFile> package =
@@ -101,8 +92,7 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
 std::optional<std::string> dump(const std::string& stage, const std::string& specPath,
                                 const prims::PrimitiveLibrary& lib, Diagnostics& diags) {
   std::optional<Compiled> c = compile(specPath, lib, diags);
-  if (!c)
-    return std::nullopt;
+  if (!c) return std::nullopt;
   std::vector<std::pair<std::string, ir::Expr>> roots;
   if (stage == "ir") {
     for (const ir::FunctionOutput& o : c->fn.outputs)

@@ -22,8 +22,7 @@ public:
   std::string run(const std::vector<Assignment>& assignments, int indent) {
     std::vector<ir::Expr> roots;
     for (const Assignment& a : assignments)
-      if (a.value)
-        roots.push_back(a.value);
+      if (a.value) roots.push_back(a.value);
     std::string pad(indent, ' ');
     std::ostringstream out;
     for (const ir::Node* n : order(roots)) {
@@ -56,8 +55,8 @@ public:
       names_[n] = name;
     }
     for (const Assignment& a : assignments) {
-      std::string value = a.value ? names_.at(a.value.get())
-                                  : (target_ == Target::Cpp ? "T(0)" : "0.0");
+      std::string value =
+          a.value ? names_.at(a.value.get()) : (target_ == Target::Cpp ? "T(0)" : "0.0");
       out << pad << a.target << " = " << value << (target_ == Target::Cpp ? ";\n" : "\n");
     }
     return out.str();
@@ -70,8 +69,7 @@ private:
     std::map<const ir::Node*, bool> seen;
     std::vector<std::pair<const ir::Node*, size_t>> stack;
     for (const ir::Expr& r : roots) {
-      if (seen[r.get()])
-        continue;
+      if (seen[r.get()]) continue;
       seen[r.get()] = true;
       stack.emplace_back(r.get(), 0);
       while (!stack.empty()) {
@@ -112,20 +110,17 @@ private:
   std::string cppCall(const prims::Primitive& p, const std::vector<std::string>& operands) const {
     if (!p.eval)
       throw std::logic_error("'" + p.name + "' has no eval formula (an unbound reduction?)");
-    std::string s = cppFormula(p.eval, [&](const std::string& name) {
-      return operands.at(p.paramIndex(name));
-    });
+    std::string s = cppFormula(
+        p.eval, [&](const std::string& name) { return operands.at(p.paramIndex(name)); });
     // Drop one redundant pair of outer parentheses: `a + b`, not `(a + b)`.
     if (s.size() > 2 && s.front() == '(' && s.back() == ')') {
       int depth = 0;
       bool outer = true;
       for (size_t i = 0; i + 1 < s.size(); ++i) {
         depth += s[i] == '(' ? 1 : s[i] == ')' ? -1 : 0;
-        if (depth == 0)
-          outer = false;
+        if (depth == 0) outer = false;
       }
-      if (outer)
-        s = s.substr(1, s.size() - 2);
+      if (outer) s = s.substr(1, s.size() - 2);
     }
     return s;
   }
@@ -140,7 +135,8 @@ private:
         std::string param = t.substr(i + 1, close - i - 1);
         int idx = p.paramIndex(param);
         if (idx < 0)
-          throw std::logic_error("torch spelling of '" + p.name + "' names unknown '" + param + "'");
+          throw std::logic_error("torch spelling of '" + p.name + "' names unknown '" + param +
+                                 "'");
         out += operands[idx];
         i = close;
       } else {
@@ -170,15 +166,12 @@ std::string cppFormula(const expr::AstPtr& a,
     for (const expr::AstPtr& x : a->args)
       args.push_back(cppFormula(x, name));
     static const std::map<std::string, const char*> infix = {
-        {"add", "+"}, {"sub", "-"}, {"mul", "*"},  {"div", "/"},  {"lt", "<"},
+        {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}, {"lt", "<"},
         {"le", "<="}, {"gt", ">"},  {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
     auto it = infix.find(a->name);
-    if (it != infix.end())
-      return "(" + args[0] + " " + it->second + " " + args[1] + ")";
-    if (a->name == "neg")
-      return "(-" + args[0] + ")";
-    if (a->name == "select")
-      return "(" + args[0] + " ? " + args[1] + " : " + args[2] + ")";
+    if (it != infix.end()) return "(" + args[0] + " " + it->second + " " + args[1] + ")";
+    if (a->name == "neg") return "(-" + args[0] + ")";
+    if (a->name == "select") return "(" + args[0] + " ? " + args[1] + " : " + args[2] + ")";
     std::string s = "fg::" + a->name + "(";
     for (size_t i = 0; i < args.size(); ++i)
       s += (i ? ", " : "") + args[i];
@@ -189,16 +182,16 @@ std::string cppFormula(const expr::AstPtr& a,
 }
 
 std::string cppReductionResult(const prims::Primitive& p, const std::string& acc) {
-  if (!p.finish)
-    return acc;
+  if (!p.finish) return acc;
   return cppFormula(p.finish, [&](const std::string& n) { return n == "acc" ? acc : "_D"; });
 }
 
-std::string cppLiteral(double v) { return "T(" + formatDouble(v) + ")"; }
+std::string cppLiteral(double v) {
+  return "T(" + formatDouble(v) + ")";
+}
 
 std::string pythonLiteral(double v) {
-  if (std::isinf(v))
-    return v > 0 ? "float('inf')" : "float('-inf')";
+  if (std::isinf(v)) return v > 0 ? "float('inf')" : "float('-inf')";
   return formatDouble(v);
 }
 

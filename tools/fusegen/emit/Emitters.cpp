@@ -21,8 +21,7 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
 
 std::string oneLine(std::string s) {
   for (char& c : s)
-    if (c == '\n' || c == '\r')
-      c = ' ';
+    if (c == '\n' || c == '\r') c = ' ';
   while (!s.empty() && s.back() == ' ')
     s.pop_back();
   return s;
@@ -31,8 +30,7 @@ std::string oneLine(std::string s) {
 std::string docstring(const std::string& doc) {
   std::string out;
   for (char c : oneLine(doc)) {
-    if (c == '\\' || c == '"')
-      out += '\\';
+    if (c == '\\' || c == '"') out += '\\';
     out += c;
   }
   return out;
@@ -92,21 +90,18 @@ const char* cppAttrType(spec::AttrType t) {
 std::string attrDefault(const spec::Attr& a, bool python) {
   if (a.type == spec::AttrType::Bool)
     return a.defaultValue != 0 ? (python ? "True" : "True") : (python ? "False" : "False");
-  if (a.type == spec::AttrType::Int)
-    return std::to_string(static_cast<long long>(a.defaultValue));
+  if (a.type == spec::AttrType::Int) return std::to_string(static_cast<long long>(a.defaultValue));
   return pythonLiteral(a.defaultValue);
 }
 
 std::string tupleType(const std::string& element, size_t n, bool cpp) {
-  if (n == 1)
-    return element;
+  if (n == 1) return element;
   std::vector<std::string> items(n, element);
   return cpp ? "std::tuple<" + join(items, ", ") + ">" : "tuple[" + join(items, ", ") + "]";
 }
 
 std::string tupleValue(const std::string& vec, size_t n) {
-  if (n == 1)
-    return vec + "[0]";
+  if (n == 1) return vec + "[0]";
   std::vector<std::string> items;
   for (size_t i = 0; i < n; ++i)
     items.push_back(vec + "[" + std::to_string(i) + "]");
@@ -148,8 +143,7 @@ const char* reduceName(prims::Combine c) {
 
 bool usesDim(const std::vector<ir::Expr>& roots) {
   for (const ir::Node* n : ir::topoOrder(roots))
-    if (n->kind() == ir::NodeKind::Dim)
-      return true;
+    if (n->kind() == ir::NodeKind::Dim) return true;
   return false;
 }
 
@@ -180,8 +174,7 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
   }
   auto rowValuesBefore = [&](Bindings b, int stage) {
     for (size_t i = 0; i < p.rowValues.size(); ++i)
-      if (p.rowValueStage[i] < stage)
-        b[p.rowValues[i].get()] = "_rv[" + std::to_string(i) + "]";
+      if (p.rowValueStage[i] < stage) b[p.rowValues[i].get()] = "_rv[" + std::to_string(i) + "]";
     return b;
   };
   auto assignRowValues = [&](int stage) {
@@ -326,11 +319,12 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     outputList.push_back(o.name + " " + spec::shapeClassSpelling(o.value->shape()));
     outputNames.push_back(o.name);
     // Per-row values are [..., 1] in the reference, so they broadcast like the kernels'.
-    returnNames.push_back(o.value->shape() == ir::ShapeClass::Row ? o.name + ".squeeze(-1)" : o.name);
+    returnNames.push_back(o.value->shape() == ir::ShapeClass::Row ? o.name + ".squeeze(-1)"
+                                                                  : o.name);
     gradNames.push_back("grad_" + o.name);
     gradParams.push_back("const at::Tensor& _grad_" + o.name);
-    gradTensorArgs.push_back("fg::glue::TensorArg{\"grad_" + o.name + "\", _grad_" + o.name +
-                             ", " + bcastName(o.value->shape()) + "}");
+    gradTensorArgs.push_back("fg::glue::TensorArg{\"grad_" + o.name + "\", _grad_" + o.name + ", " +
+                             bcastName(o.value->shape()) + "}");
     gradSchema.push_back("Tensor grad_" + o.name);
     forward.push_back({"_out[" + std::to_string(m) + "]", o.value});
     reference.push_back({o.name, o.value});
@@ -404,8 +398,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
                   : "(" + join(std::vector<std::string>(n, "Tensor"), ", ") + ")";
   };
   d.set("schema", name + "(" + join(schemaAll, ", ") + ") -> " + returns(nFwdOut));
-  d.set("backward_schema",
-        name + "_backward(" + join(bwdSchema, ", ") + ") -> " + returns(nIn));
+  d.set("backward_schema", name + "_backward(" + join(bwdSchema, ", ") + ") -> " + returns(nIn));
 
   std::vector<std::string> pyAll = pyParams;
   if (!attrPy.empty()) {
@@ -454,8 +447,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     independent.push_back(expr);
   }
   d.set("has_independent", anyIndependent);
-  d.set("independent_return",
-        nOut == 1 ? independent[0] : "(" + join(independent, ", ") + ")");
+  d.set("independent_return", nOut == 1 ? independent[0] : "(" + join(independent, ", ") + ")");
 
   const std::string dir = name + "/";
   std::vector<GeneratedFile> files;

@@ -21,8 +21,8 @@ struct Ast {
   };
   Kind kind;
   double number = 0;
-  std::string name;        // identifier, or for operators the function they mean (add, lt, ...)
-  std::string op;          // operator spelling ("+", "<", "-" for negation), empty for calls
+  std::string name; // identifier, or for operators the function they mean (add, lt, ...)
+  std::string op;   // operator spelling ("+", "<", "-" for negation), empty for calls
   std::vector<AstPtr> args;
   SourceLoc loc;
 

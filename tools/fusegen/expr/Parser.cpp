@@ -2,6 +2,7 @@
 #include "expr/Parser.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -46,8 +47,7 @@ std::string toString(const AstPtr& a) {
   case Ast::Kind::Call:
     if (!a->op.empty() && a->args.size() == 2)
       return "(" + toString(a->args[0]) + " " + a->op + " " + toString(a->args[1]) + ")";
-    if (!a->op.empty())
-      return "(" + a->op + toString(a->args[0]) + ")";
+    if (!a->op.empty()) return "(" + a->op + toString(a->args[0]) + ")";
     std::string s = a->name + "(";
     for (size_t i = 0; i < a->args.size(); ++i)
       s += (i ? ", " : "") + toString(a->args[i]);
@@ -81,15 +81,36 @@ public:
       }
       Token t{Token::Kind::Punct, "", 0, static_cast<int>(i)};
       if (std::isdigit(static_cast<unsigned char>(c)) ||
-          (c == '.' && i + 1 < text_.size() && std::isdigit(static_cast<unsigned char>(text_[i + 1])))) {
-        const char* begin = text_.c_str() + i;
-        char* end = nullptr;
+          (c == '.' && i + 1 < text_.size() &&
+           std::isdigit(static_cast<unsigned char>(text_[i + 1])))) {
+        // digits [. digits] [e [+-] digits], scanned here so hex and the like are rejected
+        const size_t start = i;
+        auto digits = [&] {
+          while (i < text_.size() && std::isdigit(static_cast<unsigned char>(text_[i])))
+            ++i;
+        };
+        digits();
+        if (i < text_.size() && text_[i] == '.') {
+          ++i;
+          digits();
+        }
+        if (i < text_.size() && (text_[i] == 'e' || text_[i] == 'E')) {
+          size_t mark = i++;
+          if (i < text_.size() && (text_[i] == '+' || text_[i] == '-')) ++i;
+          if (i < text_.size() && std::isdigit(static_cast<unsigned char>(text_[i])))
+            digits();
+          else
+            i = mark; // not an exponent: "2e" is reported below
+        }
         t.kind = Token::Kind::Number;
-        t.number = std::strtod(begin, &end);
-        t.text.assign(begin, static_cast<size_t>(end - begin));
-        i += end - begin;
-        if (i < text_.size() && (std::isalpha(static_cast<unsigned char>(text_[i])) || text_[i] == '_'))
+        t.text = text_.substr(start, i - start);
+        t.number = std::strtod(t.text.c_str(), nullptr);
+        if (i < text_.size() &&
+            (std::isalpha(static_cast<unsigned char>(text_[i])) || text_[i] == '_'))
           diags_.fatal(locs_[i], "invalid number '" + t.text + text_[i] + "...'");
+        if (!std::isfinite(t.number) ||
+            (t.number == 0 && t.text.find_first_of("123456789") != std::string::npos))
+          diags_.fatal(locs_[start], "number '" + t.text + "' is out of the range of a double");
       } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         t.kind = Token::Kind::Ident;
         while (i < text_.size() &&
@@ -98,8 +119,7 @@ public:
       } else {
         static const char* twoChar[] = {"<=", ">=", "==", "!="};
         for (const char* op : twoChar)
-          if (text_.compare(i, 2, op) == 0)
-            t.text = op;
+          if (text_.compare(i, 2, op) == 0) t.text = op;
         if (t.text.empty() && std::string("+-*/()<>,").find(c) != std::string::npos)
           t.text = std::string(1, c);
         if (t.text.empty())
@@ -180,22 +200,18 @@ private:
     if (isPunct("-")) {
       Token t = next();
       AstPtr operand = unary();
-      if (operand->kind == Ast::Kind::Number)
-        return Ast::makeNumber(-operand->number, at(t));
+      if (operand->kind == Ast::Kind::Number) return Ast::makeNumber(-operand->number, at(t));
       return Ast::makeCall("neg", {operand}, at(t), "-");
     }
-    if (isPunct("+"))
-      fail(peek(), "unary '+' is not supported");
+    if (isPunct("+")) fail(peek(), "unary '+' is not supported");
     return primary();
   }
 
   AstPtr primary() {
     Token t = next();
-    if (t.kind == Token::Kind::Number)
-      return Ast::makeNumber(t.number, at(t));
+    if (t.kind == Token::Kind::Number) return Ast::makeNumber(t.number, at(t));
     if (t.kind == Token::Kind::Ident) {
-      if (!isPunct("("))
-        return Ast::makeName(t.text, at(t));
+      if (!isPunct("(")) return Ast::makeName(t.text, at(t));
       next();
       std::vector<AstPtr> args;
       if (!isPunct(")")) {
@@ -218,13 +234,11 @@ private:
     }
     if (t.kind == Token::Kind::Punct && t.text == "(") {
       AstPtr inner = comparison();
-      if (!isPunct(")"))
-        fail(peek(), "expected ')'");
+      if (!isPunct(")")) fail(peek(), "expected ')'");
       next();
       return inner;
     }
-    if (t.kind == Token::Kind::End)
-      fail(t, "expected an expression");
+    if (t.kind == Token::Kind::End) fail(t, "expected an expression");
     fail(t, "expected an expression, found '" + t.text + "'");
   }
 

@@ -21,8 +21,7 @@ ir::Expr Sema::lower(const AstPtr& ast, const Scope& scope) {
     return ir::Node::makeConst(ast->number);
   case Ast::Kind::Name: {
     auto it = scope.find(ast->name);
-    if (it != scope.end())
-      return it->second;
+    if (it != scope.end()) return it->second;
     std::string msg = "unknown name '" + ast->name + "'";
     if (lib_.find(ast->name))
       msg += "; '" + ast->name + "' is a function, call it as " + ast->name + "(...)";
@@ -31,8 +30,7 @@ ir::Expr Sema::lower(const AstPtr& ast, const Scope& scope) {
     for (const auto& [n, e] : scope)
       candidates.push_back(n);
     std::string guess = closestMatch(ast->name, candidates);
-    if (!guess.empty())
-      diags_.note(ast->loc, "did you mean '" + guess + "'?");
+    if (!guess.empty()) diags_.note(ast->loc, "did you mean '" + guess + "'?");
     return nullptr;
   }
   case Ast::Kind::Call:
@@ -46,8 +44,7 @@ ir::Expr Sema::lowerCall(const AstPtr& ast, const Scope& scope) {
   if (overloads.empty()) {
     diags_.error(ast->loc, "unknown function '" + ast->name + "'");
     std::string guess = closestMatch(ast->name, lib_.names());
-    if (!guess.empty())
-      diags_.note(ast->loc, "did you mean '" + guess + "'?");
+    if (!guess.empty()) diags_.note(ast->loc, "did you mean '" + guess + "'?");
     return nullptr;
   }
   const prims::Primitive* prim = lib_.find(ast->name, ast->args.size());
@@ -84,8 +81,8 @@ ir::Expr Sema::lowerCall(const AstPtr& ast, const Scope& scope) {
                             " must be a condition (a comparison such as x > 0)");
       ok = false;
     } else if (param.kind != prims::ParamKind::Bool && a->type() == ir::ValueType::Bool) {
-      diags_.error(loc, "a condition cannot be used as a value (argument '" + param.name +
-                            "' of " + describe(ast) + "); use where(cond, a, b)");
+      diags_.error(loc, "a condition cannot be used as a value (argument '" + param.name + "' of " +
+                            describe(ast) + "); use where(cond, a, b)");
       ok = false;
     } else if (param.kind == prims::ParamKind::Const && !a->isConstant()) {
       diags_.error(loc, "argument '" + param.name + "' of '" + prim->name +
@@ -94,14 +91,14 @@ ir::Expr Sema::lowerCall(const AstPtr& ast, const Scope& scope) {
     }
     if (ok && prim->kind == prims::PrimKind::Reduction &&
         (a->shape() == ir::ShapeClass::Row || a->shape() == ir::ShapeClass::Scalar)) {
-      diags_.error(loc, "'" + prim->name + "' reduces over the last dim, but its argument has shape " +
+      diags_.error(loc, "'" + prim->name +
+                            "' reduces over the last dim, but its argument has shape " +
                             spec::shapeClassSpelling(a->shape()) + " (one value per row or less)");
       ok = false;
     }
     args.push_back(a);
   }
-  if (!ok)
-    return nullptr;
+  if (!ok) return nullptr;
   return ir::Node::makeCall(prim, std::move(args));
 }
 
@@ -109,8 +106,7 @@ namespace {
 
 void collectLeaves(const ir::Expr& e, std::set<std::string>& used) {
   for (const ir::Node* n : ir::topoOrder({e}))
-    if (n->kind() == ir::NodeKind::Input)
-      used.insert(n->name());
+    if (n->kind() == ir::NodeKind::Input) used.insert(n->name());
 }
 
 } // namespace
@@ -145,26 +141,23 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   auto lowerBinding = [&](const spec::Binding& b) -> ir::Expr {
     checkClash(b.name, b.loc);
     AstPtr ast = parseFormula(b.formula, b.charLocs, diags);
-    if (!ast)
-      return nullptr;
+    if (!ast) return nullptr;
     return sema.lower(ast, scope);
   };
   std::vector<std::pair<const spec::Binding*, ir::Expr>> lets;
   for (const spec::Binding& b : spec.lets) {
     ir::Expr e = lowerBinding(b);
-    if (!e)
-      continue;
+    if (!e) continue;
     scope[b.name] = e;
     lets.emplace_back(&b, e);
   }
   std::set<std::string> usedInputs;
   for (const spec::Binding& b : spec.outputs) {
     ir::Expr e = lowerBinding(b);
-    if (!e)
-      continue;
+    if (!e) continue;
     if (e->type() == ir::ValueType::Bool) {
-      diags.error(b.formulaLoc, "output '" + b.name +
-                                    "' is a condition; outputs must be values (use where())");
+      diags.error(b.formulaLoc,
+                  "output '" + b.name + "' is a condition; outputs must be values (use where())");
       continue;
     }
     if (e->isConstant()) {
@@ -180,8 +173,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     collectLeaves(e, usedInputs);
     fn.outputs.push_back({b.name, e});
   }
-  if (diags.errorCount() != errorsBefore)
-    return std::nullopt;
+  if (diags.errorCount() != errorsBefore) return std::nullopt;
   for (const spec::Input& in : spec.inputs)
     if (!usedInputs.count(in.name))
       diags.error(in.loc, "input '" + in.name + "' is not used by any output");
@@ -190,11 +182,9 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     for (const ir::FunctionOutput& o : fn.outputs)
       for (const ir::Node* n : ir::topoOrder({o.value}))
         used |= n == e.get();
-    if (!used)
-      diags.warning(binding->loc, "let '" + binding->name + "' is not used by any output");
+    if (!used) diags.warning(binding->loc, "let '" + binding->name + "' is not used by any output");
   }
-  if (diags.errorCount() != errorsBefore)
-    return std::nullopt;
+  if (diags.errorCount() != errorsBefore) return std::nullopt;
   // Share equal subexpressions across outputs, so each value is computed once (the lets
   // go through the same pass so they keep naming the nodes the outputs use).
   std::vector<ir::Expr> values;

@@ -16,12 +16,9 @@ bool Node::isCall(const char* primName) const {
 }
 
 ShapeClass joinShapes(ShapeClass a, ShapeClass b) {
-  if (a == b)
-    return a;
-  if (a == ShapeClass::Scalar)
-    return b;
-  if (b == ShapeClass::Scalar)
-    return a;
+  if (a == b) return a;
+  if (a == ShapeClass::Scalar) return b;
+  if (b == ShapeClass::Scalar) return a;
   return ShapeClass::Full; // Col with Row, or anything with Full
 }
 
@@ -97,8 +94,7 @@ Expr Node::makeCall(const prims::Primitive* prim, std::vector<Expr> args) {
     n->shape_ = joinShapes(n->shape_, a->shape());
     n->constant_ = n->constant_ && a->isConstant();
   }
-  if (prim->kind == prims::PrimKind::Reduction)
-    n->shape_ = ShapeClass::Row;
+  if (prim->kind == prims::PrimKind::Reduction) n->shape_ = ShapeClass::Row;
   n->args_ = std::move(args);
   n->finish();
   return n;
@@ -109,8 +105,7 @@ bool Node::shallowEquals(const Node& o) const {
       args_.size() != o.args_.size() || std::memcmp(&value_, &o.value_, sizeof value_) != 0)
     return false;
   for (size_t i = 0; i < args_.size(); ++i)
-    if (args_[i].get() != o.args_[i].get())
-      return false;
+    if (args_[i].get() != o.args_[i].get()) return false;
   return true;
 }
 
@@ -120,16 +115,14 @@ std::vector<const Node*> topoOrder(const std::vector<Expr>& roots) {
   // Iterative post-order so deep expressions cannot overflow the stack.
   std::vector<std::pair<const Node*, size_t>> stack;
   for (const Expr& r : roots) {
-    if (!r || seen.count(r.get()))
-      continue;
+    if (!r || seen.count(r.get())) continue;
     stack.emplace_back(r.get(), 0);
     seen.insert(r.get());
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next < node->args().size()) {
         const Node* child = node->args()[next++].get();
-        if (seen.insert(child).second)
-          stack.emplace_back(child, 0);
+        if (seen.insert(child).second) stack.emplace_back(child, 0);
         continue;
       }
       order.push_back(node);
@@ -140,24 +133,21 @@ std::vector<const Node*> topoOrder(const std::vector<Expr>& roots) {
 }
 
 Expr substitute(const Expr& root, const std::unordered_map<const Node*, Expr>& replace) {
-  if (!root)
-    return root;
+  if (!root) return root;
   std::unordered_map<const Node*, Expr> done(replace.begin(), replace.end());
   auto get = [&done](const Expr& e) {
     auto it = done.find(e.get());
     return it == done.end() ? e : it->second;
   };
   for (const Node* n : topoOrder({root})) {
-    if (n->kind() != NodeKind::Call || replace.count(n))
-      continue;
+    if (n->kind() != NodeKind::Call || replace.count(n)) continue;
     std::vector<Expr> args;
     bool changed = false;
     for (const Expr& a : n->args()) {
       args.push_back(get(a));
       changed = changed || args.back().get() != a.get();
     }
-    if (changed)
-      done[n] = Node::makeCall(n->prim(), std::move(args));
+    if (changed) done[n] = Node::makeCall(n->prim(), std::move(args));
   }
   return get(root);
 }

@@ -34,11 +34,11 @@ public:
   NodeKind kind() const { return kind_; }
   ValueType type() const { return type_; }
   ShapeClass shape() const { return shape_; }
-  double value() const { return value_; }                   // Const
-  const std::string& name() const { return name_; }         // Input, Attr, GradOut
-  int index() const { return index_; }                      // Input, Attr, GradOut position
-  const prims::Primitive* prim() const { return prim_; }    // Call
-  const std::vector<Expr>& args() const { return args_; }   // Call
+  double value() const { return value_; }                 // Const
+  const std::string& name() const { return name_; }       // Input, Attr, GradOut
+  int index() const { return index_; }                    // Input, Attr, GradOut position
+  const prims::Primitive* prim() const { return prim_; }  // Call
+  const std::vector<Expr>& args() const { return args_; } // Call
   // True when no Input or GradOut is reachable: the value is the same for every element.
   bool isConstant() const { return constant_; }
   size_t hash() const { return hash_; }

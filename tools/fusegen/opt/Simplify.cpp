@@ -11,15 +11,34 @@ namespace fusegen::opt {
 
 ir::Expr Simplifier::call(const char* primName, std::vector<ir::Expr> args) const {
   const prims::Primitive* p = lib_.find(primName, args.size());
-  if (!p)
-    throw std::logic_error(std::string("the primitive library lacks '") + primName + "'");
+  if (!p) throw std::logic_error(std::string("the primitive library lacks '") + primName + "'");
   return rewrite(ir::Node::makeCall(p, std::move(args)));
 }
 
+namespace {
+// True when a reduction's finish formula is linear in `acc` (none, acc * c, c * acc, acc / c
+// with c free of acc): then the reduction is linear and factors can move out of it.
+bool mentionsAcc(const expr::AstPtr& a) {
+  if (a->kind == expr::Ast::Kind::Name) return a->name == "acc";
+  for (const expr::AstPtr& x : a->args)
+    if (mentionsAcc(x)) return true;
+  return false;
+}
+
+bool linearFinish(const expr::AstPtr& f) {
+  if (!f || (f->kind == expr::Ast::Kind::Name && f->name == "acc")) return true;
+  if (f->kind != expr::Ast::Kind::Call) return false;
+  if (f->name == "mul")
+    return (linearFinish(f->args[0]) && !mentionsAcc(f->args[1])) ||
+           (linearFinish(f->args[1]) && !mentionsAcc(f->args[0]));
+  if (f->name == "div") return linearFinish(f->args[0]) && !mentionsAcc(f->args[1]);
+  return false;
+}
+} // namespace
+
 // Rewrites one Call node whose arguments are already simplified.
 ir::Expr Simplifier::rewrite(const ir::Expr& e) const {
-  if (e->kind() != ir::NodeKind::Call)
-    return e;
+  if (e->kind() != ir::NodeKind::Call) return e;
   const auto& a = e->args();
   const std::string& p = e->prim()->name;
   bool allConst = !a.empty();
@@ -30,55 +49,38 @@ ir::Expr Simplifier::rewrite(const ir::Expr& e) const {
     for (const ir::Expr& x : a)
       values.push_back(x->value());
     double v = autodiff::applyPrimitive(*e->prim(), values);
-    if (std::isfinite(v) && e->type() == ir::ValueType::Value)
-      return ir::Node::makeConst(v);
+    if (std::isfinite(v) && e->type() == ir::ValueType::Value) return ir::Node::makeConst(v);
   }
   if (p == "add") {
-    if (a[0]->isConst(0))
-      return a[1];
-    if (a[1]->isConst(0))
-      return a[0];
-    if (a[1]->isCall("neg"))
-      return call("sub", {a[0], a[1]->args()[0]});
+    if (a[0]->isConst(0)) return a[1];
+    if (a[1]->isConst(0)) return a[0];
+    if (a[1]->isCall("neg")) return call("sub", {a[0], a[1]->args()[0]});
   } else if (p == "sub") {
-    if (a[1]->isConst(0))
-      return a[0];
-    if (a[0]->isConst(0))
-      return call("neg", {a[1]});
-    if (a[1]->isCall("neg"))
-      return call("add", {a[0], a[1]->args()[0]});
+    if (a[1]->isConst(0)) return a[0];
+    if (a[0]->isConst(0)) return call("neg", {a[1]});
+    if (a[1]->isCall("neg")) return call("add", {a[0], a[1]->args()[0]});
   } else if (p == "mul") {
     for (int i = 0; i < 2; ++i) {
       const ir::Expr& k = a[i];
       const ir::Expr& other = a[1 - i];
-      if (k->isConst(0))
-        return k;
-      if (k->isConst(1))
-        return other;
-      if (k->isConst(-1))
-        return call("neg", {other});
+      if (k->isConst(0)) return k;
+      if (k->isConst(1)) return other;
+      if (k->isConst(-1)) return call("neg", {other});
     }
     if (a[0]->isCall("neg") && a[1]->isCall("neg"))
       return call("mul", {a[0]->args()[0], a[1]->args()[0]});
-    if (a[0]->isCall("neg"))
-      return call("neg", {call("mul", {a[0]->args()[0], a[1]})});
-    if (a[1]->isCall("neg"))
-      return call("neg", {call("mul", {a[0], a[1]->args()[0]})});
+    if (a[0]->isCall("neg")) return call("neg", {call("mul", {a[0]->args()[0], a[1]})});
+    if (a[1]->isCall("neg")) return call("neg", {call("mul", {a[0], a[1]->args()[0]})});
   } else if (p == "div") {
-    if (a[1]->isConst(1))
-      return a[0];
-    if (a[0]->isConst(0))
-      return a[0];
-    if (a[0]->isCall("neg"))
-      return call("neg", {call("div", {a[0]->args()[0], a[1]})});
+    if (a[1]->isConst(1)) return a[0];
+    if (a[0]->isConst(0)) return a[0];
+    if (a[0]->isCall("neg")) return call("neg", {call("div", {a[0]->args()[0], a[1]})});
   } else if (p == "neg") {
-    if (a[0]->isCall("neg"))
-      return a[0]->args()[0];
+    if (a[0]->isCall("neg")) return a[0]->args()[0];
   } else if (p == "where") {
-    if (a[1].get() == a[2].get())
-      return a[1];
+    if (a[1].get() == a[2].get()) return a[1];
   } else if (e->prim()->kind == prims::PrimKind::Reduction &&
-             e->prim()->combine == prims::Combine::Sum) {
+             e->prim()->combine == prims::Combine::Sum && linearFinish(e->prim()->finish)) {
     // Linearity: pull negation, sums and per-row factors out of sum/mean, so a reduction
     // depends on fewer earlier reductions and the row plan needs fewer passes.
     const ir::Expr& x = a[0];
@@ -86,8 +88,7 @@ ir::Expr Simplifier::rewrite(const ir::Expr& e) const {
       return v->shape() == ir::ShapeClass::Row || v->shape() == ir::ShapeClass::Scalar;
     };
     auto full = [](const ir::Expr& v) { return v->shape() == ir::ShapeClass::Full; };
-    if (x->isCall("neg"))
-      return call("neg", {call(p.c_str(), {x->args()[0]})});
+    if (x->isCall("neg")) return call("neg", {call(p.c_str(), {x->args()[0]})});
     if ((x->isCall("add") || x->isCall("sub")) && full(x->args()[0]) && full(x->args()[1]))
       return call(x->prim()->name.c_str(),
                   {call(p.c_str(), {x->args()[0]}), call(p.c_str(), {x->args()[1]})});
@@ -108,8 +109,7 @@ ir::Expr Simplifier::simplify(const ir::Expr& root) const {
     return it == done.end() ? e : it->second;
   };
   for (const ir::Node* n : ir::topoOrder({root})) {
-    if (n->kind() != ir::NodeKind::Call)
-      continue;
+    if (n->kind() != ir::NodeKind::Call) continue;
     std::vector<ir::Expr> args;
     for (const ir::Expr& a : n->args())
       args.push_back(get(a));
@@ -122,8 +122,7 @@ std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {
   // Shared pointers of every node: leaves keep their identity, calls are rebuilt.
   std::unordered_map<const ir::Node*, ir::Expr> owner;
   for (const ir::Expr& r : roots)
-    if (r)
-      owner[r.get()] = r;
+    if (r) owner[r.get()] = r;
   std::vector<const ir::Node*> order = ir::topoOrder(roots);
   for (const ir::Node* n : order)
     for (const ir::Expr& a : n->args())
@@ -141,13 +140,11 @@ std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {
         same = same && args.back().get() == a.get();
       }
       // A node whose arguments are already canonical keeps its identity.
-      if (!same)
-        candidate = ir::Node::makeCall(n->prim(), std::move(args));
+      if (!same) candidate = ir::Node::makeCall(n->prim(), std::move(args));
     }
     ir::Expr found;
     for (const ir::Expr& existing : table[candidate->hash()])
-      if (existing->shallowEquals(*candidate))
-        found = existing;
+      if (existing->shallowEquals(*candidate)) found = existing;
     if (!found) {
       table[candidate->hash()].push_back(candidate);
       found = candidate;

@@ -21,8 +21,7 @@ bool isReduction(const ir::Node* n) {
 std::vector<ir::Expr> values(const std::vector<RowProgram::Output>& outs) {
   std::vector<ir::Expr> v;
   for (const RowProgram::Output& o : outs)
-    if (o.value)
-      v.push_back(o.value);
+    if (o.value) v.push_back(o.value);
   return v;
 }
 
@@ -63,11 +62,9 @@ bool stageProgram(RowProgram& p, const std::string& what, const SourceLoc& loc,
   p.stages.assign(maxDepth, {});
   // Row values in topological order, so each is computed after what it uses.
   for (const ir::Node* n : ir::topoOrder(roots)) {
-    if (n->shape() != ir::ShapeClass::Row)
-      continue;
+    if (n->shape() != ir::ShapeClass::Row) continue;
     const int d = depth.at(n);
-    if (isReduction(n))
-      p.stages[d - 1].reductions.push_back(owner.at(n));
+    if (isReduction(n)) p.stages[d - 1].reductions.push_back(owner.at(n));
     p.rowValues.push_back(owner.at(n));
     p.rowValueStage.push_back(d - 1);
   }
@@ -100,14 +97,12 @@ std::vector<SavedStat> chooseSaved(const ir::Function& fn, const autodiff::Gradi
   std::unordered_map<const ir::Node*, int> depth = depths(fwdRoots);
   std::vector<ir::Expr> bwdRoots;
   for (const ir::Expr& g : grad.inputGrads)
-    if (g)
-      bwdRoots.push_back(g);
+    if (g) bwdRoots.push_back(g);
   std::vector<SavedStat> saved;
   std::unordered_set<const ir::Node*> chosen;
   for (const ir::Node* user : ir::topoOrder(bwdRoots)) {
     bool userIsForwardRow = forward.count(user) && user->shape() == ir::ShapeClass::Row;
-    if (userIsForwardRow)
-      continue;
+    if (userIsForwardRow) continue;
     for (const ir::Expr& a : user->args()) {
       const ir::Node* n = a.get();
       if (!forward.count(n) || n->kind() != ir::NodeKind::Call ||
@@ -116,8 +111,7 @@ std::vector<SavedStat> chooseSaved(const ir::Function& fn, const autodiff::Gradi
       chosen.insert(n);
       std::string name = "stat" + std::to_string(saved.size());
       for (const auto& [letName, e] : fn.lets)
-        if (e.get() == n)
-          name = letName;
+        if (e.get() == n) name = letName;
       saved.push_back({name, a});
     }
   }
@@ -125,7 +119,7 @@ std::vector<SavedStat> chooseSaved(const ir::Function& fn, const autodiff::Gradi
 }
 
 OutKind gradKind(ir::ShapeClass s) {
-  return s == ir::ShapeClass::Full ? OutKind::Full
+  return s == ir::ShapeClass::Full  ? OutKind::Full
          : s == ir::ShapeClass::Row ? OutKind::Row
                                     : OutKind::ColSum;
 }
@@ -145,32 +139,30 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     rowPlan = rowPlan || o.value->shape() == ir::ShapeClass::Row;
   }
   for (const ir::Expr& g : grad.inputGrads)
-    if (g)
-      all.push_back(g);
+    if (g) all.push_back(g);
   for (const ir::Node* n : ir::topoOrder(all))
     rowPlan = rowPlan || isReduction(n);
   plan.kind = rowPlan ? PlanKind::Row : PlanKind::Pointwise;
 
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     ir::ShapeClass s = fn.inputs[i].shape;
-    if (s == ir::ShapeClass::Full && plan.fullInput < 0)
-      plan.fullInput = static_cast<int>(i);
+    if (s == ir::ShapeClass::Full && plan.fullInput < 0) plan.fullInput = static_cast<int>(i);
     plan.hasColInputs = plan.hasColInputs || s == ir::ShapeClass::Col;
     plan.reducedGrad.push_back(s == ir::ShapeClass::Col || s == ir::ShapeClass::Scalar);
     if (rowPlan && s == ir::ShapeClass::Scalar)
       diags.error(spec.inputs[i].loc,
                   "input '" + fn.inputs[i].name +
                       "' is a 0-dim tensor []; ops with reductions or per-row values take "
-                      "scalars as attrs (attrs: {" + fn.inputs[i].name + ": {type: float}})");
+                      "scalars as attrs (attrs: {" +
+                      fn.inputs[i].name + ": {type: float}})");
   }
   if (plan.fullInput < 0)
     diags.error(spec.inputs.front().loc,
-                "op '" + spec.name + "' needs at least one input of shape [..., D]: it defines the "
-                "shape of the outputs");
-  if (diags.errorCount() != errorsBefore)
-    return std::nullopt;
-  if (!rowPlan)
-    return plan;
+                "op '" + spec.name +
+                    "' needs at least one input of shape [..., D]: it defines the "
+                    "shape of the outputs");
+  if (diags.errorCount() != errorsBefore) return std::nullopt;
+  if (!rowPlan) return plan;
 
   // Save-vs-recompute: the backward reads the saved per-row statistics as per-row inputs.
   plan.saved = chooseSaved(fn, grad);
@@ -234,7 +226,9 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
     out << (p.stages.empty() ? "" : ")") << ", " << p.rowValues.size() << " per-row value(s)\n";
     for (const RowProgram::Output& o : p.outputs)
       out << "    output " << o.name << ": "
-          << (o.kind == OutKind::Full ? "[..., D]" : o.kind == OutKind::Row ? "[...]" : "[D] sum over rows (partials + finalize)")
+          << (o.kind == OutKind::Full  ? "[..., D]"
+              : o.kind == OutKind::Row ? "[...]"
+                                       : "[D] sum over rows (partials + finalize)")
           << (o.value ? "" : " (zero)") << "\n";
   };
   program("forward", plan.forward);

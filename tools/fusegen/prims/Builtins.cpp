@@ -37,8 +37,7 @@ const Builtin kBuiltins[] = {
 
 const Builtin* findBuiltin(const std::string& name) {
   for (const Builtin& b : kBuiltins)
-    if (name == b.name)
-      return &b;
+    if (name == b.name) return &b;
   return nullptr;
 }
 

@@ -11,15 +11,14 @@
 
 #include <functional>
 #include <optional>
-#include <sstream>
 #include <set>
+#include <sstream>
 
 namespace fusegen::prims {
 
 int Primitive::paramIndex(const std::string& n) const {
   for (size_t i = 0; i < params.size(); ++i)
-    if (params[i].name == n)
-      return static_cast<int>(i);
+    if (params[i].name == n) return static_cast<int>(i);
   return -1;
 }
 
@@ -27,10 +26,8 @@ std::string Primitive::signature() const {
   std::string s = name + "(";
   for (size_t i = 0; i < params.size(); ++i) {
     s += (i ? ", " : "") + params[i].name;
-    if (params[i].kind == ParamKind::Bool)
-      s += ": bool";
-    if (params[i].kind == ParamKind::Const)
-      s += ": const";
+    if (params[i].kind == ParamKind::Bool) s += ": bool";
+    if (params[i].kind == ParamKind::Const) s += ": const";
   }
   return s + ")";
 }
@@ -44,17 +41,15 @@ SourceLoc locOf(const std::string& path, const YAML::Node& n) {
 // "name(a, b: bool, p: const)" -> name and params.
 bool parseSignature(const std::string& text, Primitive& p) {
   size_t open = text.find('('), close = text.rfind(')');
-  if (open == std::string::npos || close != text.size() - 1)
-    return false;
+  if (open == std::string::npos || close != text.size() - 1) return false;
   p.name = text.substr(0, open);
-  if (!spec::isIdentifier(p.name))
-    return false;
+  if (!spec::isIdentifier(p.name)) return false;
   std::string inner = text.substr(open + 1, close - open - 1);
   size_t start = 0;
   while (start <= inner.size()) {
     size_t comma = inner.find(',', start);
-    std::string part = inner.substr(start, comma == std::string::npos ? std::string::npos
-                                                                      : comma - start);
+    std::string part =
+        inner.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     auto trim = [](std::string s) {
       s.erase(0, s.find_first_not_of(' '));
       s.erase(s.find_last_not_of(' ') + 1);
@@ -72,11 +67,9 @@ bool parseSignature(const std::string& text, Primitive& p) {
       else
         return false;
     }
-    if (!spec::isIdentifier(param.name))
-      return false;
+    if (!spec::isIdentifier(param.name)) return false;
     p.params.push_back(param);
-    if (comma == std::string::npos)
-      break;
+    if (comma == std::string::npos) break;
     start = comma + 1;
   }
   return true;
@@ -190,8 +183,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
                                                 "combine, finish, torch, grad");
       }
     }
-    if (!named)
-      continue;
+    if (!named) continue;
     if (lib.find(p->name, p->params.size())) {
       diags.error(p->loc, "primitive '" + p->name + "' with " + std::to_string(p->params.size()) +
                               " parameter(s) is defined twice");
@@ -210,8 +202,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
   // -1: unknown; -2: overloaded (the arity is checked when the rule is instantiated).
   auto primArity = [&](const std::string& n) {
     auto it = lib.byName_.find(n);
-    if (it == lib.byName_.end())
-      return -1;
+    if (it == lib.byName_.end()) return -1;
     return it->second.size() == 1 ? static_cast<int>(it->second.front()->params.size()) : -2;
   };
   auto builtinArity = [](const std::string& n) {
@@ -222,10 +213,8 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
     std::set<std::string> paramNames;
     for (const Param& param : p->params)
       paramNames.insert(param.name);
-    if (p->eval)
-      checkNames(p->eval, paramNames, builtinArity, diags);
-    if (p->finish)
-      checkNames(p->finish, {"acc", "D"}, builtinArity, diags);
+    if (p->eval) checkNames(p->eval, paramNames, builtinArity, diags);
+    if (p->finish) checkNames(p->finish, {"acc", "D"}, builtinArity, diags);
     p->grads.assign(p->params.size(), nullptr);
     std::set<std::string> ruleNames = paramNames;
     ruleNames.insert("grad");
@@ -251,8 +240,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
         }
         ruleGiven.insert(idx);
         p->grads[idx] = parse(it->second);
-        if (p->grads[idx])
-          checkNames(p->grads[idx], ruleNames, primArity, diags);
+        if (p->grads[idx]) checkNames(p->grads[idx], ruleNames, primArity, diags);
       }
     }
     for (size_t i = 0; i < p->params.size(); ++i)
@@ -270,8 +258,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
   if (!missing.empty() && diags.errorCount() == errorsBefore)
     diags.error(SourceLoc{path, 0, 0}, "the primitive library lacks " + missing +
                                            " (name/arity), which reverse-mode AD needs");
-  if (diags.errorCount() != errorsBefore)
-    return std::nullopt;
+  if (diags.errorCount() != errorsBefore) return std::nullopt;
   return lib;
 }
 
@@ -292,8 +279,7 @@ const Primitive* PrimitiveLibrary::find(const std::string& name) const {
 
 const Primitive* PrimitiveLibrary::find(const std::string& name, size_t arity) const {
   for (const Primitive* p : overloads(name))
-    if (p->params.size() == arity)
-      return p;
+    if (p->params.size() == arity) return p;
   return nullptr;
 }
 

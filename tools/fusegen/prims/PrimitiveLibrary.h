@@ -43,8 +43,8 @@ struct Primitive {
   expr::AstPtr finish;            // reductions: acc (the combined value), D -> result; null: acc
   bool returnsBool = false;
   std::string doc;
-  expr::AstPtr eval;          // over builtins and params (elementwise only)
-  std::string torch;          // PyTorch spelling with {param} placeholders
+  expr::AstPtr eval;               // over builtins and params (elementwise only)
+  std::string torch;               // PyTorch spelling with {param} placeholders
   std::vector<expr::AstPtr> grads; // per param; null for Bool/Const params
   SourceLoc loc;
 
@@ -56,9 +56,8 @@ class PrimitiveLibrary {
 public:
   // Loads and checks the library; returns nothing when errors were reported.
   static std::optional<PrimitiveLibrary> load(const std::string& path, Diagnostics& diags);
-  static std::optional<PrimitiveLibrary> loadFromString(const std::string& path,
-                                                        const std::string& text,
-                                                        Diagnostics& diags);
+  static std::optional<PrimitiveLibrary>
+  loadFromString(const std::string& path, const std::string& text, Diagnostics& diags);
 
   // The overload of `name` taking `arity` arguments (null if none); find(name) is the first.
   const Primitive* find(const std::string& name, size_t arity) const;

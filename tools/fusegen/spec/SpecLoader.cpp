@@ -16,11 +16,9 @@
 namespace fusegen::spec {
 
 bool isIdentifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
-    return false;
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
-      return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
   return true;
 }
 
@@ -28,10 +26,10 @@ namespace {
 
 // Names the generated Python and C++ need for themselves or that read as keywords.
 const std::set<std::string> kReservedNames = {
-    "grad", "result", "self", "ctx", "output_mask", "and", "or", "not", "if", "else", "for",
-    "while", "def", "class", "return", "lambda", "None", "True", "False", "import", "from",
-    "in", "is", "int", "float", "bool", "double", "auto", "const", "struct", "void", "T",
-    "D", "torch", "F", "Tensor"};
+    "grad",  "result", "self",   "ctx",  "output_mask", "and",    "or",     "not",  "if",
+    "else",  "for",    "while",  "def",  "class",       "return", "lambda", "None", "True",
+    "False", "import", "from",   "in",   "is",          "int",    "float",  "bool", "double",
+    "auto",  "const",  "struct", "void", "T",           "D",      "torch",  "F",    "Tensor"};
 
 class Reader {
 public:
@@ -45,8 +43,7 @@ public:
 
   SourceLoc loc(const YAML::Node& n) const { return loc(n.Mark()); }
   SourceLoc loc(const YAML::Mark& m) const {
-    if (m.line < 0)
-      return SourceLoc{path_, 0, 0};
+    if (m.line < 0) return SourceLoc{path_, 0, 0};
     return SourceLoc{path_, m.line + 1, m.column + 1};
   }
 
@@ -88,8 +85,7 @@ public:
 
   bool expectKind(const YAML::Node& n, const YAML::Node& key, YAML::NodeType::value kind,
                   const std::string& what) {
-    if (n.Type() == kind)
-      return true;
+    if (n.Type() == kind) return true;
     const char* expected = kind == YAML::NodeType::Map        ? "a mapping"
                            : kind == YAML::NodeType::Sequence ? "a list"
                                                               : "a single value";
@@ -122,16 +118,12 @@ std::optional<ShapeClass> parseShape(Reader& r, const YAML::Node& n, const YAML:
   std::string joined;
   for (size_t i = 0; i < dims.size(); ++i)
     joined += (i ? ", " : "") + dims[i];
-  if (joined == "..., D")
-    return ShapeClass::Full;
-  if (joined == "D")
-    return ShapeClass::Col;
-  if (joined == "...")
-    return ShapeClass::Row;
-  if (joined.empty())
-    return ShapeClass::Scalar;
-  r.error(n, "unsupported shape [" + joined +
-                 "] for input '" + name + "'; expected [..., D], [D], [...] or []");
+  if (joined == "..., D") return ShapeClass::Full;
+  if (joined == "D") return ShapeClass::Col;
+  if (joined == "...") return ShapeClass::Row;
+  if (joined.empty()) return ShapeClass::Scalar;
+  r.error(n, "unsupported shape [" + joined + "] for input '" + name +
+                 "'; expected [..., D], [D], [...] or []");
   return std::nullopt;
 }
 
@@ -142,24 +134,20 @@ bool parseNumber(const std::string& text, double& value) {
 }
 
 void readInputs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
-  if (!r.expectKind(n, section, YAML::NodeType::Map, "'inputs'"))
-    return;
+  if (!r.expectKind(n, section, YAML::NodeType::Map, "'inputs'")) return;
   for (auto& [key, value] : r.entries(n, "'inputs'")) {
     std::optional<ShapeClass> shape = parseShape(r, value, key);
-    if (shape)
-      spec.inputs.push_back(Input{key.Scalar(), *shape, r.loc(key)});
+    if (shape) spec.inputs.push_back(Input{key.Scalar(), *shape, r.loc(key)});
   }
   if (spec.inputs.empty() && !r.errorsSinceStart())
     r.error(n, "'inputs' must declare at least one tensor");
 }
 
 void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
-  if (!r.expectKind(n, section, YAML::NodeType::Map, "'attrs'"))
-    return;
+  if (!r.expectKind(n, section, YAML::NodeType::Map, "'attrs'")) return;
   for (auto& [key, value] : r.entries(n, "'attrs'")) {
     const std::string name = key.Scalar();
-    if (!r.expectKind(value, key, YAML::NodeType::Map, "attr '" + name + "'"))
-      continue;
+    if (!r.expectKind(value, key, YAML::NodeType::Map, "attr '" + name + "'")) continue;
     Attr attr{name, AttrType::Float, false, 0, r.loc(key)};
     bool typed = false, typeError = false;
     std::optional<YAML::Node> defaultNode;
@@ -186,8 +174,7 @@ void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec
       }
     }
     if (!typed) {
-      if (!typeError)
-        r.error(key, "attr '" + name + "' needs a 'type' (float, int or bool)");
+      if (!typeError) r.error(key, "attr '" + name + "' needs a 'type' (float, int or bool)");
       continue;
     }
     if (defaultNode) {
@@ -202,8 +189,9 @@ void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec
           ok = false;
       }
       if (!ok) {
-        r.error(*defaultNode, key, "default '" + text + "' of attr '" + name + "' is not a valid " +
-                                       attrTypeName(attr.type));
+        r.error(*defaultNode, key,
+                "default '" + text + "' of attr '" + name + "' is not a valid " +
+                    attrTypeName(attr.type));
         continue;
       }
       attr.hasDefault = true;
@@ -214,8 +202,7 @@ void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec
 
 void readBindings(Reader& r, const YAML::Node& n, const YAML::Node& sectionKey,
                   const std::string& section, std::vector<Binding>& out) {
-  if (!r.expectKind(n, sectionKey, YAML::NodeType::Map, "'" + section + "'"))
-    return;
+  if (!r.expectKind(n, sectionKey, YAML::NodeType::Map, "'" + section + "'")) return;
   for (auto& [key, value] : r.entries(n, "'" + section + "'")) {
     if (!value.IsScalar() || value.Scalar().empty()) {
       r.error(value, key, "'" + key.Scalar() + "' in '" + section + "' must be a formula");
@@ -227,17 +214,16 @@ void readBindings(Reader& r, const YAML::Node& n, const YAML::Node& sectionKey,
 }
 
 void readDtypes(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
-  if (!r.expectKind(n, section, YAML::NodeType::Sequence, "'dtypes'"))
-    return;
+  if (!r.expectKind(n, section, YAML::NodeType::Sequence, "'dtypes'")) return;
   std::set<std::string> seen;
   for (const YAML::Node& d : n) {
     std::string name = d.IsScalar() ? d.Scalar() : "";
     std::optional<DType> dt;
     for (DType c : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64})
-      if (name == dtypeName(c))
-        dt = c;
+      if (name == dtypeName(c)) dt = c;
     if (!dt) {
-      r.error(d, "unsupported dtype '" + name + "'; expected float32, float16, bfloat16 or float64");
+      r.error(d,
+              "unsupported dtype '" + name + "'; expected float32, float16, bfloat16 or float64");
       continue;
     }
     if (!seen.insert(name).second) {
@@ -246,13 +232,11 @@ void readDtypes(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpe
     }
     spec.dtypes.push_back(*dt);
   }
-  if (seen.empty() && !r.errorsSinceStart())
-    r.error(n, "'dtypes' must list at least one dtype");
+  if (seen.empty() && !r.errorsSinceStart()) r.error(n, "'dtypes' must list at least one dtype");
 }
 
 void readReferences(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
-  if (!r.expectKind(n, section, YAML::NodeType::Map, "'reference'"))
-    return;
+  if (!r.expectKind(n, section, YAML::NodeType::Map, "'reference'")) return;
   for (auto& [key, value] : r.entries(n, "'reference'")) {
     if (!value.IsScalar()) {
       r.error(value, key, "reference for '" + key.Scalar() + "' must be a PyTorch expression");
@@ -311,7 +295,8 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
     return std::nullopt;
   }
   if (!root.IsMap()) {
-    diags.error(SourceLoc{path, 1, 1}, "a spec must be a YAML mapping with 'op', 'inputs' and 'outputs'");
+    diags.error(SourceLoc{path, 1, 1},
+                "a spec must be a YAML mapping with 'op', 'inputs' and 'outputs'");
     return std::nullopt;
   }
   OpSpec spec;
@@ -324,10 +309,10 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
       spec.name = value.IsScalar() ? value.Scalar() : "";
       spec.nameLoc = r.loc(value.IsNull() ? key : value);
       if (!isIdentifier(spec.name) || spec.name.find("__") != std::string::npos)
-        r.error(value, key, "op name '" + spec.name + "' must be an identifier (letters, digits, _)");
+        r.error(value, key,
+                "op name '" + spec.name + "' must be an identifier (letters, digits, _)");
     } else if (k == "doc") {
-      if (r.expectKind(value, key, YAML::NodeType::Scalar, "'doc'"))
-        spec.doc = value.Scalar();
+      if (r.expectKind(value, key, YAML::NodeType::Scalar, "'doc'")) spec.doc = value.Scalar();
     } else if (k == "inputs") {
       haveInputs = true;
       readInputs(r, value, key, spec);
@@ -349,19 +334,15 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
     }
   }
   SourceLoc top{path, 1, 1};
-  if (!haveOp)
-    diags.error(top, "missing required key 'op'");
-  if (!haveInputs)
-    diags.error(top, "missing required key 'inputs'");
+  if (!haveOp) diags.error(top, "missing required key 'op'");
+  if (!haveInputs) diags.error(top, "missing required key 'inputs'");
   if (!haveOutputs)
     diags.error(top, "missing required key 'outputs'");
   else if (spec.outputs.empty() && diags.errorCount() == errorsBefore)
     diags.error(top, "'outputs' must define at least one output");
-  if (!haveDtypes)
-    spec.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};
+  if (!haveDtypes) spec.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};
   checkNames(r, spec);
-  if (diags.errorCount() != errorsBefore)
-    return std::nullopt;
+  if (diags.errorCount() != errorsBefore) return std::nullopt;
   return spec;
 }
 

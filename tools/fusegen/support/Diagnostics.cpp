@@ -11,8 +11,7 @@ void Diagnostics::addFile(const std::string& path, const std::string& text) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     lines.push_back(line);
   }
   lines_[path] = std::move(lines);
@@ -25,8 +24,7 @@ void Diagnostics::report(const SourceLoc& loc, const char* severity, const std::
     out_ << loc.file << ": ";
   out_ << severity << ": " << message << "\n";
   auto it = lines_.find(loc.file);
-  if (!loc.valid() || it == lines_.end() || loc.line > static_cast<int>(it->second.size()))
-    return;
+  if (!loc.valid() || it == lines_.end() || loc.line > static_cast<int>(it->second.size())) return;
   const std::string& text = it->second[loc.line - 1];
   out_ << text << "\n";
   // Keep tabs in the caret line so the caret lines up under the character.

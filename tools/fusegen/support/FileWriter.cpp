@@ -13,8 +13,7 @@ namespace fusegen {
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw std::runtime_error("cannot read '" + path + "'");
+  if (!in) throw std::runtime_error("cannot read '" + path + "'");
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -22,8 +21,7 @@ std::string readFile(const std::string& path) {
 
 static bool sameContent(const fs::path& path, const std::string& text) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) != text.size())
-    return false;
+  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) != text.size()) return false;
   return readFile(path.string()) == text;
 }
 
@@ -49,8 +47,7 @@ WriteReport writeFiles(const std::string& root, const std::vector<GeneratedFile>
       std::ofstream out(tmp, std::ios::binary);
       out << f.text;
       out.close();
-      if (!out)
-        throw std::runtime_error("cannot write '" + tmp.string() + "'");
+      if (!out) throw std::runtime_error("cannot write '" + tmp.string() + "'");
       staged.emplace_back(tmp, target);
       report.written.push_back(f.path);
     }
@@ -66,8 +63,7 @@ WriteReport writeFiles(const std::string& root, const std::vector<GeneratedFile>
     keep.insert((fs::path(root) / f.path).lexically_normal().string());
   for (const std::string& dir : ownedDirs) {
     fs::path d = fs::path(root) / dir;
-    if (!fs::is_directory(d))
-      continue;
+    if (!fs::is_directory(d)) continue;
     for (const auto& entry : fs::directory_iterator(d)) {
       if (!entry.is_regular_file() || keep.count(entry.path().lexically_normal().string()))
         continue;

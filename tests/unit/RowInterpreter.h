@@ -1,0 +1,96 @@
+// A small interpreter of IR over one row of D elements, for the tests of reductions.
+// autodiff::evaluate works on scalars and rejects reductions, so rows are evaluated here:
+// every node is a vector of D values (per-row and scalar values repeated), a reduction
+// combines its argument over the row and applies its `finish` formula. It is written
+// independently of the generator's code paths so it can check them.
+#pragma once
+
+#include "autodiff/Interpreter.h"
+#include "ir/Node.h"
+#include "prims/Builtins.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fusegen::test {
+
+struct RowEnv {
+  int D = 5;
+  std::map<std::string, std::vector<double>> inputs; // D values (repeated for [...] and [])
+  std::map<std::string, double> attrs;
+  std::map<std::string, std::vector<double>> gradOuts;
+};
+
+// A reduction's `finish` formula over builtins, with `acc` and `D` in scope.
+inline double evalFinish(const expr::AstPtr& a, double acc, double D) {
+  switch (a->kind) {
+  case expr::Ast::Kind::Number:
+    return a->number;
+  case expr::Ast::Kind::Name:
+    return a->name == "acc" ? acc : D;
+  case expr::Ast::Kind::Call: {
+    const prims::Builtin* b = prims::findBuiltin(a->name);
+    if (!b) throw std::logic_error("unknown builtin " + a->name);
+    double values[3] = {0, 0, 0};
+    for (size_t i = 0; i < a->args.size() && i < 3; ++i)
+      values[i] = evalFinish(a->args[i], acc, D);
+    return b->eval(values);
+  }
+  }
+  return 0;
+}
+
+inline std::vector<double> evalRow(const ir::Expr& root, const RowEnv& env) {
+  std::map<const ir::Node*, std::vector<double>> v;
+  const size_t D = static_cast<size_t>(env.D);
+  for (const ir::Node* n : ir::topoOrder({root})) {
+    std::vector<double>& out = v[n];
+    switch (n->kind()) {
+    case ir::NodeKind::Const:
+      out.assign(D, n->value());
+      break;
+    case ir::NodeKind::Input:
+      out = env.inputs.at(n->name());
+      break;
+    case ir::NodeKind::Attr:
+      out.assign(D, env.attrs.at(n->name()));
+      break;
+    case ir::NodeKind::GradOut:
+      out = env.gradOuts.at(n->name());
+      break;
+    case ir::NodeKind::Dim:
+      out.assign(D, static_cast<double>(D));
+      break;
+    case ir::NodeKind::Call: {
+      const prims::Primitive& p = *n->prim();
+      if (p.kind == prims::PrimKind::Reduction) {
+        const std::vector<double>& a = v.at(n->args()[0].get());
+        double acc = a[0];
+        for (size_t j = 1; j < D; ++j)
+          acc = p.combine == prims::Combine::Sum   ? acc + a[j]
+                : p.combine == prims::Combine::Max ? std::max(acc, a[j])
+                                                   : std::min(acc, a[j]);
+        out.assign(D, p.finish ? evalFinish(p.finish, acc, static_cast<double>(D)) : acc);
+      } else {
+        out.resize(D);
+        for (size_t j = 0; j < D; ++j) {
+          std::vector<double> args;
+          for (const ir::Expr& a : n->args())
+            args.push_back(v.at(a.get())[j]);
+          out[j] = autodiff::applyPrimitive(p, args);
+        }
+      }
+      break;
+    }
+    }
+    EXPECT_EQ(out.size(), D) << "input or gradient given with the wrong length";
+  }
+  return v.at(root.get());
+}
+
+} // namespace fusegen::test

@@ -1,0 +1,162 @@
+// Tests of emit::printCpp / emit::printPython: the straight-line code the kernels and the
+// PyTorch reference are made of. Each DAG node must be computed exactly once (a shared node
+// printed twice would double the work, or worse diverge), literals must read back as the
+// exact same double, and conditions must be typed bool.
+#include "TestUtil.h"
+
+#include "emit/CodePrinter.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace fusegen::test {
+namespace {
+
+using ir::Expr;
+using ir::Node;
+
+Expr call(const char* name, std::vector<Expr> args) {
+  const prims::Primitive& p = prim(name, args.size());
+  return Node::makeCall(&p, std::move(args));
+}
+
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + needle.size()))
+    ++n;
+  return n;
+}
+
+class CodePrinter : public ::testing::Test {
+protected:
+  Expr x = Node::makeInput("x", 0, ir::ShapeClass::Full);
+  Expr b = Node::makeInput("bias", 1, ir::ShapeClass::Col);
+  Expr alpha = Node::makeAttr("alpha", 0);
+  // Where the C++ template reads each leaf from.
+  emit::Bindings leaves() const {
+    return {{x.get(), "in_x[i]"}, {b.get(), "in_bias[c]"}, {alpha.get(), "alpha_"}};
+  }
+};
+
+TEST_F(CodePrinter, SharedNodesArePrintedOnce) {
+  Expr t = call("mul", {x, b}); // used three times
+  Expr e = call("exp", {t});    // used by both outputs
+  Expr y = call("add", {call("mul", {t, t}), e});
+  Expr z = call("sub", {e, t});
+  std::string cpp = emit::printCpp({{"out_y", y}, {"out_z", z}}, 4, leaves());
+  EXPECT_EQ(cpp, "    const T x = in_x[i];\n"
+                 "    const T bias = in_bias[c];\n"
+                 "    const T _t0 = x * bias;\n"
+                 "    const T _t1 = _t0 * _t0;\n"
+                 "    const T _t2 = fg::exp(_t0);\n"
+                 "    const T _t3 = _t1 + _t2;\n"
+                 "    const T _t4 = _t2 - _t0;\n"
+                 "    out_y = _t3;\n"
+                 "    out_z = _t4;\n");
+  EXPECT_EQ(count(cpp, "x * bias"), 1u);
+  EXPECT_EQ(count(cpp, "fg::exp("), 1u);
+  EXPECT_EQ(count(cpp, "const T x ="), 1u);
+  EXPECT_EQ(count(cpp, "const T _t"), 5u); // one per call node in the DAG
+  EXPECT_EQ(count(cpp, "const T _t"), ir::topoOrder({y, z}).size() - 2);
+
+  std::string py = emit::printPython({{"y", y}, {"z", z}}, 2);
+  EXPECT_EQ(py, "  _t0 = (x * bias)\n"
+                "  _t1 = (_t0 * _t0)\n"
+                "  _t2 = torch.exp(_t0)\n"
+                "  _t3 = (_t1 + _t2)\n"
+                "  _t4 = (_t2 - _t0)\n"
+                "  y = _t3\n"
+                "  z = _t4\n");
+  EXPECT_EQ(count(py, "torch.exp("), 1u);
+}
+
+TEST_F(CodePrinter, ConstantsAndLeaves) {
+  Expr y = call("add", {call("mul", {x, Node::makeConst(0.5)}), alpha});
+  std::string cpp = emit::printCpp({{"o", y}}, 0, leaves());
+  EXPECT_EQ(cpp, "const T x = in_x[i];\nconst T _t0 = x * T(0.5);\nconst T alpha = alpha_;\n"
+                 "const T _t1 = _t0 + alpha;\no = _t1;\n");
+  std::string py = emit::printPython({{"o", y}}, 0);
+  EXPECT_EQ(py, "_t0 = (x * 0.5)\n_t1 = (_t0 + alpha)\no = _t1\n");
+  // Gradient leaves are named after their output; D is the kernel parameter _D.
+  Expr g = Node::makeGradOut("y", 0, ir::ShapeClass::Full);
+  EXPECT_EQ(
+      emit::printCpp({{"gx", call("div", {g, Node::makeDim()})}}, 0, {{g.get(), "grad_y[i]"}}),
+      "const T _grad_y = grad_y[i];\nconst T _t0 = _grad_y / _D;\ngx = _t0;\n");
+}
+
+TEST_F(CodePrinter, UnboundLeafInCppIsALogicError) {
+  EXPECT_THROW(emit::printCpp({{"o", call("exp", {x})}}, 0, {}), std::logic_error);
+}
+
+TEST_F(CodePrinter, BoundInnerNodeIsUsedAndNotRecomputed) {
+  Expr t = call("mul", {x, b});
+  Expr y = call("exp", {t});
+  std::string cpp = emit::printCpp({{"o", y}}, 2, {{t.get(), "row_t"}});
+  EXPECT_EQ(cpp, "  const T _t0 = fg::exp(row_t);\n  o = _t0;\n");
+  EXPECT_EQ(count(cpp, "x *"), 0u);
+  EXPECT_EQ(count(cpp, "in_x"), 0u);
+}
+
+TEST_F(CodePrinter, NullValueIsZeroAndLeavesAssignDirectly) {
+  EXPECT_EQ(emit::printCpp({{"gx", nullptr}, {"o", x}}, 2, leaves()),
+            "  const T x = in_x[i];\n  gx = T(0);\n  o = x;\n");
+  EXPECT_EQ(emit::printPython({{"gx", nullptr}, {"o", x}}, 0), "gx = 0.0\no = x\n");
+}
+
+TEST_F(CodePrinter, ConditionsAreBool) {
+  Expr c = call("gt", {x, Node::makeConst(0)});
+  Expr y = call("where", {c, x, call("mul", {x, Node::makeConst(0.5)})});
+  std::string cpp = emit::printCpp({{"o", y}}, 0, leaves());
+  EXPECT_EQ(count(cpp, "const bool "), 1u);
+  EXPECT_EQ(count(cpp, "const T _t"), 2u);
+  EXPECT_NE(cpp.find("const bool _t0 = x > T(0.0);\n"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find("const T _t2 = _t0 ? x : _t1;\n"), std::string::npos) << cpp;
+  std::string py = emit::printPython({{"o", y}}, 0);
+  EXPECT_NE(py.find("_t0 = (x > 0.0)\n"), std::string::npos) << py;
+  EXPECT_NE(py.find("_t2 = torch.where(_t0, x, _t1)\n"), std::string::npos) << py;
+}
+
+TEST_F(CodePrinter, PrimitiveFormulasAreInlinedWithOperands) {
+  std::string cpp = emit::printCpp({{"o", call("leaky_relu", {x, alpha})}}, 0, leaves());
+  EXPECT_EQ(cpp, "const T x = in_x[i];\nconst T alpha = alpha_;\n"
+                 "const T _t0 = (x > T(0.0)) ? x : (x * alpha);\no = _t0;\n");
+  std::string py = emit::printPython({{"o", call("pow", {b, Node::makeConst(2)})}}, 0);
+  EXPECT_EQ(py, "_t0 = torch.pow(bias, 2.0)\no = _t0\n");
+}
+
+TEST(ReductionResult, FinishFormulaOverAcc) {
+  EXPECT_EQ(emit::cppReductionResult(prim("sum", 1), "acc0"), "acc0");
+  EXPECT_EQ(emit::cppReductionResult(prim("mean", 1), "acc0"), "(acc0 / _D)");
+}
+
+TEST(CppLiteral, RoundTripsExactly) {
+  for (double v : {0.5, 1.0, 0.0, -2.0, 0.1, 1e-6, 1.0 / 3, 0.70710678118654752, 1.1283791670955126,
+                   0.044715, 6.02214076e23, 1e300, 5e-324, -7.25e-12,
+                   std::numeric_limits<double>::max(), std::numeric_limits<double>::min()}) {
+    std::string lit = emit::cppLiteral(v);
+    ASSERT_GT(lit.size(), 3u);
+    ASSERT_EQ(lit.substr(0, 2), "T(") << lit;
+    ASSERT_EQ(lit.back(), ')') << lit;
+    std::string number = lit.substr(2, lit.size() - 3);
+    // Reads as floating point in C++ (an int literal would change overload resolution).
+    EXPECT_NE(number.find_first_of(".e"), std::string::npos) << lit;
+    char* end = nullptr;
+    double back = std::strtod(number.c_str(), &end);
+    EXPECT_EQ(*end, '\0') << lit;
+    EXPECT_EQ(back, v) << lit;
+    std::string py = emit::pythonLiteral(v);
+    EXPECT_EQ(std::strtod(py.c_str(), nullptr), v) << py;
+  }
+  EXPECT_EQ(emit::cppLiteral(0.5), "T(0.5)");
+  EXPECT_EQ(emit::cppLiteral(2), "T(2.0)");
+  EXPECT_EQ(emit::pythonLiteral(0.5), "0.5");
+  EXPECT_EQ(emit::pythonLiteral(std::numeric_limits<double>::infinity()), "float('inf')");
+  EXPECT_EQ(emit::pythonLiteral(-std::numeric_limits<double>::infinity()), "float('-inf')");
+}
+
+} // namespace
+} // namespace fusegen::test

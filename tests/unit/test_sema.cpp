@@ -1,0 +1,353 @@
+// Tests of spec loading + expr::lowerOp (name resolution, type and shape checks): shape-class
+// joins, and every user-facing Sema error with its exact text and location. These are the
+// checks that turn a wrong spec into a clear message instead of a kernel that does not
+// compile or silently broadcasts the wrong way.
+#include "TestUtil.h"
+
+#include "ir/Node.h"
+
+#include <gtest/gtest.h>
+
+namespace fusegen::test {
+namespace {
+
+using ir::ShapeClass;
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// A spec with the given inputs/attrs/outputs blocks (already indented YAML text).
+std::string spec(const std::string& inputs, const std::string& outputs,
+                 const std::string& extra = "") {
+  return "op: t\ninputs:\n" + inputs + extra + "outputs:\n" + outputs;
+}
+
+const ir::Expr& output(const Lowered& r, const std::string& name) {
+  for (const ir::FunctionOutput& o : r.fn->outputs)
+    if (o.name == name) return o.value;
+  throw std::runtime_error("no output " + name);
+}
+
+TEST(Sema, JoinShapesTable) {
+  const ShapeClass S = ShapeClass::Scalar, C = ShapeClass::Col, R = ShapeClass::Row,
+                   F = ShapeClass::Full;
+  struct Case {
+    ShapeClass a, b, expected;
+  } cases[] = {
+      {S, S, S}, {S, C, C}, {S, R, R}, {S, F, F}, {C, C, C},
+      {C, R, F}, {C, F, F}, {R, R, R}, {R, F, F}, {F, F, F},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ir::joinShapes(c.a, c.b), c.expected)
+        << spec::shapeClassSpelling(c.a) << " with " << spec::shapeClassSpelling(c.b);
+    EXPECT_EQ(ir::joinShapes(c.b, c.a), c.expected)
+        << spec::shapeClassSpelling(c.b) << " with " << spec::shapeClassSpelling(c.a);
+  }
+}
+
+TEST(Sema, OutputShapesAreTheJoinOfTheirArguments) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n  b: [D]\n  r: [...]\n  s: []\n",
+                             "  full_col: x * b\n"
+                             "  col_row: b + r\n"
+                             "  row_scalar: r * s\n"
+                             "  col_scalar_full: (b - s) * x\n"
+                             "  row_only: exp(r)\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(output(r, "full_col")->shape(), ShapeClass::Full);
+  EXPECT_EQ(output(r, "col_row")->shape(), ShapeClass::Full);
+  EXPECT_EQ(output(r, "row_scalar")->shape(), ShapeClass::Row);
+  EXPECT_EQ(output(r, "col_scalar_full")->shape(), ShapeClass::Full);
+  EXPECT_EQ(output(r, "col_scalar_full")->args()[0]->shape(), ShapeClass::Col);
+  EXPECT_EQ(output(r, "row_only")->shape(), ShapeClass::Row);
+  ASSERT_EQ(r.fn->inputs.size(), 4u);
+  EXPECT_EQ(r.fn->inputs[1].shape, ShapeClass::Col);
+  EXPECT_EQ(r.fn->inputs[1].node->shape(), ShapeClass::Col);
+}
+
+TEST(Sema, ConstantsAreScalarAndDoNotWidenShapes) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n  b: [D]\n", "  y: x * (b * 2 + 1)\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  const ir::Expr& y = output(r, "y");
+  EXPECT_EQ(y->shape(), ShapeClass::Full);
+  EXPECT_EQ(y->args()[1]->shape(), ShapeClass::Col);
+  EXPECT_FALSE(y->isConstant());
+}
+
+TEST(Sema, UnknownNameWithDidYouMeanNote) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n  bias: [D]\n", "  y: x + bais\n"));
+  EXPECT_TRUE(r.specLoaded);
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages, "t.yaml:6:10: error: unknown name 'bais'\n")) << r.messages;
+  EXPECT_TRUE(contains(r.messages, "t.yaml:6:10: note: did you mean 'bias'?\n")) << r.messages;
+}
+
+TEST(Sema, UnknownNameWithoutCloseMatchHasNoNote) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: x + zzzzzz\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_TRUE(contains(r.messages, "error: unknown name 'zzzzzz'\n")) << r.messages;
+  EXPECT_FALSE(contains(r.messages, "did you mean")) << r.messages;
+}
+
+TEST(Sema, FunctionNameUsedAsValue) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: x * gelu\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_TRUE(contains(
+      r.messages,
+      "t.yaml:5:10: error: unknown name 'gelu'; 'gelu' is a function, call it as gelu(...)\n"))
+      << r.messages;
+}
+
+TEST(Sema, UnknownFunctionWithNote) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: sigmiod(x)\n"));
+  EXPECT_TRUE(r.specLoaded);
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages, "t.yaml:5:6: error: unknown function 'sigmiod'\n"))
+      << r.messages;
+  EXPECT_TRUE(contains(r.messages, "t.yaml:5:6: note: did you mean 'sigmoid'?\n")) << r.messages;
+}
+
+TEST(Sema, ArityError) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: tanh(x, x)\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages,
+                       "t.yaml:5:6: error: 'tanh' takes 1 argument, got 2; signature is tanh(x)\n"))
+      << r.messages;
+  r = lowerSpec(spec("  x: [..., D]\n", "  y: where(x > 0, x)\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_TRUE(contains(r.messages, "error: 'where' takes 3 arguments, got 2; signature is "
+                                   "where(cond: bool, a, b)\n"))
+      << r.messages;
+}
+
+TEST(Sema, ArityErrorListsEveryOverload) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: max(x, x, x)\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages, "t.yaml:5:6: error: 'max' takes 1 or 2 arguments, got 3; "
+                                   "signatures are max(x), max(a, b)\n"))
+      << r.messages;
+}
+
+TEST(Sema, ConditionUsedAsValue) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: (x > 0) * x\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  // Reported at the comparison operator, the location of the offending argument.
+  EXPECT_TRUE(contains(r.messages, "t.yaml:5:9: error: a condition cannot be used as a value "
+                                   "(argument 'a' of operator '*'); use where(cond, a, b)\n"))
+      << r.messages;
+  r = lowerSpec(spec("  x: [..., D]\n", "  y: exp(x < 1)\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_TRUE(contains(r.messages, "error: a condition cannot be used as a value (argument 'x' "
+                                   "of 'exp'); use where(cond, a, b)\n"))
+      << r.messages;
+}
+
+TEST(Sema, NonConditionGivenToWhere) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: where(x, x, 0)\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages, "t.yaml:5:12: error: argument 'cond' of 'where' must be a "
+                                   "condition (a comparison such as x > 0)\n"))
+      << r.messages;
+}
+
+TEST(Sema, ConstParameterGivenATensor) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: pow(x, x + 1)\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages, "t.yaml:5:15: error: argument 'p' of 'pow' must be a constant "
+                                   "or an attr, not a tensor expression\n"))
+      << r.messages;
+}
+
+TEST(Sema, OutputThatIsACondition) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: x > 0\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(
+      r.messages,
+      "t.yaml:5:6: error: output 'y' is a condition; outputs must be values (use where())\n"))
+      << r.messages;
+}
+
+TEST(Sema, OutputThatDependsOnNoInput) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: x\n  z: exp(2) * 3\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(
+      contains(r.messages, "t.yaml:6:6: error: output 'z' does not depend on any input tensor\n"))
+      << r.messages;
+}
+
+TEST(Sema, OutputWithColumnOrScalarShape) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n  b: [D]\n", "  y: x * b\n  z: b * 2\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages, "t.yaml:7:6: error: output 'z' has shape [D]; outputs must "
+                                   "be [..., D] or per-row [...]\n"))
+      << r.messages;
+  r = lowerSpec(spec("  x: [..., D]\n  s: []\n", "  y: x * s\n  z: s + 1\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_TRUE(contains(r.messages, "error: output 'z' has shape []; outputs must be [..., D] or "
+                                   "per-row [...]\n"))
+      << r.messages;
+}
+
+TEST(Sema, PerRowOutputIsAllowed) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n  r: [...]\n", "  y: x * r\n  z: r * r\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  EXPECT_EQ(output(r, "z")->shape(), ShapeClass::Row);
+}
+
+TEST(Sema, UnusedInput) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n  unused: [..., D]\n", "  y: x * 2\n"));
+  EXPECT_TRUE(r.specLoaded);
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages, "t.yaml:4:3: error: input 'unused' is not used by any output\n"))
+      << r.messages;
+}
+
+TEST(Sema, InputUsedOnlyByAnUnusedLetIsUnused) {
+  Lowered r =
+      lowerSpec(spec("  x: [..., D]\n  w: [..., D]\n", "  y: x * 2\n", "let:\n  t: w * 3\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_TRUE(contains(r.messages, "error: input 'w' is not used by any output\n")) << r.messages;
+}
+
+TEST(Sema, UnusedLetIsOnlyAWarning) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: x * 2\n", "let:\n  t: x * 3\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_TRUE(contains(r.messages, "t.yaml:5:3: warning: let 't' is not used by any output\n"))
+      << r.messages;
+}
+
+TEST(Sema, LetsAreSharedNodes) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: t * t\n  z: t + 1\n", "let:\n  t: exp(x)\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  const ir::Expr& y = output(r, "y");
+  const ir::Expr& z = output(r, "z");
+  ASSERT_TRUE(y->isCall("mul"));
+  ASSERT_TRUE(z->isCall("add"));
+  EXPECT_EQ(y->args()[0].get(), y->args()[1].get());
+  EXPECT_EQ(y->args()[0].get(), z->args()[0].get());
+  EXPECT_TRUE(y->args()[0]->isCall("exp"));
+}
+
+TEST(Sema, NameClashingWithAPrimitive) {
+  Lowered r = lowerSpec(spec("  exp: [..., D]\n", "  y: exp * 2\n"));
+  EXPECT_TRUE(r.specLoaded);
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages,
+                       "t.yaml:3:3: error: name 'exp' clashes with the primitive function 'exp'\n"))
+      << r.messages;
+  r = lowerSpec(spec("  x: [..., D]\n", "  relu: x * 2\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_TRUE(contains(
+      r.messages, "t.yaml:5:3: error: name 'relu' clashes with the primitive function 'relu'\n"))
+      << r.messages;
+}
+
+TEST(Sema, AttrsAreUsableAsConstParameters) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: pow(x, p) + leaky_relu(x, slope * 2)\n",
+                             "attrs:\n  p: {type: float, default: 2.5}\n"
+                             "  slope: {type: float, default: 0.01}\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  EXPECT_EQ(r.errors, 0);
+  ASSERT_EQ(r.fn->attrs.size(), 2u);
+  EXPECT_EQ(r.fn->attrs[0].attr.name, "p");
+  EXPECT_TRUE(r.fn->attrs[0].attr.hasDefault);
+  EXPECT_EQ(r.fn->attrs[0].attr.defaultValue, 2.5);
+  const ir::Expr& y = output(r, "y");
+  ASSERT_TRUE(y->isCall("add"));
+  const ir::Expr& powNode = y->args()[0];
+  ASSERT_TRUE(powNode->isCall("pow"));
+  EXPECT_EQ(powNode->args()[1]->kind(), ir::NodeKind::Attr);
+  EXPECT_EQ(powNode->args()[1]->name(), "p");
+  EXPECT_EQ(powNode->args()[1].get(), r.fn->attrs[0].node.get());
+  EXPECT_TRUE(powNode->args()[1]->isConstant());
+  EXPECT_EQ(powNode->args()[1]->shape(), ShapeClass::Scalar);
+  const ir::Expr& leaky = y->args()[1];
+  ASSERT_TRUE(leaky->isCall("leaky_relu"));
+  EXPECT_TRUE(leaky->args()[1]->isCall("mul"));
+  EXPECT_TRUE(leaky->args()[1]->isConstant());
+}
+
+TEST(Sema, ReductionsGiveOnePerRowValue) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: x - max(x)\n  z: mean(x * x)\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  const ir::Expr& y = output(r, "y");
+  EXPECT_EQ(y->shape(), ShapeClass::Full);
+  ASSERT_TRUE(y->args()[1]->isCall("max"));
+  EXPECT_EQ(y->args()[1]->prim()->kind, prims::PrimKind::Reduction);
+  EXPECT_EQ(y->args()[1]->shape(), ShapeClass::Row);
+  EXPECT_EQ(output(r, "z")->shape(), ShapeClass::Row);
+  // The two-argument max is the elementwise overload.
+  r = lowerSpec(spec("  x: [..., D]\n  b: [D]\n", "  y: max(x, b)\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  EXPECT_EQ(output(r, "y")->prim()->kind, prims::PrimKind::Elementwise);
+  EXPECT_EQ(output(r, "y")->shape(), ShapeClass::Full);
+}
+
+TEST(Sema, ReductionOfAPerRowValue) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: x * sum(sum(x))\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_TRUE(contains(r.messages, "t.yaml:5:14: error: 'sum' reduces over the last dim, but its "
+                                   "argument has shape [...] (one value per row or less)\n"))
+      << r.messages;
+}
+
+TEST(Sema, DimIsAConstantScalar) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: x / D\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  const ir::Expr& d = output(r, "y")->args()[1];
+  EXPECT_EQ(d->kind(), ir::NodeKind::Dim);
+  EXPECT_TRUE(d->isConstant());
+  EXPECT_EQ(d->shape(), ShapeClass::Scalar);
+}
+
+// An attr may omit its default (it is then a required argument of the op).
+TEST(Sema, AttrWithoutDefault) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: x * k\n", "attrs:\n  k: {type: float}\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  ASSERT_EQ(r.fn->attrs.size(), 1u);
+  EXPECT_FALSE(r.fn->attrs[0].attr.hasDefault);
+}
+
+TEST(Sema, ErrorsInSeveralOutputsAreAllReported) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: foo(x)\n  z: x + q\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 2);
+  EXPECT_TRUE(contains(r.messages, "error: unknown function 'foo'")) << r.messages;
+  EXPECT_TRUE(contains(r.messages, "error: unknown name 'q'")) << r.messages;
+}
+
+TEST(Sema, SyntaxErrorInFormulaIsReportedAtItsColumn) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: \"x + $\"\n"));
+  EXPECT_FALSE(r.fn);
+  // The formula is quoted: its first character is after the quote, at column 7.
+  EXPECT_TRUE(contains(r.messages, "t.yaml:5:11: error: unexpected character '$' in formula\n"))
+      << r.messages;
+}
+
+TEST(Sema, ValidSpecLowersToTheExpectedDag) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n  bias: [D]\n", "  y: gelu_tanh(x + bias)\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  EXPECT_EQ(r.errors, 0);
+  EXPECT_EQ(r.messages, "");
+  EXPECT_EQ(r.fn->name, "t");
+  EXPECT_EQ(ir::printDag({{"y", r.fn->outputs[0].value}}),
+            "%0 = add(x, bias)  [..., D]\n%1 = gelu_tanh(%0)  [..., D]\ny = %1\n");
+}
+
+} // namespace
+} // namespace fusegen::test
