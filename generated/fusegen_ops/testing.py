@@ -17,6 +17,7 @@ if os.environ.get("FUSEGEN_REQUIRE_CUDA") == "1" and not torch.cuda.is_available
     raise RuntimeError("FUSEGEN_REQUIRE_CUDA=1 but torch sees no CUDA device")
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+CUDA_DEVICES = ["cuda"] if torch.cuda.is_available() else []  # GPU-sized checks only
 
 # Elementwise tolerances (rtol, atol) of an op's output against a float64 reference.
 FORWARD_TOL = {torch.float64: (1e-10, 1e-12), torch.float32: (2e-5, 1e-5),
@@ -256,6 +257,19 @@ class OpChecks:
                 with pytest.raises(RuntimeError, match=rf"argument '.*' is on .*; all tensor "
                                                        "arguments must be on the same device"):
                     self.call(self.op, bad)
+
+    def benchmark_shape(self, device):
+        """The benchmark's shape, (8, 4096, 4096) in bfloat16, against the reference in fp32."""
+        x = self.inputs((8, 4096), 4096, torch.bfloat16, device)
+        got = self.call(self.op, x)
+        want = self.call(self.reference, [t.float() for t in x])
+        for o, g, w in zip(self.spec.outputs, got, want):
+            self.close_normwise(g, w, torch.bfloat16, f"{self.spec.name}.{o.name} at 8x4096x4096")
+        gouts = [torch.randn_like(o) for o in got]
+        got_g = self.grads(self.op, x, gouts)
+        want_g = self.grads(self.reference, [t.float() for t in x], [g.float() for g in gouts])
+        for a, g, w in zip(self.spec.inputs, got_g, want_g):
+            self.close_normwise(g, w, torch.bfloat16, f"grad of {a.name} at 8x4096x4096")
 
     def deterministic_backward(self, device):
         lead, D = ((2048,), 512) if device == "cuda" else ((256,), 64)

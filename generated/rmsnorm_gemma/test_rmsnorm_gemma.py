@@ -86,3 +86,8 @@ def test_wrong_arguments_raise(device):
 @pytest.mark.parametrize("device", testing.DEVICES)
 def test_backward_is_deterministic(device):
     CHECKS.deterministic_backward(device)
+
+
+@pytest.mark.parametrize("device", testing.CUDA_DEVICES)
+def test_benchmark_shape_bfloat16(device):
+    CHECKS.benchmark_shape(device)
