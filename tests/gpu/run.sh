@@ -22,8 +22,11 @@ build_seconds=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
 echo "fusegen --build --install: exit $build_status in $build_seconds s" | tee -a "$RESULTS/build.log"
 [ "$build_status" -eq 0 ] || exit 1
 
+# Parallel workers when pytest-xdist is there (the GPU machine has 16 cores).
+parallel=""
+python3 -c "import xdist" 2>/dev/null && parallel="-n ${FUSEGEN_TEST_WORKERS:-8}"
 (cd /tmp && python3 -m pytest --pyargs fusegen_ops -q -p no:cacheprovider -W ignore::DeprecationWarning \
-   --junitxml="$RESULTS/junit.xml") 2>&1 | tee "$RESULTS/pytest.log"
+   $parallel --junitxml="$RESULTS/junit.xml") 2>&1 | tee "$RESULTS/pytest.log"
 test_status=${PIPESTATUS[0]}
 python3 tests/gpu/summarize.py "$RESULTS/junit.xml" "$RESULTS" --build-seconds "$build_seconds"
 exit "$test_status"
