@@ -1,6 +1,8 @@
 """Benchmarks every installed fusegen op on the GPU: fusegen's kernel, the generated eager
-reference and torch.compile of the reference, forward and forward+backward, plus the
-device-to-device copy bandwidth of the same run. Writes JSON and a Markdown table.
+reference, torch.compile of the reference, the spec's PyTorch built-in formula (F.rms_norm,
+F.layer_norm, F.gelu, torch.softmax, ...) and Liger-Kernel where it has the op (when
+liger_kernel is importable), forward and forward+backward, with peak memory, plus the
+device-to-device copy bandwidth of the same run. Writes bench.json, bench.md and bench.png.
 
     python3 bench/run.py --out bench/results/latest [--dtype bfloat16] [--ops bias_gelu,...]
 """
@@ -17,6 +19,54 @@ import fusegen_ops
 from fusegen_ops import benchmark
 
 
+def liger_impls():
+    """Liger-Kernel's autograd functions for the ops it has, called like fusegen's ops."""
+    try:
+        from liger_kernel.ops.geglu import LigerGELUMulFunction
+        from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+    except ImportError as e:
+        print(f"bench/run.py: Liger-Kernel not available ({e}); timing without it")
+        return {}
+    return {
+        "rmsnorm": lambda x, w, eps: LigerRMSNormFunction.apply(x, w, eps, 0.0, "llama", False),
+        "rmsnorm_gemma": lambda x, w, eps: LigerRMSNormFunction.apply(x, w, eps, 1.0, "gemma",
+                                                                      False),
+        "layernorm": lambda x, w, b, eps: LigerLayerNormFunction.apply(x, w, b, eps),
+        "softmax": lambda x: LigerSoftmaxFunction.apply(x),
+        "swiglu": lambda gate, up: LigerSiLUMulFunction.apply(gate, up),
+        "geglu": lambda gate, up: LigerGELUMulFunction.apply(gate, up),
+    }
+
+
+def plot(results, path, copy_gbps):
+    """Forward and forward+backward bandwidth against size, one panel per op and direction."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ops = sorted({r["op"] for r in results})
+    fig, axes = plt.subplots(len(ops), 2, figsize=(10, 2.6 * len(ops)), squeeze=False)
+    for row, op in enumerate(ops):
+        for col, key in enumerate(["fwd_GBps", "fwd_bwd_GBps"]):
+            ax = axes[row][col]
+            for impl in sorted({r["impl"] for r in results if r["op"] == op}):
+                pts = sorted((r["rows"] * r["D"], r[key]) for r in results
+                             if r["op"] == op and r["impl"] == impl)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
+            ax.axhline(copy_gbps, color="gray", linestyle="--", linewidth=0.8)
+            ax.set_xscale("log")
+            ax.set_title(f"{op} {'forward' if col == 0 else 'forward+backward'}", fontsize=9)
+            ax.set_ylabel("GB/s")
+            if row == 0 and col == 0:
+                ax.legend(fontsize=7)
+    axes[-1][0].set_xlabel("elements")
+    axes[-1][1].set_xlabel("elements")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True, help="directory for bench.json and bench.md")
@@ -29,8 +79,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     entries = [importlib.import_module(f"fusegen_ops.{op}.bench_{op}").ENTRY
                for op in args.ops.split(",")]
+    liger = liger_impls()
+    extra = {op: {"liger": fn} for op, fn in liger.items()}
     results = benchmark.main(entries, ["--dtype", args.dtype, "--shapes", args.shapes,
-                                       "--json", os.path.join(args.out, "bench.json")])
+                                       "--json", os.path.join(args.out, "bench.json")], extra)
     with open(os.path.join(args.out, "bench.json")) as f:
         meta = json.load(f)["meta"]
     meta["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -39,15 +91,18 @@ def main():
     lines = [f"# fusegen benchmark: {meta['gpu']}, torch {meta['torch']}, {meta['date']}", "",
              f"dtype {args.dtype}; device-to-device copy: {meta['copy_GBps']:.0f} GB/s "
              "(read + write). Median times, L2 flushed; GB/s from the minimum bytes moved.", "",
-             "| op | shape | impl | fwd ms | fwd GB/s | % copy | fwd+bwd ms | fwd+bwd GB/s | % copy |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| op | shape | impl | fwd ms | fwd GB/s | % copy | fwd+bwd ms | fwd+bwd GB/s | % copy "
+             "| peak MiB |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         lines.append(f"| {r['op']} | {r['rows']}x{r['D']} | {r['impl']} | {r['fwd_ms']:.4f} | "
                      f"{r['fwd_GBps']:.0f} | {100 * r['fwd_GBps'] / meta['copy_GBps']:.0f} | "
                      f"{r['fwd_bwd_ms']:.4f} | {r['fwd_bwd_GBps']:.0f} | "
-                     f"{100 * r['fwd_bwd_GBps'] / meta['copy_GBps']:.0f} |")
+                     f"{100 * r['fwd_bwd_GBps'] / meta['copy_GBps']:.0f} | "
+                     f"{r['fwd_bwd_peak_MiB']:.0f} |")
     with open(os.path.join(args.out, "bench.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    plot(results, os.path.join(args.out, "bench.png"), meta["copy_GBps"])
 
 
 if __name__ == "__main__":

@@ -46,6 +46,14 @@ def reference(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06
     return y, residual_out
 
 
+def independent(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06):
+    """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
+    F.rms_norm), not derived from the spec; None where the spec gives none."""
+    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    return (F.rms_norm(x + residual, (x.shape[-1],), weight, eps), x + residual)
+
+
+
 @torch.library.register_fake("fusegen::add_rmsnorm")
 def _fake(x, residual, weight, eps=1e-06):
     return _support.fake_forward(SPEC, [x, residual, weight])

@@ -23,19 +23,20 @@ struct Op {
     return m == 0 ? fg::Bcast::Full : fg::Bcast::Full;
   }
 
-  template <typename T>
+  // kFast: approximate math is allowed (half-type storage; see fusegen_runtime.h).
+  template <typename T, bool kFast>
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
     const T x = _in[0];
     const T bias = _in[1];
     const T _t0 = x + bias;
-    const T _t1 = (T(0.5) * _t0) * (T(1.0) + fg::erf((_t0 * T(0.7071067811865476))));
+    const T _t1 = (T(0.5) * _t0) * (T(1.0) + fg::erf<kFast>((_t0 * T(0.7071067811865476))));
     _out[0] = _t1;
   }
 
   // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
     (void)_D;
@@ -44,13 +45,13 @@ struct Op {
     const T bias = _in[1];
     const T _t0 = x + bias;
     const T _t1 = _t0 * T(0.7071067811865476);
-    const T _t2 = fg::erf(_t1);
+    const T _t2 = fg::erf<kFast>(_t1);
     const T _t3 = T(1.0) + _t2;
     const T _t4 = T(0.5) * _t3;
     const T _t5 = _t0 * T(0.3989422804014327);
     const T _t6 = T(-0.5) * _t0;
     const T _t7 = _t6 * _t0;
-    const T _t8 = fg::exp(_t7);
+    const T _t8 = fg::exp<kFast>(_t7);
     const T _t9 = _t5 * _t8;
     const T _t10 = _t4 + _t9;
     const T _t11 = _grad_y * _t10;

@@ -10,7 +10,7 @@ import argparse
 import json
 import platform
 from dataclasses import dataclass
-from typing import Callable, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -22,6 +22,7 @@ class Entry:
     spec: OpInfo
     op: Callable
     reference: Callable
+    independent: Optional[Callable] = None  # the spec's hand-written PyTorch (built-ins)
 
 
 DEFAULT_SHAPES = [(512, 4096), (4096, 4096), (16384, 8192)]
@@ -56,16 +57,27 @@ def copy_bandwidth(device) -> float:
     return 2 * src.numel() * src.element_size() / ms / 1e6
 
 
-def bench_entry(entry: Entry, shapes: Sequence, dtype, device) -> List[dict]:
+def implementations(entry: Entry, extra: Optional[Dict[str, Callable]] = None):
+    """Name -> callable(*tensors, **attrs) of everything timed for an entry."""
+    impls = {"fusegen": entry.op, "eager": entry.reference,
+             "torch.compile": torch.compile(entry.reference)}
+    if entry.independent is not None and entry.independent(
+            *make_inputs(entry.spec, 2, 8, torch.float32, "cpu"),
+            **{a.name: a.default for a in entry.spec.attrs if a.default is not None}) is not None:
+        impls["pytorch"] = entry.independent
+    impls.update(extra or {})
+    return impls
+
+
+def bench_entry(entry: Entry, shapes: Sequence, dtype, device,
+                extra: Optional[Dict[str, Callable]] = None) -> List[dict]:
     spec = entry.spec
     attrs = {a.name: a.default for a in spec.attrs if a.default is not None}
-    compiled = torch.compile(entry.reference)
-    impls = {"fusegen": entry.op, "eager": entry.reference, "torch.compile": compiled}
     rows_out = []
     for rows, D in shapes:
         x = make_inputs(spec, rows, D, dtype, device)
         xg = make_inputs(spec, rows, D, dtype, device, requires_grad=True)
-        for name, fn in impls.items():
+        for name, fn in implementations(entry, extra).items():
             fwd = _time(lambda: fn(*x, **attrs))
             out = fn(*xg, **attrs)
             outs = out if isinstance(out, tuple) else (out,)
@@ -75,17 +87,26 @@ def bench_entry(entry: Entry, shapes: Sequence, dtype, device) -> List[dict]:
                 o = fn(*xg, **attrs)
                 torch.autograd.backward(o if isinstance(o, tuple) else (o,), gouts)
             both = _time(step)
+            # Peak memory of one forward+backward beyond the inputs and output gradients.
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            step()
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+            for t in xg:
+                t.grad = None
             elem = torch.empty((), dtype=dtype).element_size()
             rows_out.append({
                 "op": spec.name, "impl": name, "rows": rows, "D": D, "dtype": str(dtype),
-                "fwd_ms": fwd, "fwd_bwd_ms": both,
+                "fwd_ms": fwd, "fwd_bwd_ms": both, "fwd_bwd_peak_MiB": peak / 2**20,
                 "fwd_GBps": min_bytes(spec, rows, D, elem, False) / fwd / 1e6,
                 "fwd_bwd_GBps": min_bytes(spec, rows, D, elem, True) / both / 1e6,
             })
     return rows_out
 
 
-def main(entries: Sequence[Entry], argv=None):
+def main(entries: Sequence[Entry], argv=None, extra: Optional[Dict[str, Dict[str, Callable]]] = None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--shapes", default=",".join(f"{r}x{d}" for r, d in DEFAULT_SHAPES))
@@ -98,7 +119,7 @@ def main(entries: Sequence[Entry], argv=None):
     copy = copy_bandwidth("cuda")
     results = []
     for e in entries:
-        results += bench_entry(e, shapes, dtype, "cuda")
+        results += bench_entry(e, shapes, dtype, "cuda", (extra or {}).get(e.spec.name))
     print(f"{'op':14} {'impl':14} {'shape':>12} {'fwd ms':>9} {'fwd GB/s':>9} {'f+b ms':>9} "
           f"{'f+b GB/s':>9}   (copy {copy:.0f} GB/s)")
     for r in results:

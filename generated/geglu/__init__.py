@@ -37,6 +37,14 @@ def reference(gate: Tensor, up: Tensor) -> Tensor:
     return y
 
 
+def independent(gate: Tensor, up: Tensor):
+    """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
+    F.rms_norm), not derived from the spec; None where the spec gives none."""
+    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    return F.gelu(gate, approximate='tanh') * up
+
+
+
 @torch.library.register_fake("fusegen::geglu")
 def _fake(gate, up):
     return _support.fake_forward(SPEC, [gate, up])

@@ -23,19 +23,20 @@ struct Op {
     return m == 0 ? fg::Bcast::Full : fg::Bcast::Full;
   }
 
-  template <typename T>
+  // kFast: approximate math is allowed (half-type storage; see fusegen_runtime.h).
+  template <typename T, bool kFast>
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
     const T gate = _in[0];
-    const T _t0 = (T(0.5) * gate) * (T(1.0) + fg::tanh((T(0.7978845608028654) * (gate + (((T(0.044715) * gate) * gate) * gate)))));
+    const T _t0 = (T(0.5) * gate) * (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) * (gate + (((T(0.044715) * gate) * gate) * gate)))));
     const T up = _in[1];
     const T _t1 = _t0 * up;
     _out[0] = _t1;
   }
 
   // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
     (void)_D;
@@ -48,7 +49,7 @@ struct Op {
     const T _t3 = _t2 * gate;
     const T _t4 = gate + _t3;
     const T _t5 = T(0.7978845608028654) * _t4;
-    const T _t6 = fg::tanh(_t5);
+    const T _t6 = fg::tanh<kFast>(_t5);
     const T _t7 = T(1.0) + _t6;
     const T _t8 = T(0.5) * _t7;
     const T _t9 = T(0.5) * gate;
@@ -62,7 +63,7 @@ struct Op {
     const T _t17 = _t13 * _t16;
     const T _t18 = _t8 + _t17;
     const T _t19 = _t0 * _t18;
-    const T _t20 = (T(0.5) * gate) * (T(1.0) + fg::tanh((T(0.7978845608028654) * (gate + (((T(0.044715) * gate) * gate) * gate)))));
+    const T _t20 = (T(0.5) * gate) * (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) * (gate + (((T(0.044715) * gate) * gate) * gate)))));
     const T _t21 = _grad_y * _t20;
     _gin[0] = _t19;
     _gin[1] = _t21;

@@ -40,6 +40,14 @@ def reference(x: Tensor, *, eps: float = 1e-12) -> Tensor:
     return y
 
 
+def independent(x: Tensor, *, eps: float = 1e-12):
+    """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
+    F.rms_norm), not derived from the spec; None where the spec gives none."""
+    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    return F.normalize(x, dim=-1, eps=eps)
+
+
+
 @torch.library.register_fake("fusegen::l2norm")
 def _fake(x, eps=1e-12):
     return _support.fake_forward(SPEC, [x])

@@ -36,6 +36,14 @@ def reference(x: Tensor, *, negative_slope: float = 0.01) -> Tensor:
     return y
 
 
+def independent(x: Tensor, *, negative_slope: float = 0.01):
+    """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
+    F.rms_norm), not derived from the spec; None where the spec gives none."""
+    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    return F.leaky_relu(x, negative_slope)
+
+
+
 @torch.library.register_fake("fusegen::leaky_relu")
 def _fake(x, negative_slope=0.01):
     return _support.fake_forward(SPEC, [x])

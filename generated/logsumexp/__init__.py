@@ -43,6 +43,14 @@ def reference(x: Tensor) -> Tensor:
     return lse.squeeze(-1)
 
 
+def independent(x: Tensor):
+    """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
+    F.rms_norm), not derived from the spec; None where the spec gives none."""
+    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    return torch.logsumexp(x, -1)
+
+
+
 @torch.library.register_fake("fusegen::logsumexp")
 def _fake(x):
     return _support.fake_forward(SPEC, [x])

@@ -18,6 +18,8 @@ struct Forward {
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 5; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
+  // Every function below takes T, the compute type, and kFast: approximate math is allowed
+  // (half-type storage; see fusegen_runtime.h).
 
   FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : fg::Bcast::Full; }
   FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Row : m == 1 ? fg::OutKind::Row : m == 2 ? fg::OutKind::Row : fg::OutKind::Full; }
@@ -25,7 +27,7 @@ struct Forward {
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Max : s == 1 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
 
   // Per-row values that need no reduction.
-  template <typename T> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -33,7 +35,7 @@ struct Forward {
   }
 
   // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
@@ -47,13 +49,13 @@ struct Forward {
     if constexpr (S == 1) {
       const T x = _in[0];
       const T _t0 = x - _rv[1];
-      const T _t1 = fg::exp(_t0);
+      const T _t1 = fg::exp<kFast>(_t0);
       _t[0] = _t1;
     }
   }
 
   // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
@@ -65,7 +67,7 @@ struct Forward {
       _rv[1] = _t0;
     }
     if constexpr (S == 1) {
-      const T _t0 = fg::log(_red[0]);
+      const T _t0 = fg::log<kFast>(_red[0]);
       const T _t1 = _rv[1] + _t0;
       _rv[2] = _red[0];
       _rv[3] = _t0;
@@ -74,7 +76,7 @@ struct Forward {
   }
 
   // Per element: the values of the [..., D] outputs and of the [D] sums.
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
     (void)_rv;
@@ -86,7 +88,7 @@ struct Forward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;
@@ -104,6 +106,8 @@ struct Backward {
   static constexpr int kStages = 0;    // passes of reductions over each row
   static constexpr int kRowValues = 4; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
+  // Every function below takes T, the compute type, and kFast: approximate math is allowed
+  // (half-type storage; see fusegen_runtime.h).
 
   FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Row : k == 2 ? fg::Bcast::Row : k == 3 ? fg::Bcast::Row : fg::Bcast::Full; }
   FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : fg::OutKind::Full; }
@@ -111,7 +115,7 @@ struct Backward {
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s + j < 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
 
   // Per-row values that need no reduction.
-  template <typename T> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -127,7 +131,7 @@ struct Backward {
   }
 
   // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
@@ -138,7 +142,7 @@ struct Backward {
   }
 
   // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
@@ -148,7 +152,7 @@ struct Backward {
   }
 
   // Per element: the values of the [..., D] outputs and of the [D] sums.
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
     (void)_rv;
@@ -157,13 +161,13 @@ struct Backward {
     const T x = _in[0];
     const T saved_m = _rv[3];
     const T _t0 = x - saved_m;
-    const T _t1 = fg::exp(_t0);
+    const T _t1 = fg::exp<kFast>(_t0);
     const T _t2 = _rv[2] * _t1;
     _out[0] = _t2;
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;

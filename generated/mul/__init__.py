@@ -36,6 +36,14 @@ def reference(a: Tensor, b: Tensor) -> Tensor:
     return y
 
 
+def independent(a: Tensor, b: Tensor):
+    """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
+    F.rms_norm), not derived from the spec; None where the spec gives none."""
+    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    return a * b
+
+
+
 @torch.library.register_fake("fusegen::mul")
 def _fake(a, b):
     return _support.fake_forward(SPEC, [a, b])

@@ -23,7 +23,8 @@ struct Op {
     return m == 0 ? fg::Bcast::Full : fg::Bcast::Full;
   }
 
-  template <typename T>
+  // kFast: approximate math is allowed (half-type storage; see fusegen_runtime.h).
+  template <typename T, bool kFast>
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
@@ -34,7 +35,7 @@ struct Op {
   }
 
   // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
     (void)_D;

@@ -18,6 +18,8 @@ struct Forward {
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
+  // Every function below takes T, the compute type, and kFast: approximate math is allowed
+  // (half-type storage; see fusegen_runtime.h).
 
   FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Col : fg::Bcast::Full; }
   FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Row : fg::OutKind::Full; }
@@ -25,7 +27,7 @@ struct Forward {
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
 
   // Per-row values that need no reduction.
-  template <typename T> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -33,7 +35,7 @@ struct Forward {
   }
 
   // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
@@ -48,7 +50,7 @@ struct Forward {
   }
 
   // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
@@ -57,7 +59,7 @@ struct Forward {
     if constexpr (S == 0) {
       const T eps = _attr[0];
       const T _t0 = (_red[0] / _D) + eps;
-      const T _t1 = fg::rsqrt(_t0);
+      const T _t1 = fg::rsqrt<kFast>(_t0);
       _rv[0] = (_red[0] / _D);
       _rv[1] = _t0;
       _rv[2] = _t1;
@@ -65,7 +67,7 @@ struct Forward {
   }
 
   // Per element: the values of the [..., D] outputs and of the [D] sums.
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
     (void)_rv;
@@ -81,7 +83,7 @@ struct Forward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;
@@ -98,6 +100,8 @@ struct Backward {
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 7; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
+  // Every function below takes T, the compute type, and kFast: approximate math is allowed
+  // (half-type storage; see fusegen_runtime.h).
 
   FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Col : k == 2 ? fg::Bcast::Row : k == 3 ? fg::Bcast::Full : fg::Bcast::Full; }
   FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::ColSum : fg::OutKind::Full; }
@@ -105,7 +109,7 @@ struct Backward {
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
 
   // Per-row values that need no reduction.
-  template <typename T> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -115,7 +119,7 @@ struct Backward {
   }
 
   // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
@@ -134,7 +138,7 @@ struct Backward {
   }
 
   // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
@@ -157,7 +161,7 @@ struct Backward {
   }
 
   // Per element: the values of the [..., D] outputs and of the [D] sums.
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
     (void)_rv;
@@ -180,7 +184,7 @@ struct Backward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;

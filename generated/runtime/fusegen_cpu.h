@@ -54,7 +54,7 @@ template <class Op, typename S, class Args> void forwardTyped(const Args& a) {
         for (int k = 0; k < Op::kInputs; ++k)
           if (Op::bcast(k) == Bcast::Full)
             in[k] = toCompute(static_cast<const S*>(a.in[k])[i]);
-        Op::forward(in, attr, Dval, out);
+        Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
         for (int m = 0; m < Op::kOutputs; ++m)
           static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
       }
@@ -91,7 +91,7 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a) {
               in[k] = toCompute(static_cast<const S*>(a.in[k])[i]);
           for (int m = 0; m < Op::kOutputs; ++m)
             gout[m] = toCompute(static_cast<const S*>(a.gout[m])[i]);
-          Op::backward(in, attr, Dval, gout, gin);
+          Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
           for (int k = 0; k < Op::kInputs; ++k) {
             if (!a.need[k])
               continue;
@@ -175,11 +175,11 @@ template <class P, typename S> struct RowRunner {
       for (int64_t c = 0; c < a.D; ++c) {
         T in[P::kInputs], t[P::reductions(St) > 0 ? P::reductions(St) : 1];
         elementInputs(row, c, in);
-        P::template term<St>(in, rv, attr, Dval, t);
+        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
         for (int j = 0; j < P::reductions(St); ++j)
           acc[j] = reduceCombine(P::reduceKind(St, j), acc[j], t[j]);
       }
-      P::template rowAfter<St>(acc, attr, Dval, rv);
+      P::template rowAfter<St, T, isHalf<S>()>(acc, attr, Dval, rv);
       stage<St + 1>(row, rv);
     }
   }
@@ -191,12 +191,12 @@ template <class P, typename S> struct RowRunner {
       T rowIn[P::kInputs];
       for (int k = 0; k < P::kInputs; ++k)
         rowIn[k] = P::inBcast(k) == Bcast::Row ? toCompute(static_cast<const S*>(a.in[k])[row]) : T(0);
-      P::rowPre(rowIn, attr, Dval, rv);
+      P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
       stage<0>(row, rv);
       for (int64_t c = 0; c < a.D; ++c) {
         T in[P::kInputs], out[P::kOutputs];
         elementInputs(row, c, in);
-        P::elem(in, rv, attr, Dval, out);
+        P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, out);
         int slot = 0;
         for (int m = 0; m < P::kOutputs; ++m) {
           if (P::outKind(m) == OutKind::Full && a.need[m])
@@ -206,7 +206,7 @@ template <class P, typename S> struct RowRunner {
         }
       }
       T out[P::kOutputs];
-      P::rowOut(rv, attr, Dval, out);
+      P::template rowOut<T, isHalf<S>()>(rv, attr, Dval, out);
       for (int m = 0; m < P::kOutputs; ++m)
         if (P::outKind(m) == OutKind::Row && a.need[m])
           static_cast<S*>(a.out[m])[row] = fromCompute<S>(out[m]);

@@ -50,22 +50,54 @@ template <int NI, int NO, int NA> struct BackwardArgs {
 };
 
 // ---- math builtins (templates/primitives.yaml `eval` formulas call these) ----
+// Fast is true where the storage type is a half type (float16, bfloat16): there the GPU's
+// approximate instructions (tanh.approx, ex2.approx, lg2.approx: relative error below
+// 2^-10, under the storage's rounding) replace the exact ones. float32 and float64 compute
+// with the exact functions.
 // clang-format off
-FG_HD float exp(float x) { return ::expf(x); }       FG_HD double exp(double x) { return ::exp(x); }
-FG_HD float expm1(float x) { return ::expm1f(x); }   FG_HD double expm1(double x) { return ::expm1(x); }
-FG_HD float log(float x) { return ::logf(x); }       FG_HD double log(double x) { return ::log(x); }
-FG_HD float log1p(float x) { return ::log1pf(x); }   FG_HD double log1p(double x) { return ::log1p(x); }
-FG_HD float tanh(float x) { return ::tanhf(x); }     FG_HD double tanh(double x) { return ::tanh(x); }
-FG_HD float erf(float x) { return ::erff(x); }       FG_HD double erf(double x) { return ::erf(x); }
-FG_HD float sqrt(float x) { return ::sqrtf(x); }     FG_HD double sqrt(double x) { return ::sqrt(x); }
-FG_HD float abs(float x) { return ::fabsf(x); }      FG_HD double abs(double x) { return ::fabs(x); }
-FG_HD float pow(float x, float y) { return ::powf(x, y); }
-FG_HD double pow(double x, double y) { return ::pow(x, y); }
+template <bool Fast = false> FG_HD float exp(float x) {
 #ifdef __CUDA_ARCH__
-FG_HD float rsqrt(float x) { return ::rsqrtf(x); }   FG_HD double rsqrt(double x) { return ::rsqrt(x); }
+  if (Fast) return __expf(x);
+#endif
+  return ::expf(x);
+}
+template <bool Fast = false> FG_HD float log(float x) {
+#ifdef __CUDA_ARCH__
+  if (Fast) return __logf(x);
+#endif
+  return ::logf(x);
+}
+template <bool Fast = false> FG_HD float tanh(float x) {
+#ifdef __CUDA_ARCH__
+  if (Fast) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+  }
+#endif
+  return ::tanhf(x);
+}
+template <bool Fast = false> FG_HD double exp(double x) { return ::exp(x); }
+template <bool Fast = false> FG_HD double log(double x) { return ::log(x); }
+template <bool Fast = false> FG_HD double tanh(double x) { return ::tanh(x); }
+template <bool Fast = false> FG_HD float expm1(float x) { return ::expm1f(x); }
+template <bool Fast = false> FG_HD double expm1(double x) { return ::expm1(x); }
+template <bool Fast = false> FG_HD float log1p(float x) { return ::log1pf(x); }
+template <bool Fast = false> FG_HD double log1p(double x) { return ::log1p(x); }
+template <bool Fast = false> FG_HD float erf(float x) { return ::erff(x); }
+template <bool Fast = false> FG_HD double erf(double x) { return ::erf(x); }
+template <bool Fast = false> FG_HD float sqrt(float x) { return ::sqrtf(x); }
+template <bool Fast = false> FG_HD double sqrt(double x) { return ::sqrt(x); }
+template <bool Fast = false> FG_HD float abs(float x) { return ::fabsf(x); }
+template <bool Fast = false> FG_HD double abs(double x) { return ::fabs(x); }
+template <bool Fast = false> FG_HD float pow(float x, float y) { return ::powf(x, y); }
+template <bool Fast = false> FG_HD double pow(double x, double y) { return ::pow(x, y); }
+#ifdef __CUDA_ARCH__
+template <bool Fast = false> FG_HD float rsqrt(float x) { return ::rsqrtf(x); }
+template <bool Fast = false> FG_HD double rsqrt(double x) { return ::rsqrt(x); }
 #else
-FG_HD float rsqrt(float x) { return 1.0f / ::sqrtf(x); }
-FG_HD double rsqrt(double x) { return 1.0 / ::sqrt(x); }
+template <bool Fast = false> FG_HD float rsqrt(float x) { return 1.0f / ::sqrtf(x); }
+template <bool Fast = false> FG_HD double rsqrt(double x) { return 1.0 / ::sqrt(x); }
 #endif
 // clang-format on
 
@@ -73,6 +105,8 @@ FG_HD double rsqrt(double x) { return 1.0 / ::sqrt(x); }
 template <typename S> struct Compute { using type = float; };
 template <> struct Compute<double> { using type = double; };
 template <typename S> using compute_t = typename Compute<S>::type;
+// Whether S is a half type (fast math allowed, see the builtins above).
+template <typename S> constexpr bool isHalf() { return sizeof(S) == 2; }
 
 FG_HD float toCompute(float x) { return x; }
 FG_HD double toCompute(double x) { return x; }

@@ -18,7 +18,6 @@
 #endif
 
 #include <array>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,13 +29,13 @@ struct TensorArg {
   Bcast bcast;
 };
 
+// Numbers are formatted with std::to_string, never streamed: on some toolchains an
+// extension's inline ostream<<long resolves locale facets it does not own and crashes.
 inline std::string shapeString(at::IntArrayRef s) {
-  std::ostringstream out;
-  out << "[";
+  std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i)
-    out << (i ? ", " : "") << s[i];
-  out << "]";
-  return out.str();
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
 }
 
 inline const char* dtypeName(at::ScalarType t) {
@@ -115,7 +114,7 @@ Prepared prepare(const char* op, const std::array<TensorArg, N>& args, int full,
                 dtypeName(a.tensor.scalar_type()), ", but '", refName, "' has dtype ",
                 dtypeName(p.dtype), "; all tensor arguments must have the same dtype");
     TORCH_CHECK(a.tensor.device() == p.device, op, ": argument '", a.name, "' is on ",
-                a.tensor.device(), ", but '", refName, "' is on ", p.device,
+                a.tensor.device().str(), ", but '", refName, "' is on ", p.device.str(),
                 "; all tensor arguments must be on the same device");
   }
   TORCH_CHECK(!hasCol || ref.dim() >= 1, op, ": argument '", refName,
@@ -133,7 +132,7 @@ Prepared prepare(const char* op, const std::array<TensorArg, N>& args, int full,
       break;
     case Bcast::Col:
       TORCH_CHECK(t.dim() == 1 && t.size(0) == p.D, op, ": argument '", a.name,
-                  "' must have shape [D] with D = ", p.D, " (the last dim of '", refName,
+                  "' must have shape [D] with D = ", std::to_string(p.D), " (the last dim of '", refName,
                   "'), but has shape ", shapeString(t.sizes()));
       break;
     case Bcast::Row: {

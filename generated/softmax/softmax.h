@@ -19,6 +19,8 @@ struct Forward {
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
+  // Every function below takes T, the compute type, and kFast: approximate math is allowed
+  // (half-type storage; see fusegen_runtime.h).
 
   FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : fg::Bcast::Full; }
   FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Row : m == 2 ? fg::OutKind::Row : fg::OutKind::Full; }
@@ -26,7 +28,7 @@ struct Forward {
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Max : s == 1 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
 
   // Per-row values that need no reduction.
-  template <typename T> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -34,7 +36,7 @@ struct Forward {
   }
 
   // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
@@ -48,13 +50,13 @@ struct Forward {
     if constexpr (S == 1) {
       const T x = _in[0];
       const T _t0 = x - _rv[1];
-      const T _t1 = fg::exp(_t0);
+      const T _t1 = fg::exp<kFast>(_t0);
       _t[0] = _t1;
     }
   }
 
   // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
@@ -71,7 +73,7 @@ struct Forward {
   }
 
   // Per element: the values of the [..., D] outputs and of the [D] sums.
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
     (void)_rv;
@@ -79,7 +81,7 @@ struct Forward {
     (void)_D;
     const T x = _in[0];
     const T _t0 = x - _rv[1];
-    const T _t1 = fg::exp(_t0);
+    const T _t1 = fg::exp<kFast>(_t0);
     const T _t2 = _t1 / _rv[2];
     _out[0] = _t2;
     _out[1] = T(0);
@@ -87,7 +89,7 @@ struct Forward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;
@@ -105,6 +107,8 @@ struct Backward {
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 4; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
+  // Every function below takes T, the compute type, and kFast: approximate math is allowed
+  // (half-type storage; see fusegen_runtime.h).
 
   FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Row : k == 2 ? fg::Bcast::Row : k == 3 ? fg::Bcast::Full : fg::Bcast::Full; }
   FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : fg::OutKind::Full; }
@@ -112,7 +116,7 @@ struct Backward {
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
 
   // Per-row values that need no reduction.
-  template <typename T> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -124,7 +128,7 @@ struct Backward {
   }
 
   // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
@@ -136,7 +140,7 @@ struct Backward {
       const T x = _in[0];
       const T saved_m = _rv[1];
       const T _t0 = x - saved_m;
-      const T _t1 = fg::exp(_t0);
+      const T _t1 = fg::exp<kFast>(_t0);
       const T saved_stat1 = _rv[0];
       const T _t2 = _t1 / saved_stat1;
       const T _t3 = _grad_y * _t2;
@@ -145,7 +149,7 @@ struct Backward {
   }
 
   // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T>
+  template <int S, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
@@ -160,7 +164,7 @@ struct Backward {
   }
 
   // Per element: the values of the [..., D] outputs and of the [D] sums.
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
     (void)_rv;
@@ -173,13 +177,13 @@ struct Backward {
     const T x = _in[0];
     const T saved_m = _rv[1];
     const T _t2 = x - saved_m;
-    const T _t3 = fg::exp(_t2);
+    const T _t3 = fg::exp<kFast>(_t2);
     const T _t4 = _t1 * _t3;
     _out[0] = _t4;
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;

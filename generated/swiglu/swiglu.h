@@ -23,19 +23,20 @@ struct Op {
     return m == 0 ? fg::Bcast::Full : fg::Bcast::Full;
   }
 
-  template <typename T>
+  // kFast: approximate math is allowed (half-type storage; see fusegen_runtime.h).
+  template <typename T, bool kFast>
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
     const T gate = _in[0];
-    const T _t0 = (gate >= T(0.0)) ? (gate / (T(1.0) + fg::exp((-gate)))) : ((gate * fg::exp(gate)) / (T(1.0) + fg::exp(gate)));
+    const T _t0 = (gate * ((gate >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(gate))))) / (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(gate))));
     const T up = _in[1];
     const T _t1 = _t0 * up;
     _out[0] = _t1;
   }
 
   // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
-  template <typename T>
+  template <typename T, bool kFast>
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
     (void)_D;
@@ -43,13 +44,13 @@ struct Op {
     const T up = _in[1];
     const T _t0 = _grad_y * up;
     const T gate = _in[0];
-    const T _t1 = (gate >= T(0.0)) ? (T(1.0) / (T(1.0) + fg::exp((-gate)))) : (fg::exp(gate) / (T(1.0) + fg::exp(gate)));
+    const T _t1 = ((gate >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(gate)))) / (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(gate))));
     const T _t2 = _t0 * _t1;
     const T _t3 = T(1.0) - _t1;
     const T _t4 = gate * _t3;
     const T _t5 = T(1.0) + _t4;
     const T _t6 = _t2 * _t5;
-    const T _t7 = (gate >= T(0.0)) ? (gate / (T(1.0) + fg::exp((-gate)))) : ((gate * fg::exp(gate)) / (T(1.0) + fg::exp(gate)));
+    const T _t7 = (gate * ((gate >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(gate))))) / (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(gate))));
     const T _t8 = _grad_y * _t7;
     _gin[0] = _t6;
     _gin[1] = _t8;

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
         in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : scalar[k];
-      Op::forward(in, attr, Dval, out);
+      Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
         y[m].v[l] = fromCompute<S>(out[m]);
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
 #pragma unroll
     for (int k = 0; k < Op::kInputs; ++k)
       in[k] = Op::bcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : scalar[k];
-    Op::forward(in, attr, Dval, out);
+    Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
 #pragma unroll
     for (int m = 0; m < Op::kOutputs; ++m)
       static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
         gout[m] = toCompute(g[m].v[l]);
-      Op::backward(in, attr, Dval, gout, gin);
+      Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
         dx[k].v[l] = fromCompute<S>(gin[k]);
@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
 #pragma unroll
     for (int m = 0; m < Op::kOutputs; ++m)
       gout[m] = toCompute(static_cast<const S*>(a.gout[m])[i]);
-    Op::backward(in, attr, Dval, gout, gin);
+    Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
 #pragma unroll
     for (int k = 0; k < Op::kInputs; ++k)
       if (Op::bcast(k) == Bcast::Full && a.need[k])
@@ -237,7 +237,7 @@ __global__ void colwiseForward(const Args a) {
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
         in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
-      Op::forward(in, attr, Dval, out);
+      Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
         y[m].v[l] = fromCompute<S>(out[m]);
@@ -293,7 +293,7 @@ __global__ void colwiseBackward(const Args a, compute_t<S>* partials) {
 #pragma unroll
         for (int m = 0; m < Op::kOutputs; ++m)
           gout[m] = toCompute(g[m].v[l]);
-        Op::backward(in, attr, Dval, gout, gin);
+        Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
 #pragma unroll
         for (int k = 0; k < Op::kInputs; ++k) {
           if (Op::bcast(k) == Bcast::Full)

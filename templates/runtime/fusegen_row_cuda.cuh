@@ -1,5 +1,5 @@
 // fusegen CUDA row plan: runs a row program (fusegen_row.h) with a group of threads per row:
-// a warp for short rows, up to 1024 threads for long ones, several rows per block. The row
+// a warp for short rows, up to 512 threads for long ones, several rows per block. The row
 // is read from global memory once and kept in registers (ITEMS vectors of 128 bits per
 // thread) across the reduction stages; rows too long for registers are re-read per stage
 // (ITEMS == 0) and then mostly hit in L2. Reductions combine in a fixed order (warp
@@ -28,6 +28,16 @@ template <class P> constexpr int colSumOutputs() {
     n += P::outKind(m) == OutKind::ColSum;
   return n;
 }
+
+// Registers hold only what each input needs: full inputs and [D] inputs in compact slots.
+template <class P> FG_HD constexpr int inputSlot(int k, Bcast b) {
+  int n = 0;
+  for (int j = 0; j < k; ++j)
+    n += P::inBcast(j) == b;
+  return n;
+}
+
+template <class P> constexpr int inputsOf(Bcast b) { return inputSlot<P>(P::kInputs, b); }
 
 template <class P> FG_HD constexpr int colSumSlot(int m) {
   int n = 0;
@@ -73,8 +83,8 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
   const typename P::Args& a;
   T attr[atLeastOne<P::kAttrs>()];
   T Dval;
-  Vec<S, V> cache[P::kInputs][kItems]; // Full inputs of the current row (ITEMS > 0)
-  Vec<S, V> colCache[P::kInputs][kItems];
+  Vec<S, V> cache[atLeastOne<inputsOf<P>(Bcast::Full)>()][kItems]; // the row (ITEMS > 0)
+  Vec<S, V> colCache[atLeastOne<inputsOf<P>(Bcast::Col)>()][kItems];
   T colAcc[atLeastOne<colSumOutputs<P>()>()][kItems][V];
   T scalar[P::kInputs];
 
@@ -97,11 +107,11 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
     for (int k = 0; k < P::kInputs; ++k) {
       switch (P::inBcast(k)) {
       case Bcast::Full:
-        in[k] = ITEMS > 0 ? toCompute(cache[k][i].v[l])
+        in[k] = ITEMS > 0 ? toCompute(cache[inputSlot<P>(k, Bcast::Full)][i].v[l])
                           : toCompute(static_cast<const S*>(a.in[k])[row * a.D + c + l]);
         break;
       case Bcast::Col:
-        in[k] = ITEMS > 0 ? toCompute(colCache[k][i].v[l])
+        in[k] = ITEMS > 0 ? toCompute(colCache[inputSlot<P>(k, Bcast::Col)][i].v[l])
                           : toCompute(static_cast<const S*>(a.in[k])[c + l]);
         break;
       default:
@@ -122,7 +132,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
           for (int l = 0; l < V; ++l) {
             T in[P::kInputs], t[kNR];
             elementInputs(row, vi, i, l, in);
-            P::template term<St>(in, rv, attr, Dval, t);
+            P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
 #pragma unroll
             for (int j = 0; j < P::reductions(St); ++j)
               acc[j] = reduceCombine(P::reduceKind(St, j), acc[j], t[j]);
@@ -132,7 +142,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
       }
       groupReduce<P, St>(acc, shared);
       if (active)
-        P::template rowAfter<St>(acc, attr, Dval, rv);
+        P::template rowAfter<St, T, isHalf<S>()>(acc, attr, Dval, rv);
       stage<St + 1>(row, active, rv, shared);
     }
   }
@@ -160,7 +170,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
 #pragma unroll
         for (int k = 0; k < P::kInputs; ++k)
           if (P::inBcast(k) == Bcast::Col && valid(vi))
-            colCache[k][i] = loadVec<S, V>(a.in[k], vi * V);
+            colCache[inputSlot<P>(k, Bcast::Col)][i] = loadVec<S, V>(a.in[k], vi * V);
       }
     }
 #pragma unroll
@@ -184,13 +194,13 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
                        ? toCompute(static_cast<const S*>(a.in[k])[row])
                        : T(0);
       if (active) {
-        P::rowPre(rowIn, attr, Dval, rv);
+        P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
         if constexpr (ITEMS > 0)
           forEachItem([&](int64_t vi, int i) {
 #pragma unroll
             for (int k = 0; k < P::kInputs; ++k)
               if (P::inBcast(k) == Bcast::Full)
-                cache[k][i] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
+                cache[inputSlot<P>(k, Bcast::Full)][i] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
           });
       }
       stage<0>(row, active, rv, shared);
@@ -202,7 +212,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs], out[P::kOutputs];
           elementInputs(row, vi, i, l, in);
-          P::elem(in, rv, attr, Dval, out);
+          P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, out);
 #pragma unroll
           for (int m = 0; m < P::kOutputs; ++m) {
             if (P::outKind(m) == OutKind::Full)
@@ -223,7 +233,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
       });
       if (threadIdx.x == 0) {
         T out[P::kOutputs];
-        P::rowOut(rv, attr, Dval, out);
+        P::template rowOut<T, isHalf<S>()>(rv, attr, Dval, out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m)
           if (P::outKind(m) == OutKind::Row && a.need[m])
@@ -248,9 +258,11 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
 // different rows (threadIdx.y) would race on it, so ColSum programs use one row per block
 // row-group and combine threadIdx.y rows in shared memory first. To keep the plan simple and
 // deterministic, programs with ColSum outputs run with blockDim.y == 1.
+constexpr int kMaxGroup = 512; // threads per row; 128 registers per thread at most
+
 template <class P, typename S, int V, int ITEMS>
-__global__ void __launch_bounds__(1024) rowProgram(const typename P::Args a,
-                                                   compute_t<S>* partials) {
+__global__ void __launch_bounds__(kMaxGroup) rowProgram(const typename P::Args a,
+                                                        compute_t<S>* partials) {
   extern __shared__ unsigned char sharedRaw[];
   RowKernel<P, S, V, ITEMS> k(a);
   k.run(reinterpret_cast<compute_t<S>*>(sharedRaw), partials);
@@ -288,17 +300,17 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   for (int items : {1, 2, 4, 8}) {
     if (!aligned)
       break;
-    if (static_cast<int64_t>(items) * 1024 >= nv && items * wordsPerItem <= 64) {
+    if (static_cast<int64_t>(items) * kMaxGroup >= nv && items * wordsPerItem <= 80) {
       g.items = items;
       // Prefer 4 items per thread once a row has enough vectors for it.
-      if (items < 4 && nv >= 128 * 4 / items && 4 * wordsPerItem <= 64)
+      if (items < 4 && nv >= 128 * 4 / items && 4 * wordsPerItem <= 80)
         continue;
       break;
     }
   }
   const int64_t perThread = g.items > 0 ? g.items : 8;
   int group = 32;
-  while (group < 1024 && static_cast<int64_t>(group) * perThread < nv)
+  while (group < kMaxGroup && static_cast<int64_t>(group) * perThread < nv)
     group *= 2;
   g.group = group;
   g.rowsPerBlock = colSumOutputs<P>() > 0 ? 1 : (group >= 256 ? 1 : 256 / group);

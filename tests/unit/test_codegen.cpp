@@ -52,13 +52,13 @@ TEST_F(CodePrinter, SharedNodesArePrintedOnce) {
                  "    const T bias = in_bias[c];\n"
                  "    const T _t0 = x * bias;\n"
                  "    const T _t1 = _t0 * _t0;\n"
-                 "    const T _t2 = fg::exp(_t0);\n"
+                 "    const T _t2 = fg::exp<kFast>(_t0);\n"
                  "    const T _t3 = _t1 + _t2;\n"
                  "    const T _t4 = _t2 - _t0;\n"
                  "    out_y = _t3;\n"
                  "    out_z = _t4;\n");
   EXPECT_EQ(count(cpp, "x * bias"), 1u);
-  EXPECT_EQ(count(cpp, "fg::exp("), 1u);
+  EXPECT_EQ(count(cpp, "fg::exp<kFast>("), 1u);
   EXPECT_EQ(count(cpp, "const T x ="), 1u);
   EXPECT_EQ(count(cpp, "const T _t"), 5u); // one per call node in the DAG
   EXPECT_EQ(count(cpp, "const T _t"), ir::topoOrder({y, z}).size() - 2);
@@ -96,7 +96,7 @@ TEST_F(CodePrinter, BoundInnerNodeIsUsedAndNotRecomputed) {
   Expr t = call("mul", {x, b});
   Expr y = call("exp", {t});
   std::string cpp = emit::printCpp({{"o", y}}, 2, {{t.get(), "row_t"}});
-  EXPECT_EQ(cpp, "  const T _t0 = fg::exp(row_t);\n  o = _t0;\n");
+  EXPECT_EQ(cpp, "  const T _t0 = fg::exp<kFast>(row_t);\n  o = _t0;\n");
   EXPECT_EQ(count(cpp, "x *"), 0u);
   EXPECT_EQ(count(cpp, "in_x"), 0u);
 }

@@ -172,7 +172,7 @@ std::string cppFormula(const expr::AstPtr& a,
     if (it != infix.end()) return "(" + args[0] + " " + it->second + " " + args[1] + ")";
     if (a->name == "neg") return "(-" + args[0] + ")";
     if (a->name == "select") return "(" + args[0] + " ? " + args[1] + " : " + args[2] + ")";
-    std::string s = "fg::" + a->name + "(";
+    std::string s = "fg::" + a->name + "<kFast>(";
     for (size_t i = 0; i < args.size(); ++i)
       s += (i ? ", " : "") + args[i];
     return s + ")";
