@@ -259,10 +259,12 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
 // different rows (threadIdx.y) would race on it, so ColSum programs use one row per block
 // row-group and combine threadIdx.y rows in shared memory first. To keep the plan simple and
 // deterministic, programs with ColSum outputs run with blockDim.y == 1.
-constexpr int kMaxGroup = 512; // threads per row; 128 registers per thread at most
+// At most 512 threads per row, and two such blocks per SM: 64 registers per thread. (Letting
+// the compiler use 128 halved the occupancy and made the backward 2.5x slower on the H100.)
+constexpr int kMaxGroup = 512;
 
 template <class P, typename S, int V, int ITEMS>
-__global__ void __launch_bounds__(kMaxGroup) rowProgram(const typename P::Args a,
+__global__ void __launch_bounds__(kMaxGroup, 2) rowProgram(const typename P::Args a,
                                                         compute_t<S>* partials) {
   extern __shared__ unsigned char sharedRaw[];
   RowKernel<P, S, V, ITEMS> k(a);
@@ -298,13 +300,15 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   const int wordsPerItem = (full + col) * g.vec * static_cast<int>(sizeof(S)) / 4 +
                            colSumOutputs<P>() * g.vec * static_cast<int>(sizeof(compute_t<S>)) / 4;
   g.items = 0;
-  for (int items : {1, 2, 4, 8}) {
+  // Items per thread: as many as fit in about 48 registers (the rest of the 64 hold
+  // temporaries), preferring 4 once a row has enough vectors. Rows longer than 4 x 512
+  // vectors are re-read per pass (ITEMS == 0).
+  for (int items : {1, 2, 4}) {
     if (!aligned)
       break;
-    if (static_cast<int64_t>(items) * kMaxGroup >= nv && items * wordsPerItem <= 80) {
+    if (static_cast<int64_t>(items) * kMaxGroup >= nv && items * wordsPerItem <= 48) {
       g.items = items;
-      // Prefer 4 items per thread once a row has enough vectors for it.
-      if (items < 4 && nv >= 128 * 4 / items && 4 * wordsPerItem <= 80)
+      if (items < 4 && nv >= 128 * 4 / items && 2 * items * wordsPerItem <= 48)
         continue;
       break;
     }
@@ -347,8 +351,6 @@ void launchRow(const RowGeometry& g, const typename P::Args& a, compute_t<S>* pa
     return rowProgram<P, S, V, 2><<<g.blocks, block, shared, stream>>>(a, partials);
   case 4:
     return rowProgram<P, S, V, 4><<<g.blocks, block, shared, stream>>>(a, partials);
-  case 8:
-    return rowProgram<P, S, V, 8><<<g.blocks, block, shared, stream>>>(a, partials);
   default:
     return rowProgram<P, S, V, 0><<<g.blocks, block, shared, stream>>>(a, partials);
   }
