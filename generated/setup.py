@@ -4,6 +4,7 @@ CPU kernels and, when a CUDA toolkit is found, its CUDA kernels. Run by `fusegen
 set FUSEGEN_CPU_ONLY=1 to leave CUDA out, TORCH_CUDA_ARCH_LIST to choose GPU targets."""
 import os
 
+import torch
 from setuptools import setup
 from torch.utils import cpp_extension
 
@@ -16,6 +17,14 @@ for op in OPS:
     sources += [f"{op}/{op}_ops.cpp", f"{op}/{op}_cpu.cpp"]
     if WITH_CUDA:
         sources.append(f"{op}/{op}_cuda.cu")
+
+# What the library is built against; fusegen_ops refuses to load under another torch/CUDA.
+with open(os.path.join(HERE, "fusegen_ops", "_build_info.py"), "w") as f:
+    f.write("# Written by setup.py at build time: what fusegen_ops._C was built against.\n"
+            f"TORCH_VERSION = {torch.__version__!r}\n"
+            f"CUDA_VERSION = {(torch.version.cuda if WITH_CUDA else None)!r}\n"
+            f"ARCH_LIST = {os.environ.get('TORCH_CUDA_ARCH_LIST', '') if WITH_CUDA else ''!r}\n"
+            f"BUILD_KEY = {os.environ.get('FUSEGEN_BUILD_KEY', '')!r}\n")
 
 cxx_flags = ["-O3", "-std=c++17"]
 nvcc_flags = ["-O3", "-std=c++17", "--expt-relaxed-constexpr", "-lineinfo"]

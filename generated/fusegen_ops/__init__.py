@@ -13,6 +13,19 @@ import os as _os
 import torch
 
 
+def _check_build():
+    """A library built for another torch or CUDA fails with undefined symbols or worse;
+    refuse it with a message instead."""
+    from fusegen_ops import _build_info as built
+    cuda = torch.version.cuda
+    if built.TORCH_VERSION != torch.__version__ or (built.CUDA_VERSION and built.CUDA_VERSION != cuda):
+        raise ImportError(
+            f"fusegen_ops was built for torch {built.TORCH_VERSION} (CUDA {built.CUDA_VERSION}), "
+            f"but torch {torch.__version__} (CUDA {cuda}) is installed; rebuild it with "
+            "`fusegen --build --install`"
+        )
+
+
 def _load_library():
     here = _os.path.dirname(_os.path.abspath(__file__))
     libraries = sorted(_glob.glob(_os.path.join(here, "_C*.so")))
@@ -24,6 +37,7 @@ def _load_library():
     torch.ops.load_library(libraries[0])
 
 
+_check_build()
 _load_library()
 
 from fusegen_ops.add_rmsnorm import add_rmsnorm  # noqa: E402

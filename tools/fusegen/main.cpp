@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
                  "CUDA architectures, as TORCH_CUDA_ARCH_LIST (e.g. \"9.0\"); default: the GPU "
                  "present, else 9.0");
   app.add_flag("--cpu-only", buildOpts.cpuOnly, "Build without CUDA kernels");
+  app.add_flag("--wheel", buildOpts.wheel,
+               "Write a wheel of the package to <output>/dist (implies --build); with --arch "
+               "all for every GPU architecture torch supports");
   app.add_option("-j,--jobs", buildOpts.jobs, "Parallel compile jobs (default: all cores)");
 
   CLI::App* goldenCmd = app.add_subcommand(
@@ -189,7 +192,7 @@ int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
     return 0;
   }
 
-  if (specs.empty() && !doBuild && !buildOpts.install) {
+  if (specs.empty() && !doBuild && !buildOpts.install && !buildOpts.wheel) {
     std::cout << app.help();
     return 0;
   }
@@ -211,7 +214,7 @@ int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
     owned.push_back("fusegen_ops");
     printReport(writeFiles(opts.outputDir, *files, owned), opts.outputDir);
   }
-  if (doBuild || buildOpts.install) {
+  if (doBuild || buildOpts.install || buildOpts.wheel) {
     buildOpts.outputDir = opts.outputDir;
     return build::buildPackage(buildOpts, std::cout) == 0 ? 0 : 1;
   }

@@ -1,6 +1,9 @@
 // Running setup.py / pip with progress reporting.
 #include "build/Builder.h"
 
+#include "emit/Emitters.h"
+
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +14,7 @@
 #include <regex>
 #include <sys/wait.h>
 #include <thread>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -57,6 +61,91 @@ std::string capture(const std::string& command) {
   return out;
 }
 
+// FNV-1a, 64 bit: a stable content hash for the build key.
+struct Fnv {
+  uint64_t h = 1469598103934665603ULL;
+  void add(const std::string& s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    h ^= 0xff; // separator, so ("ab","c") != ("a","bc")
+    h *= 1099511628211ULL;
+  }
+  std::string hex() const {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return buf;
+  }
+};
+
+// Generated sources only: not what building produces.
+bool isBuildOutput(const fs::path& rel) {
+  const std::string first = rel.begin()->string();
+  const std::string name = rel.filename().string();
+  return first == "build" || first == "dist" || name == "_build_info.py" ||
+         rel.string().find(".egg-info") != std::string::npos ||
+         rel.string().find("__pycache__") != std::string::npos ||
+         (name.rfind("_C", 0) == 0 && rel.extension() == ".so");
+}
+
+std::string buildKey(const fs::path& dir, const std::vector<std::string>& context) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && !isBuildOutput(fs::relative(e.path(), dir)))
+      files.push_back(fs::relative(e.path(), dir));
+  std::sort(files.begin(), files.end());
+  Fnv fnv;
+  for (const std::string& c : context)
+    fnv.add(c);
+  for (const fs::path& f : files) {
+    std::ifstream in(dir / f, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    fnv.add(f.string());
+    fnv.add(text);
+  }
+  return fnv.hex();
+}
+
+// The BUILD_KEY recorded in a built package's _build_info.py, or "".
+std::string recordedKey(const fs::path& buildInfo) {
+  std::ifstream in(buildInfo);
+  std::string line;
+  const std::string prefix = "BUILD_KEY = '";
+  while (std::getline(in, line))
+    if (line.rfind(prefix, 0) == 0 && line.size() > prefix.size())
+      return line.substr(prefix.size(), line.size() - prefix.size() - 1);
+  return "";
+}
+
+// "path:line:col: error" lines of the log that name a generated file, with the spec named
+// in that file's @generated line.
+void explainFailure(const fs::path& logPath, const fs::path& dir, std::ostream& out) {
+  std::ifstream log(logPath);
+  const std::regex located(
+      R"(([^\s:'"]+\.(?:h|cuh|cpp|cu))\((\d+)\)|([^\s:'"]+\.(?:h|cuh|cpp|cu)):(\d+):(?:\d+:)? (?:fatal )?error)");
+  std::string line;
+  while (std::getline(log, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, located)) continue;
+    fs::path file = m[1].matched ? m[1].str() : m[3].str();
+    std::string lineNo = m[1].matched ? m[2].str() : m[4].str();
+    std::error_code ec;
+    fs::path rel = fs::relative(fs::weakly_canonical(file, ec), fs::weakly_canonical(dir, ec), ec);
+    if (ec || rel.empty() || rel.begin()->string() == "..") continue;
+    std::ifstream gen(dir / rel);
+    std::string first;
+    std::getline(gen, first);
+    std::smatch spec;
+    std::string from = std::regex_search(first, spec, std::regex(R"(from (\S+\.yaml))"))
+                           ? "generated from " + spec[1].str()
+                           : "a runtime or package file, copied from templates/";
+    out << "fusegen: the first compile error is in " << (dir / rel).string() << ":" << lineNo
+        << " (" << from << ")\n";
+    return;
+  }
+}
+
 } // namespace
 
 int buildPackage(const BuildOptions& opts, std::ostream& out) {
@@ -65,6 +154,37 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
     out << "fusegen: error: no generated package in '" << opts.outputDir
         << "' (setup.py is missing); run `fusegen SPEC.yaml` first\n";
     return 1;
+  }
+  // The build key, from what is cheap to ask (no torch import): < 1 s when nothing changed.
+  const std::string torchDist =
+      capture(quote(opts.python) +
+              " -c 'import importlib.metadata as m; print(m.version(\"torch\"))' 2>/dev/null");
+  const std::string nvcc =
+      capture("(nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -n 1");
+  const std::string gpuArch =
+      opts.arch.empty()
+          ? capture(
+                "nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1")
+          : opts.arch;
+  const std::string key =
+      buildKey(dir, {emit::kVersion, torchDist, nvcc, gpuArch, opts.python,
+                     opts.cpuOnly ? "cpu-only" : "", opts.wheel ? "wheel" : ""});
+  // In place, the key is stamped by fusegen after a successful build (setup.py writes
+  // _build_info.py before compiling, so it would also be there after a failure); installed,
+  // it is the one the installed package records.
+  const fs::path stamp = dir / "build" / "fusegen-build-key";
+  std::string recorded;
+  if (opts.install)
+    recorded =
+        recordedKey(capture(quote(opts.python) +
+                            " -c 'import importlib.util as u; s = u.find_spec(\"fusegen_ops\"); "
+                            "print(s.submodule_search_locations[0] if s else \"\")' 2>/dev/null") +
+                    "/_build_info.py");
+  else if (!opts.wheel)
+    recorded = recordedKey(stamp);
+  if (!recorded.empty() && recorded == key) {
+    out << "fusegen: fusegen_ops is up to date (build key " << key << "); nothing to build\n";
+    return 0;
   }
   std::string version =
       capture(quote(opts.python) + " -c 'import torch; print(torch.__version__)' 2>/dev/null");
@@ -78,6 +198,10 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
                                    "print(CUDA_HOME or \"\")' 2>/dev/null");
   std::string arch = opts.arch;
   bool withCuda = !opts.cpuOnly && !cudaHome.empty();
+  if (withCuda && arch == "all") // every architecture this torch was built for
+    arch = capture(quote(opts.python) +
+                   " -c 'import torch; print(\" \".join(a[3:-1] + \".\" + a[-1] for a in "
+                   "torch._C._cuda_getArchFlags().split()))' 2>/dev/null");
   if (withCuda && arch.empty()) {
     arch = capture(quote(opts.python) +
                    " -c 'import torch; c = torch.cuda.get_device_capability() if "
@@ -98,16 +222,18 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
   fs::create_directories(dir / "build");
   const fs::path logPath = dir / "build" / "fusegen-build.log";
   std::ofstream log(logPath);
-  std::string env = "MAX_JOBS=" + std::to_string(jobs) +
+  std::string env = "MAX_JOBS=" + std::to_string(jobs) + " FUSEGEN_BUILD_KEY=" + key +
                     (withCuda ? " TORCH_CUDA_ARCH_LIST=" + quote(arch) : " FUSEGEN_CPU_ONLY=1");
-  std::string command = opts.install ? "cd " + quote(dir.string()) + " && " + env + " " +
-                                           quote(opts.python) +
-                                           " -m pip install --no-build-isolation --no-deps -v ."
-                                     : "cd " + quote(dir.string()) + " && " + env + " " +
-                                           quote(opts.python) + " setup.py build_ext --inplace";
-  out << "fusegen: " << (opts.install ? "building and installing" : "building") << " fusegen_ops"
-      << " (torch " << version << (withCuda ? ", CUDA arch " + arch : ", CPU only") << ", " << jobs
-      << " jobs)\n";
+  const std::string py = "cd " + quote(dir.string()) + " && " + env + " " + quote(opts.python);
+  const std::string command =
+      opts.wheel     ? py + " -m pip wheel --no-build-isolation --no-deps -v -w dist ."
+      : opts.install ? py + " -m pip install --no-build-isolation --no-deps -v ."
+                     : py + " setup.py build_ext --inplace";
+  const char* what = opts.wheel     ? "building a wheel of"
+                     : opts.install ? "building and installing"
+                                    : "building";
+  out << "fusegen: " << what << " fusegen_ops (torch " << version
+      << (withCuda ? ", CUDA arch " + arch : ", CPU only") << ", " << jobs << " jobs)\n";
   out.flush();
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -130,12 +256,19 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
         << elapsed() << " s; the end of its output:\n";
     for (const std::string& l : tail)
       out << "  | " << l << "\n";
+    log.close(); // explainFailure reads it back
+    explainFailure(logPath, dir, out);
     out << "fusegen: full log: " << logPath.string() << "\n";
     return status;
   }
-  out << "fusegen: " << (opts.install ? "built and installed" : "built") << " fusegen_ops in "
-      << std::fixed << std::setprecision(1) << elapsed() << " s (log: " << logPath.string()
-      << ")\n";
+  out << "fusegen: "
+      << (opts.wheel     ? "built a wheel of"
+          : opts.install ? "built and installed"
+                         : "built")
+      << " fusegen_ops in " << std::fixed << std::setprecision(1) << elapsed()
+      << " s (log: " << logPath.string() << ")\n";
+  if (!opts.install && !opts.wheel) std::ofstream(stamp) << "BUILD_KEY = '" << key << "'\n";
+  if (opts.wheel) out << "fusegen: the wheel is in " << (dir / "dist").string() << "\n";
   return 0;
 }
 

@@ -1,7 +1,10 @@
 // Builder: builds the package in the output directory with the active Python's torch
-// (torch.utils.cpp_extension + ninja) and optionally installs it. The compiler's output
-// goes to a log file; the terminal shows the stage, ninja's object count and the elapsed
-// time, and the log's tail only when the build fails.
+// (torch.utils.cpp_extension + ninja) and optionally installs it or writes a wheel. The
+// compiler's output goes to a log file; the terminal shows the stage, ninja's object count
+// and the elapsed time, and on failure the log's tail and the generated file and spec of
+// the first compile error. A build key (a hash of the generated sources, fusegen, torch,
+// CUDA, the arch list and the Python) is recorded in the built package: when it matches,
+// nothing is rebuilt.
 #pragma once
 
 #include <ostream>
@@ -15,6 +18,7 @@ struct BuildOptions {
   std::string arch; // TORCH_CUDA_ARCH_LIST value; empty: the GPU present, else 9.0
   int jobs = 0;     // 0: the number of cores
   bool install = false;
+  bool wheel = false; // write a wheel to <outputDir>/dist instead of building in place
   bool cpuOnly = false;
 };
 

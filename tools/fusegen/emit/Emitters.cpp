@@ -507,7 +507,7 @@ std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
                              "fusegen_cuda.cuh", "fusegen_row_cuda.cuh", "fusegen_torch.h"})
     files.push_back({std::string("runtime/") + header,
                      "// " + stamp + templates.read(std::string("runtime/") + header)});
-  for (const char* module : {"_support.py", "testing.py", "benchmark.py"})
+  for (const char* module : {"_support.py", "testing.py", "benchmark.py", "test_package.py"})
     files.push_back({std::string("fusegen_ops/") + module,
                      "# " + stamp + templates.read(std::string("package/") + module)});
   return files;
