@@ -87,10 +87,12 @@ const char* cppAttrType(spec::AttrType t) {
   return "";
 }
 
-std::string attrDefault(const spec::Attr& a, bool python) {
+// An attr's default as both the schema and Python spell it (True/False, 3, 0.5).
+std::string attrDefault(const spec::Attr& a) {
   if (a.type == spec::AttrType::Bool)
-    return a.defaultValue != 0 ? (python ? "True" : "True") : (python ? "False" : "False");
-  if (a.type == spec::AttrType::Int) return std::to_string(static_cast<long long>(a.defaultValue));
+    return a.defaultValue != 0 ? "True" : "False";
+  if (a.type == spec::AttrType::Int)
+    return std::to_string(static_cast<long long>(a.defaultValue));
   return pythonLiteral(a.defaultValue);
 }
 
@@ -290,16 +292,16 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     x.set("name", a.name);
     x.set("index", std::to_string(i));
     x.set("type", spec::attrTypeName(a.type));
-    x.set("py_default", a.hasDefault ? attrDefault(a, true) : "None");
+    x.set("py_default", a.hasDefault ? attrDefault(a) : "None");
     attrs.push_back(x);
     attrParams.push_back(std::string(cppAttrType(a.type)) + " " + a.name);
     attrSchema.push_back(std::string(spec::attrTypeName(a.type)) + " " + a.name +
-                         (a.hasDefault ? "=" + attrDefault(a, false) : ""));
+                         (a.hasDefault ? "=" + attrDefault(a) : ""));
     attrPy.push_back(a.name + ": " + spec::attrTypeName(a.type) +
-                     (a.hasDefault ? " = " + attrDefault(a, true) : ""));
+                     (a.hasDefault ? " = " + attrDefault(a) : ""));
     attrNames.push_back(a.name);
     // The dispatcher drops trailing arguments equal to their schema default.
-    attrFake.push_back(a.name + (a.hasDefault ? "=" + attrDefault(a, true) : ""));
+    attrFake.push_back(a.name + (a.hasDefault ? "=" + attrDefault(a) : ""));
     attrValues.push_back(a.type == spec::AttrType::Float ? a.name
                                                          : "static_cast<double>(" + a.name + ")");
     pointwise[fn.attrs[i].node.get()] = "_attr[" + std::to_string(i) + "]";
