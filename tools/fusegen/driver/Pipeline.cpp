@@ -2,10 +2,12 @@
 #include "driver/Pipeline.h"
 
 #include "autodiff/ReverseMode.h"
+#include "cxx/FunctionImporter.h"
 #include "emit/Emitters.h"
 #include "expr/Sema.h"
 #include "plan/KernelPlan.h"
 #include "spec/SpecLoader.h"
+#include "support/FileWriter.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -45,7 +47,22 @@ std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveL
                                 Diagnostics& diags) {
   std::optional<spec::OpSpec> spec = spec::loadSpec(path, diags);
   if (!spec) return std::nullopt;
-  std::optional<ir::Function> fn = expr::lowerOp(*spec, lib, diags);
+  std::optional<cxx::UserFunctions> functions;
+  if (!spec->functions.empty()) {
+    const std::string header =
+        (fs::path(path).parent_path() / spec->functions).lexically_normal().string();
+    std::string text;
+    try {
+      text = readFile(header);
+    } catch (const std::exception& e) {
+      diags.error(spec->functionsLoc, std::string("cannot read the functions header: ") + e.what());
+      return std::nullopt;
+    }
+    functions = cxx::importFunctions(header, text, diags);
+    if (!functions) return std::nullopt;
+  }
+  std::optional<ir::Function> fn =
+      expr::lowerOp(*spec, lib, diags, functions ? &*functions : nullptr);
   if (!fn) return std::nullopt;
   std::optional<autodiff::Gradient> grad =
       autodiff::differentiate(*fn, lib, diags, spec->outputs.front().formulaLoc);

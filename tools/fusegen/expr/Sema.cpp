@@ -39,7 +39,39 @@ ir::Expr Sema::lower(const AstPtr& ast, const Scope& scope) {
   return nullptr;
 }
 
+ir::Expr Sema::inlineFunction(const cxx::UserFunction& f, const AstPtr& call, const Scope& scope) {
+  if (call->args.size() != f.params.size()) {
+    diags_.error(call->loc, "'" + f.name + "' takes " + std::to_string(f.params.size()) +
+                                " argument(s), got " + std::to_string(call->args.size()));
+    diags_.note(f.loc, "'" + f.name + "' is defined here");
+    return nullptr;
+  }
+  if (inlineDepth_ > 32) {
+    diags_.error(call->loc, "'" + f.name + "' calls itself; recursion cannot be inlined");
+    return nullptr;
+  }
+  Scope inner;
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    ir::Expr a = lower(call->args[i], scope);
+    if (!a) return nullptr;
+    if (a->type() == ir::ValueType::Bool) {
+      diags_.error(call->args[i]->loc, "a condition cannot be passed to '" + f.name + "'");
+      return nullptr;
+    }
+    inner[f.params[i]] = a;
+  }
+  ++inlineDepth_;
+  ir::Expr out = lower(f.body, inner);
+  --inlineDepth_;
+  if (!out) diags_.note(call->loc, "in the call of '" + f.name + "' here");
+  return out;
+}
+
 ir::Expr Sema::lowerCall(const AstPtr& ast, const Scope& scope) {
+  if (functions_ && ast->op.empty()) {
+    auto f = functions_->find(ast->name);
+    if (f != functions_->end()) return inlineFunction(f->second, ast, scope);
+  }
   std::vector<const prims::Primitive*> overloads = lib_.overloads(ast->name);
   if (overloads.empty()) {
     diags_.error(ast->loc, "unknown function '" + ast->name + "'");
@@ -112,7 +144,7 @@ void collectLeaves(const ir::Expr& e, std::set<std::string>& used) {
 } // namespace
 
 std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::PrimitiveLibrary& lib,
-                                    Diagnostics& diags) {
+                                    Diagnostics& diags, const cxx::UserFunctions* functions) {
   int errorsBefore = diags.errorCount();
   ir::Function fn;
   fn.name = spec.name;
@@ -136,8 +168,11 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     fn.attrs.push_back({a, node});
     scope[a.name] = node;
   }
-  Sema sema(lib, diags);
-  std::set<std::string> usedLets;
+  if (functions)
+    for (const auto& [name, f] : *functions)
+      if (lib.find(name))
+        diags.error(f.loc, "function '" + name + "' has the name of a primitive; rename it");
+  Sema sema(lib, diags, functions);
   auto lowerBinding = [&](const spec::Binding& b) -> ir::Expr {
     checkClash(b.name, b.loc);
     AstPtr ast = parseFormula(b.formula, b.charLocs, diags);

@@ -4,6 +4,7 @@
 // output shapes, names that clash with primitives).
 #pragma once
 
+#include "cxx/FunctionImporter.h"
 #include "expr/Ast.h"
 #include "ir/Function.h"
 #include "prims/PrimitiveLibrary.h"
@@ -19,7 +20,9 @@ using Scope = std::map<std::string, ir::Expr>;
 
 class Sema {
 public:
-  Sema(const prims::PrimitiveLibrary& lib, Diagnostics& diags) : lib_(lib), diags_(diags) {}
+  Sema(const prims::PrimitiveLibrary& lib, Diagnostics& diags,
+       const cxx::UserFunctions* functions = nullptr)
+      : lib_(lib), diags_(diags), functions_(functions) {}
 
   // Returns null when an error was reported.
   ir::Expr lower(const AstPtr& ast, const Scope& scope);
@@ -27,11 +30,17 @@ public:
 private:
   ir::Expr lowerCall(const AstPtr& ast, const Scope& scope);
 
+  ir::Expr inlineFunction(const cxx::UserFunction& f, const AstPtr& call, const Scope& scope);
+
   const prims::PrimitiveLibrary& lib_;
   Diagnostics& diags_;
+  const cxx::UserFunctions* functions_;
+  int inlineDepth_ = 0;
 };
 
+// `functions`: the spec's C++ functions (see cxx/FunctionImporter.h), inlined where called.
 std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::PrimitiveLibrary& lib,
-                                    Diagnostics& diags);
+                                    Diagnostics& diags,
+                                    const cxx::UserFunctions* functions = nullptr);
 
 } // namespace fusegen::expr

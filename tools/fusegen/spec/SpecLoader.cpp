@@ -326,11 +326,17 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
     } else if (k == "dtypes") {
       haveDtypes = true;
       readDtypes(r, value, key, spec);
+    } else if (k == "functions") {
+      if (r.expectKind(value, key, YAML::NodeType::Scalar, "'functions'")) {
+        spec.functions = value.Scalar();
+        spec.functionsLoc = r.loc(value);
+      }
     } else if (k == "reference") {
       readReferences(r, value, key, spec);
     } else {
       r.error(key, "unknown key '" + k +
-                       "'; expected op, doc, inputs, attrs, let, outputs, dtypes, reference");
+                       "'; expected op, doc, inputs, attrs, let, outputs, dtypes, reference, "
+                       "functions");
     }
   }
   SourceLoc top{path, 1, 1};

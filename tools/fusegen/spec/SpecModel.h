@@ -66,6 +66,8 @@ struct OpSpec {
   std::vector<Binding> outputs;
   std::vector<DType> dtypes;
   std::vector<Reference> references;
+  std::string functions; // a C++ header of scalar functions, relative to the spec's folder
+  SourceLoc functionsLoc;
 };
 
 } // namespace fusegen::spec

@@ -1,0 +1,63 @@
+// Tests of the C++ function importer (cxx/FunctionImporter): bodies of scalar device
+// functions become formulas (locals inlined, ?: as where, math calls as primitives), calls
+// between the header's functions are kept for Sema to inline, and what cannot be
+// translated is an error at the C++ line and column.
+#include "cxx/FunctionImporter.h"
+#include "expr/Ast.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace {
+
+using fusegen::Diagnostics;
+using fusegen::cxx::importFunctions;
+
+TEST(FunctionImporter, TranslatesLocalsCallsAndConditionals) {
+  std::ostringstream err;
+  Diagnostics diags(err);
+  const std::string header = "__host__ __device__ inline float sp(float x) {\n"
+                             "  return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));\n"
+                             "}\n"
+                             "__host__ __device__ inline float mish(float x) {\n"
+                             "  const float s = sp(x);\n"
+                             "  return x * tanhf(s);\n"
+                             "}\n"
+                             "__host__ __device__ inline float relu2(float x) {\n"
+                             "  const float r = x > 0.0f ? x : 0.0f;\n"
+                             "  return r * r;\n"
+                             "}\n";
+  auto fns = importFunctions("acts.cuh", header, diags);
+  ASSERT_TRUE(fns) << err.str();
+  ASSERT_EQ(fns->size(), 3u);
+  EXPECT_EQ(fusegen::expr::toString(fns->at("sp").body), "add(max(x, 0), log1p(exp(neg(abs(x)))))");
+  EXPECT_EQ(fusegen::expr::toString(fns->at("mish").body), "mul(x, tanh(sp(x)))");
+  EXPECT_EQ(fusegen::expr::toString(fns->at("relu2").body),
+            "mul(where(gt(x, 0), x, 0), where(gt(x, 0), x, 0))");
+  EXPECT_EQ(fns->at("mish").params, std::vector<std::string>{"x"});
+  EXPECT_EQ(fns->at("mish").loc.line, 4);
+}
+
+TEST(FunctionImporter, LoopIsAnErrorAtItsLine) {
+  std::ostringstream err;
+  Diagnostics diags(err);
+  const std::string header = "inline float f(float x) {\n"
+                             "  while (x > 1.0f) x = x / 2.0f;\n"
+                             "  return x;\n"
+                             "}\n";
+  EXPECT_FALSE(importFunctions("loop.cuh", header, diags));
+  EXPECT_NE(err.str().find("loop.cuh:2:3: error: cannot translate a WhileStmt"), std::string::npos)
+      << err.str();
+}
+
+TEST(FunctionImporter, DoubleReturnAndIntegerParameterAreErrors) {
+  std::ostringstream err;
+  Diagnostics diags(err);
+  EXPECT_FALSE(importFunctions("i.cuh", "inline float f(int n) { return 1.0f; }\n", diags));
+  EXPECT_NE(err.str().find("i.cuh:1:20: error: parameter 'n' of 'f' must be a float (not int)"),
+            std::string::npos)
+      << err.str();
+}
+
+} // namespace
