@@ -31,11 +31,13 @@ struct Op {
     const T x = _in[0];
     const T bias = _in[1];
     const T _t0 = x + bias;
-    const T _t1 = (T(0.5) * _t0) * (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) * (_t0 + (((T(0.044715) * _t0) * _t0) * _t0)))));
+    const T _t1 =
+        (T(0.5) * _t0) * (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) *
+                                                    (_t0 + (((T(0.044715) * _t0) * _t0) * _t0)))));
     _out[0] = _t1;
   }
 
-  // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
+  // The backward, by reverse mode: _gin[k] = sum over m of _gout[m] * d(out[m])/d(in[k]).
   template <typename T, bool kFast>
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;

@@ -24,17 +24,23 @@ constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 at::Tensor forward(const at::Tensor& x, const at::Tensor& bias) {
   std::vector<at::Tensor> out = fg::glue::runForward<Op>(
       "fusegen::bias_gelu",
-      std::array<fg::glue::TensorArg, 2>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"bias", bias, fg::Bcast::Col} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, &forwardCpu, kForwardCuda);
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"bias", bias, fg::Bcast::Col}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &forwardCpu,
+      kForwardCuda);
   return out[0];
 }
 
-std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& bias, std::array<bool, 2> output_mask) {
+std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& x,
+                                            const at::Tensor& bias,
+                                            std::array<bool, 2> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runBackward<Op>(
       "fusegen::bias_gelu_backward",
-      std::array<fg::glue::TensorArg, 3>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"bias", bias, fg::Bcast::Col}, fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"bias", bias, fg::Bcast::Col},
+                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(grads[0], grads[1]);
 }
 
@@ -43,7 +49,8 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("bias_gelu(Tensor x, Tensor bias) -> Tensor");
-  m.def("bias_gelu_backward(Tensor grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> (Tensor, Tensor)");
+  m.def("bias_gelu_backward(Tensor grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> (Tensor, "
+        "Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

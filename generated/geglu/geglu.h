@@ -29,13 +29,15 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T gate = _in[0];
-    const T _t0 = (T(0.5) * gate) * (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) * (gate + (((T(0.044715) * gate) * gate) * gate)))));
+    const T _t0 = (T(0.5) * gate) *
+                  (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) *
+                                             (gate + (((T(0.044715) * gate) * gate) * gate)))));
     const T up = _in[1];
     const T _t1 = _t0 * up;
     _out[0] = _t1;
   }
 
-  // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
+  // The backward, by reverse mode: _gin[k] = sum over m of _gout[m] * d(out[m])/d(in[k]).
   template <typename T, bool kFast>
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
@@ -63,7 +65,9 @@ struct Op {
     const T _t17 = _t13 * _t16;
     const T _t18 = _t8 + _t17;
     const T _t19 = _t0 * _t18;
-    const T _t20 = (T(0.5) * gate) * (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) * (gate + (((T(0.044715) * gate) * gate) * gate)))));
+    const T _t20 = (T(0.5) * gate) *
+                   (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) *
+                                              (gate + (((T(0.044715) * gate) * gate) * gate)))));
     const T _t21 = _grad_y * _t20;
     _gin[0] = _t19;
     _gin[1] = _t21;

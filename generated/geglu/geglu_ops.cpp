@@ -24,17 +24,22 @@ constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 at::Tensor forward(const at::Tensor& gate, const at::Tensor& up) {
   std::vector<at::Tensor> out = fg::glue::runForward<Op>(
       "fusegen::geglu",
-      std::array<fg::glue::TensorArg, 2>{ fg::glue::TensorArg{"gate", gate, fg::Bcast::Full}, fg::glue::TensorArg{"up", up, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, &forwardCpu, kForwardCuda);
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"gate", gate, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"up", up, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &forwardCpu,
+      kForwardCuda);
   return out[0];
 }
 
-std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& gate, const at::Tensor& up, std::array<bool, 2> output_mask) {
+std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& gate,
+                                            const at::Tensor& up, std::array<bool, 2> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runBackward<Op>(
       "fusegen::geglu_backward",
-      std::array<fg::glue::TensorArg, 3>{ fg::glue::TensorArg{"gate", gate, fg::Bcast::Full}, fg::glue::TensorArg{"up", up, fg::Bcast::Full}, fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"gate", gate, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"up", up, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(grads[0], grads[1]);
 }
 
@@ -43,7 +48,8 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("geglu(Tensor gate, Tensor up) -> Tensor");
-  m.def("geglu_backward(Tensor grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, Tensor)");
+  m.def("geglu_backward(Tensor grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, "
+        "Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

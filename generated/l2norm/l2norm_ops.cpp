@@ -27,18 +27,23 @@ constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x, double eps) {
   std::vector<at::Tensor> out = fg::glue::runProgram<Forward>(
       "fusegen::l2norm",
-      std::array<fg::glue::TensorArg, 1>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, { eps }, { true, true, true },
+      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", x, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, {true, true, true},
       &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
   return std::make_tuple(out[0], out[1], out[2]);
 }
 
-at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& saved_stat0, const at::Tensor& saved_stat1, double eps, std::array<bool, 1> output_mask) {
+at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& saved_stat0,
+                    const at::Tensor& saved_stat1, double eps, std::array<bool, 1> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runProgram<Backward>(
       "fusegen::l2norm_backward",
-      std::array<fg::glue::TensorArg, 4>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Row}, fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row}, fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, { eps }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 4>{
+          fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+          fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Row},
+          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
+          fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return grads[0];
 }
 
@@ -47,7 +52,8 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Te
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("l2norm(Tensor x, float eps=1e-12) -> (Tensor, Tensor, Tensor)");
-  m.def("l2norm_backward(Tensor grad_y, Tensor x, Tensor saved_stat0, Tensor saved_stat1, float eps, bool[1] output_mask) -> Tensor");
+  m.def("l2norm_backward(Tensor grad_y, Tensor x, Tensor saved_stat0, Tensor saved_stat1, float "
+        "eps, bool[1] output_mask) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

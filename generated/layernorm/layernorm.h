@@ -14,7 +14,7 @@ namespace fusegen_ops::layernorm {
 //   y = xc * rstd * weight + bias
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 3;   // x [..., D], weight [D], bias [D]
+  static constexpr int kInputs = 3;  // x [..., D], weight [D], bias [D]
   static constexpr int kOutputs = 3; // y [..., D], saved_mu [...], saved_rstd [...]
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 2;    // passes of reductions over each row
@@ -23,13 +23,28 @@ struct Forward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Col : k == 2 ? fg::Bcast::Col : fg::Bcast::Full; }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Row : m == 2 ? fg::OutKind::Row : fg::OutKind::Full; }
+  FG_HD static constexpr fg::Bcast inBcast(int k) {
+    return k == 0   ? fg::Bcast::Full
+           : k == 1 ? fg::Bcast::Col
+           : k == 2 ? fg::Bcast::Col
+                    : fg::Bcast::Full;
+  }
+  FG_HD static constexpr fg::OutKind outKind(int m) {
+    return m == 0   ? fg::OutKind::Full
+           : m == 1 ? fg::OutKind::Row
+           : m == 2 ? fg::OutKind::Row
+                    : fg::OutKind::Full;
+  }
   FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : s == 1 ? 1 : 0; }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Sum : s == 1 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
+  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
+    return s == 0 && j == 0   ? fg::Reduce::Sum
+           : s == 1 && j == 0 ? fg::Reduce::Sum
+                              : fg::Reduce::Sum;
+  }
 
   // Per-row values that need no reduction.
-  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast>
+  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -96,7 +111,8 @@ struct Forward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast>
+  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;
@@ -108,22 +124,43 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 6;   // x [..., D], weight [D], bias [D], saved_mu [...], saved_rstd [...], grad_y [..., D]
-  static constexpr int kOutputs = 3; // grad_x [..., D], grad_weight [D] (sum over rows), grad_bias [D] (sum over rows)
+  static constexpr int kInputs =
+      6; // x [..., D], weight [D], bias [D], saved_mu [...], saved_rstd [...], grad_y [..., D]
+  static constexpr int kOutputs =
+      3; // grad_x [..., D], grad_weight [D] (sum over rows), grad_bias [D] (sum over rows)
   static constexpr int kAttrs = 1;
-  static constexpr int kStages = 1;    // passes of reductions over each row
+  static constexpr int kStages = 1;     // passes of reductions over each row
   static constexpr int kRowValues = 15; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Col : k == 2 ? fg::Bcast::Col : k == 3 ? fg::Bcast::Row : k == 4 ? fg::Bcast::Row : k == 5 ? fg::Bcast::Full : fg::Bcast::Full; }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::ColSum : m == 2 ? fg::OutKind::ColSum : fg::OutKind::Full; }
+  FG_HD static constexpr fg::Bcast inBcast(int k) {
+    return k == 0   ? fg::Bcast::Full
+           : k == 1 ? fg::Bcast::Col
+           : k == 2 ? fg::Bcast::Col
+           : k == 3 ? fg::Bcast::Row
+           : k == 4 ? fg::Bcast::Row
+           : k == 5 ? fg::Bcast::Full
+                    : fg::Bcast::Full;
+  }
+  FG_HD static constexpr fg::OutKind outKind(int m) {
+    return m == 0   ? fg::OutKind::Full
+           : m == 1 ? fg::OutKind::ColSum
+           : m == 2 ? fg::OutKind::ColSum
+                    : fg::OutKind::Full;
+  }
   FG_HD static constexpr int reductions(int s) { return s == 0 ? 3 : 0; }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Sum : s == 0 && j == 1 ? fg::Reduce::Sum : s == 0 && j == 2 ? fg::Reduce::Sum : fg::Reduce::Sum; }
+  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
+    return s == 0 && j == 0   ? fg::Reduce::Sum
+           : s == 0 && j == 1 ? fg::Reduce::Sum
+           : s == 0 && j == 2 ? fg::Reduce::Sum
+                              : fg::Reduce::Sum;
+  }
 
   // Per-row values that need no reduction.
-  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast>
+  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -218,7 +255,8 @@ struct Backward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast>
+  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;

@@ -24,21 +24,33 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Backward::Args&) = nullptr;
 constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 #endif
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
   std::vector<at::Tensor> out = fg::glue::runProgram<Forward>(
       "fusegen::layernorm",
-      std::array<fg::glue::TensorArg, 3>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"weight", weight, fg::Bcast::Col}, fg::glue::TensorArg{"bias", bias, fg::Bcast::Col} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, { eps }, { true, true, true },
+      std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"weight", weight, fg::Bcast::Col},
+                                         fg::glue::TensorArg{"bias", bias, fg::Bcast::Col}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, {true, true, true},
       &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
   return std::make_tuple(out[0], out[1], out[2]);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& saved_mu, const at::Tensor& saved_rstd, double eps, std::array<bool, 3> output_mask) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& weight,
+         const at::Tensor& bias, const at::Tensor& saved_mu, const at::Tensor& saved_rstd,
+         double eps, std::array<bool, 3> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runProgram<Backward>(
       "fusegen::layernorm_backward",
-      std::array<fg::glue::TensorArg, 6>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"weight", weight, fg::Bcast::Col}, fg::glue::TensorArg{"bias", bias, fg::Bcast::Col}, fg::glue::TensorArg{"saved_mu", saved_mu, fg::Bcast::Row}, fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Row}, fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, { eps }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 6>{
+          fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+          fg::glue::TensorArg{"weight", weight, fg::Bcast::Col},
+          fg::glue::TensorArg{"bias", bias, fg::Bcast::Col},
+          fg::glue::TensorArg{"saved_mu", saved_mu, fg::Bcast::Row},
+          fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Row},
+          fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(grads[0], grads[1], grads[2]);
 }
 
@@ -46,8 +58,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& _grad_
 } // namespace fusegen_ops::layernorm
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("layernorm(Tensor x, Tensor weight, Tensor bias, float eps=1e-05) -> (Tensor, Tensor, Tensor)");
-  m.def("layernorm_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor bias, Tensor saved_mu, Tensor saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def("layernorm(Tensor x, Tensor weight, Tensor bias, float eps=1e-05) -> (Tensor, Tensor, "
+        "Tensor)");
+  m.def("layernorm_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor bias, Tensor saved_mu, "
+        "Tensor saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

@@ -6,7 +6,11 @@
 
 namespace fusegen_ops::leaky_relu {
 
-void forwardCpu(const Op::ForwardArgs& a) { fg::cpu::forward<Op>(a); }
-void backwardCpu(const Op::BackwardArgs& a) { fg::cpu::backward<Op>(a); }
+void forwardCpu(const Op::ForwardArgs& a) {
+  fg::cpu::forward<Op>(a);
+}
+void backwardCpu(const Op::BackwardArgs& a) {
+  fg::cpu::backward<Op>(a);
+}
 
 } // namespace fusegen_ops::leaky_relu

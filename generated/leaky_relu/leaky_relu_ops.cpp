@@ -24,17 +24,20 @@ constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 at::Tensor forward(const at::Tensor& x, double negative_slope) {
   std::vector<at::Tensor> out = fg::glue::runForward<Op>(
       "fusegen::leaky_relu",
-      std::array<fg::glue::TensorArg, 1>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, { negative_slope }, &forwardCpu, kForwardCuda);
+      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", x, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {negative_slope},
+      &forwardCpu, kForwardCuda);
   return out[0];
 }
 
-at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, double negative_slope, std::array<bool, 1> output_mask) {
+at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, double negative_slope,
+                    std::array<bool, 1> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runBackward<Op>(
       "fusegen::leaky_relu_backward",
-      std::array<fg::glue::TensorArg, 2>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, { negative_slope }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {negative_slope},
+      output_mask, &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return grads[0];
 }
 
@@ -43,7 +46,8 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, double negat
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("leaky_relu(Tensor x, float negative_slope=0.01) -> Tensor");
-  m.def("leaky_relu_backward(Tensor grad_y, Tensor x, float negative_slope, bool[1] output_mask) -> Tensor");
+  m.def("leaky_relu_backward(Tensor grad_y, Tensor x, float negative_slope, bool[1] output_mask) "
+        "-> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

@@ -12,7 +12,7 @@ namespace fusegen_ops::logsumexp {
 //   lse = m + log(sum(exp(x - m)))
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 1;   // x [..., D]
+  static constexpr int kInputs = 1;  // x [..., D]
   static constexpr int kOutputs = 3; // lse [...], saved_m [...], saved_stat1 [...]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 2;    // passes of reductions over each row
@@ -21,13 +21,25 @@ struct Forward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : fg::Bcast::Full; }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Row : m == 1 ? fg::OutKind::Row : m == 2 ? fg::OutKind::Row : fg::OutKind::Full; }
+  FG_HD static constexpr fg::Bcast inBcast(int k) {
+    return k == 0 ? fg::Bcast::Full : fg::Bcast::Full;
+  }
+  FG_HD static constexpr fg::OutKind outKind(int m) {
+    return m == 0   ? fg::OutKind::Row
+           : m == 1 ? fg::OutKind::Row
+           : m == 2 ? fg::OutKind::Row
+                    : fg::OutKind::Full;
+  }
   FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : s == 1 ? 1 : 0; }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Max : s == 1 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
+  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
+    return s == 0 && j == 0   ? fg::Reduce::Max
+           : s == 1 && j == 0 ? fg::Reduce::Sum
+                              : fg::Reduce::Sum;
+  }
 
   // Per-row values that need no reduction.
-  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast>
+  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -88,7 +100,8 @@ struct Forward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast>
+  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;
@@ -100,7 +113,7 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 4;   // x [..., D], saved_m [...], saved_stat1 [...], grad_lse [...]
+  static constexpr int kInputs = 4;  // x [..., D], saved_m [...], saved_stat1 [...], grad_lse [...]
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 0;    // passes of reductions over each row
@@ -109,13 +122,24 @@ struct Backward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Row : k == 2 ? fg::Bcast::Row : k == 3 ? fg::Bcast::Row : fg::Bcast::Full; }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : fg::OutKind::Full; }
+  FG_HD static constexpr fg::Bcast inBcast(int k) {
+    return k == 0   ? fg::Bcast::Full
+           : k == 1 ? fg::Bcast::Row
+           : k == 2 ? fg::Bcast::Row
+           : k == 3 ? fg::Bcast::Row
+                    : fg::Bcast::Full;
+  }
+  FG_HD static constexpr fg::OutKind outKind(int m) {
+    return m == 0 ? fg::OutKind::Full : fg::OutKind::Full;
+  }
   FG_HD static constexpr int reductions(int s) { return 0; }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s + j < 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
+  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
+    return s + j < 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
+  }
 
   // Per-row values that need no reduction.
-  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast>
+  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -138,7 +162,6 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_t;
-
   }
 
   // Per row, after pass S: its reductions' results and the values that depend on them.
@@ -148,7 +171,6 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-
   }
 
   // Per element: the values of the [..., D] outputs and of the [D] sums.
@@ -167,7 +189,8 @@ struct Backward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast>
+  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;

@@ -6,7 +6,11 @@
 
 namespace fusegen_ops::logsumexp {
 
-void forwardCpu(const Forward::Args& a) { fg::cpu::rowRun<Forward>(a); }
-void backwardCpu(const Backward::Args& a) { fg::cpu::rowRun<Backward>(a); }
+void forwardCpu(const Forward::Args& a) {
+  fg::cpu::rowRun<Forward>(a);
+}
+void backwardCpu(const Backward::Args& a) {
+  fg::cpu::rowRun<Backward>(a);
+}
 
 } // namespace fusegen_ops::logsumexp

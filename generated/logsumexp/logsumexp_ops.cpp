@@ -27,18 +27,23 @@ constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x) {
   std::vector<at::Tensor> out = fg::glue::runProgram<Forward>(
       "fusegen::logsumexp",
-      std::array<fg::glue::TensorArg, 1>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, { true, true, true },
+      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", x, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, {true, true, true},
       &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
   return std::make_tuple(out[0], out[1], out[2]);
 }
 
-at::Tensor backward(const at::Tensor& _grad_lse, const at::Tensor& x, const at::Tensor& saved_m, const at::Tensor& saved_stat1, std::array<bool, 1> output_mask) {
+at::Tensor backward(const at::Tensor& _grad_lse, const at::Tensor& x, const at::Tensor& saved_m,
+                    const at::Tensor& saved_stat1, std::array<bool, 1> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runProgram<Backward>(
       "fusegen::logsumexp_backward",
-      std::array<fg::glue::TensorArg, 4>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"saved_m", saved_m, fg::Bcast::Row}, fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row}, fg::glue::TensorArg{"grad_lse", _grad_lse, fg::Bcast::Row} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 4>{
+          fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+          fg::glue::TensorArg{"saved_m", saved_m, fg::Bcast::Row},
+          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
+          fg::glue::TensorArg{"grad_lse", _grad_lse, fg::Bcast::Row}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return grads[0];
 }
 
@@ -47,7 +52,8 @@ at::Tensor backward(const at::Tensor& _grad_lse, const at::Tensor& x, const at::
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("logsumexp(Tensor x) -> (Tensor, Tensor, Tensor)");
-  m.def("logsumexp_backward(Tensor grad_lse, Tensor x, Tensor saved_m, Tensor saved_stat1, bool[1] output_mask) -> Tensor");
+  m.def("logsumexp_backward(Tensor grad_lse, Tensor x, Tensor saved_m, Tensor saved_stat1, bool[1] "
+        "output_mask) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

@@ -40,7 +40,7 @@ struct Op {
     _out[0] = _t7;
   }
 
-  // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
+  // The backward, by reverse mode: _gin[k] = sum over m of _gout[m] * d(out[m])/d(in[k]).
   template <typename T, bool kFast>
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;

@@ -24,17 +24,22 @@ constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 at::Tensor forward(const at::Tensor& a, const at::Tensor& b) {
   std::vector<at::Tensor> out = fg::glue::runForward<Op>(
       "fusegen::mul",
-      std::array<fg::glue::TensorArg, 2>{ fg::glue::TensorArg{"a", a, fg::Bcast::Full}, fg::glue::TensorArg{"b", b, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, &forwardCpu, kForwardCuda);
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"a", a, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"b", b, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &forwardCpu,
+      kForwardCuda);
   return out[0];
 }
 
-std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& a, const at::Tensor& b, std::array<bool, 2> output_mask) {
+std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& a,
+                                            const at::Tensor& b, std::array<bool, 2> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runBackward<Op>(
       "fusegen::mul_backward",
-      std::array<fg::glue::TensorArg, 3>{ fg::glue::TensorArg{"a", a, fg::Bcast::Full}, fg::glue::TensorArg{"b", b, fg::Bcast::Full}, fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"a", a, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"b", b, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(grads[0], grads[1]);
 }
 

@@ -24,17 +24,26 @@ constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 at::Tensor forward(const at::Tensor& x, const at::Tensor& h, const at::Tensor& alpha) {
   std::vector<at::Tensor> out = fg::glue::runForward<Op>(
       "fusegen::rezero",
-      std::array<fg::glue::TensorArg, 3>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"h", h, fg::Bcast::Full}, fg::glue::TensorArg{"alpha", alpha, fg::Bcast::Scalar} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, &forwardCpu, kForwardCuda);
+      std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"h", h, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"alpha", alpha, fg::Bcast::Scalar}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &forwardCpu,
+      kForwardCuda);
   return out[0];
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& h, const at::Tensor& alpha, std::array<bool, 3> output_mask) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y,
+                                                        const at::Tensor& x, const at::Tensor& h,
+                                                        const at::Tensor& alpha,
+                                                        std::array<bool, 3> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runBackward<Op>(
       "fusegen::rezero_backward",
-      std::array<fg::glue::TensorArg, 4>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"h", h, fg::Bcast::Full}, fg::glue::TensorArg{"alpha", alpha, fg::Bcast::Scalar}, fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 4>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"h", h, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"alpha", alpha, fg::Bcast::Scalar},
+                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(grads[0], grads[1], grads[2]);
 }
 
@@ -43,7 +52,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& _grad_
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor");
-  m.def("rezero_backward(Tensor grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
+  m.def("rezero_backward(Tensor grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> "
+        "(Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

@@ -12,7 +12,7 @@ namespace fusegen_ops::rmsnorm {
 //   y = x * rstd * weight
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 2;   // x [..., D], weight [D]
+  static constexpr int kInputs = 2;  // x [..., D], weight [D]
   static constexpr int kOutputs = 2; // y [..., D], saved_rstd [...]
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
@@ -21,13 +21,20 @@ struct Forward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Col : fg::Bcast::Full; }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Row : fg::OutKind::Full; }
+  FG_HD static constexpr fg::Bcast inBcast(int k) {
+    return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Col : fg::Bcast::Full;
+  }
+  FG_HD static constexpr fg::OutKind outKind(int m) {
+    return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Row : fg::OutKind::Full;
+  }
   FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : 0; }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
+  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
+    return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
+  }
 
   // Per-row values that need no reduction.
-  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast>
+  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -82,7 +89,8 @@ struct Forward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast>
+  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;
@@ -93,7 +101,7 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 4;   // x [..., D], weight [D], saved_rstd [...], grad_y [..., D]
+  static constexpr int kInputs = 4;  // x [..., D], weight [D], saved_rstd [...], grad_y [..., D]
   static constexpr int kOutputs = 2; // grad_x [..., D], grad_weight [D] (sum over rows)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
@@ -102,13 +110,24 @@ struct Backward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Col : k == 2 ? fg::Bcast::Row : k == 3 ? fg::Bcast::Full : fg::Bcast::Full; }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::ColSum : fg::OutKind::Full; }
+  FG_HD static constexpr fg::Bcast inBcast(int k) {
+    return k == 0   ? fg::Bcast::Full
+           : k == 1 ? fg::Bcast::Col
+           : k == 2 ? fg::Bcast::Row
+           : k == 3 ? fg::Bcast::Full
+                    : fg::Bcast::Full;
+  }
+  FG_HD static constexpr fg::OutKind outKind(int m) {
+    return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::ColSum : fg::OutKind::Full;
+  }
   FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : 0; }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
+  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
+    return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
+  }
 
   // Per-row values that need no reduction.
-  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast>
+  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -181,7 +200,8 @@ struct Backward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast>
+  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;

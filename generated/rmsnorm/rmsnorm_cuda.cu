@@ -7,9 +7,17 @@
 
 namespace fusegen_ops::rmsnorm {
 
-size_t forwardCudaWorkspace(const Forward::Args& a) { return fg::cuda::rowWorkspace<Forward>(a); }
-void forwardCuda(const Forward::Args& a, void* stream) { fg::cuda::rowRun<Forward>(a, stream); }
-size_t backwardCudaWorkspace(const Backward::Args& a) { return fg::cuda::rowWorkspace<Backward>(a); }
-void backwardCuda(const Backward::Args& a, void* stream) { fg::cuda::rowRun<Backward>(a, stream); }
+size_t forwardCudaWorkspace(const Forward::Args& a) {
+  return fg::cuda::rowWorkspace<Forward>(a);
+}
+void forwardCuda(const Forward::Args& a, void* stream) {
+  fg::cuda::rowRun<Forward>(a, stream);
+}
+size_t backwardCudaWorkspace(const Backward::Args& a) {
+  return fg::cuda::rowWorkspace<Backward>(a);
+}
+void backwardCuda(const Backward::Args& a, void* stream) {
+  fg::cuda::rowRun<Backward>(a, stream);
+}
 
 } // namespace fusegen_ops::rmsnorm

@@ -24,21 +24,29 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Backward::Args&) = nullptr;
 constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 #endif
 
-std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& weight, double eps) {
+std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& weight,
+                                           double eps) {
   std::vector<at::Tensor> out = fg::glue::runProgram<Forward>(
       "fusegen::rmsnorm",
-      std::array<fg::glue::TensorArg, 2>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"weight", weight, fg::Bcast::Col} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, { eps }, { true, true },
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"weight", weight, fg::Bcast::Col}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, {true, true},
       &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
   return std::make_tuple(out[0], out[1]);
 }
 
-std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& saved_rstd, double eps, std::array<bool, 2> output_mask) {
+std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& x,
+                                            const at::Tensor& weight, const at::Tensor& saved_rstd,
+                                            double eps, std::array<bool, 2> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runProgram<Backward>(
       "fusegen::rmsnorm_backward",
-      std::array<fg::glue::TensorArg, 4>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"weight", weight, fg::Bcast::Col}, fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Row}, fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, { eps }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 4>{
+          fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+          fg::glue::TensorArg{"weight", weight, fg::Bcast::Col},
+          fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Row},
+          fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(grads[0], grads[1]);
 }
 
@@ -47,7 +55,8 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("rmsnorm(Tensor x, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)");
-  m.def("rmsnorm_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor saved_rstd, float eps, bool[2] output_mask) -> (Tensor, Tensor)");
+  m.def("rmsnorm_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor saved_rstd, float eps, "
+        "bool[2] output_mask) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

@@ -7,8 +7,14 @@
 
 namespace fusegen_ops::sigmoid {
 
-void forwardCuda(const Op::ForwardArgs& a, void* stream) { fg::cuda::forward<Op>(a, stream); }
-size_t backwardCudaWorkspace(const Op::BackwardArgs& a) { return fg::cuda::backwardWorkspace<Op>(a); }
-void backwardCuda(const Op::BackwardArgs& a, void* stream) { fg::cuda::backward<Op>(a, stream); }
+void forwardCuda(const Op::ForwardArgs& a, void* stream) {
+  fg::cuda::forward<Op>(a, stream);
+}
+size_t backwardCudaWorkspace(const Op::BackwardArgs& a) {
+  return fg::cuda::backwardWorkspace<Op>(a);
+}
+void backwardCuda(const Op::BackwardArgs& a, void* stream) {
+  fg::cuda::backward<Op>(a, stream);
+}
 
 } // namespace fusegen_ops::sigmoid

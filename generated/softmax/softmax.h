@@ -13,7 +13,7 @@ namespace fusegen_ops::softmax {
 //   y = e / sum(e)
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 1;   // x [..., D]
+  static constexpr int kInputs = 1;  // x [..., D]
   static constexpr int kOutputs = 3; // y [..., D], saved_m [...], saved_stat1 [...]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 2;    // passes of reductions over each row
@@ -22,13 +22,25 @@ struct Forward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : fg::Bcast::Full; }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Row : m == 2 ? fg::OutKind::Row : fg::OutKind::Full; }
+  FG_HD static constexpr fg::Bcast inBcast(int k) {
+    return k == 0 ? fg::Bcast::Full : fg::Bcast::Full;
+  }
+  FG_HD static constexpr fg::OutKind outKind(int m) {
+    return m == 0   ? fg::OutKind::Full
+           : m == 1 ? fg::OutKind::Row
+           : m == 2 ? fg::OutKind::Row
+                    : fg::OutKind::Full;
+  }
   FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : s == 1 ? 1 : 0; }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Max : s == 1 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
+  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
+    return s == 0 && j == 0   ? fg::Reduce::Max
+           : s == 1 && j == 0 ? fg::Reduce::Sum
+                              : fg::Reduce::Sum;
+  }
 
   // Per-row values that need no reduction.
-  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast>
+  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -89,7 +101,8 @@ struct Forward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast>
+  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;
@@ -101,7 +114,7 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 4;   // x [..., D], saved_m [...], saved_stat1 [...], grad_y [..., D]
+  static constexpr int kInputs = 4; // x [..., D], saved_m [...], saved_stat1 [...], grad_y [..., D]
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 1;    // passes of reductions over each row
@@ -110,13 +123,24 @@ struct Backward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Row : k == 2 ? fg::Bcast::Row : k == 3 ? fg::Bcast::Full : fg::Bcast::Full; }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return m == 0 ? fg::OutKind::Full : fg::OutKind::Full; }
+  FG_HD static constexpr fg::Bcast inBcast(int k) {
+    return k == 0   ? fg::Bcast::Full
+           : k == 1 ? fg::Bcast::Row
+           : k == 2 ? fg::Bcast::Row
+           : k == 3 ? fg::Bcast::Full
+                    : fg::Bcast::Full;
+  }
+  FG_HD static constexpr fg::OutKind outKind(int m) {
+    return m == 0 ? fg::OutKind::Full : fg::OutKind::Full;
+  }
   FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : 0; }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) { return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum; }
+  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
+    return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
+  }
 
   // Per-row values that need no reduction.
-  template <typename T, bool kFast> FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+  template <typename T, bool kFast>
+  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
     (void)_attr;
     (void)_D;
@@ -183,7 +207,8 @@ struct Backward {
   }
 
   // Per row: the values of the [...] outputs.
-  template <typename T, bool kFast> FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+  template <typename T, bool kFast>
+  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
     (void)_attr;
     (void)_D;

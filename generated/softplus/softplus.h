@@ -29,18 +29,20 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T x = _in[0];
-    const T _t0 = ((x > T(0.0)) ? x : T(0.0)) + fg::log1p<kFast>(fg::exp<kFast>((-fg::abs<kFast>(x))));
+    const T _t0 =
+        ((x > T(0.0)) ? x : T(0.0)) + fg::log1p<kFast>(fg::exp<kFast>((-fg::abs<kFast>(x))));
     _out[0] = _t0;
   }
 
-  // Reverse mode, derived from the primitives' rules: _gin[k] = d(sum of _gout * outputs)/d(input k).
+  // The backward, by reverse mode: _gin[k] = sum over m of _gout[m] * d(out[m])/d(in[k]).
   template <typename T, bool kFast>
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
     (void)_D;
     const T _grad_y = _gout[0];
     const T x = _in[0];
-    const T _t0 = ((x >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(x)))) / (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(x))));
+    const T _t0 = ((x >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(x)))) /
+                  (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(x))));
     const T _t1 = _grad_y * _t0;
     _gin[0] = _t1;
   }

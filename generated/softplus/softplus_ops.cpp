@@ -24,17 +24,20 @@ constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 at::Tensor forward(const at::Tensor& x) {
   std::vector<at::Tensor> out = fg::glue::runForward<Op>(
       "fusegen::softplus",
-      std::array<fg::glue::TensorArg, 1>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, &forwardCpu, kForwardCuda);
+      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", x, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &forwardCpu,
+      kForwardCuda);
   return out[0];
 }
 
-at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, std::array<bool, 1> output_mask) {
+at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x,
+                    std::array<bool, 1> output_mask) {
   std::vector<at::Tensor> grads = fg::glue::runBackward<Op>(
       "fusegen::softplus_backward",
-      std::array<fg::glue::TensorArg, 2>{ fg::glue::TensorArg{"x", x, fg::Bcast::Full}, fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full} },
-      /*full=*/0, { at::kFloat, at::kHalf, at::kBFloat16, at::kDouble }, {  }, output_mask, &backwardCpu,
-      kBackwardCudaWorkspace, kBackwardCuda);
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return grads[0];
 }
 

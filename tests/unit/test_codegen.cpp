@@ -4,7 +4,9 @@
 // exact same double, and conditions must be typed bool.
 #include "TestUtil.h"
 
+#include "emit/CodeFormatter.h"
 #include "emit/CodePrinter.h"
+#include "support/FileWriter.h"
 
 #include <gtest/gtest.h>
 
@@ -160,3 +162,19 @@ TEST(CppLiteral, RoundTripsExactly) {
 
 } // namespace
 } // namespace fusegen::test
+
+// Generated C++ goes through clang-format with the style in templates/.
+TEST(CodeFormatter, FormatsWithTheTemplatesStyle) {
+  const std::string style =
+      fusegen::readFile(std::string(FUSEGEN_TEST_TEMPLATES) + "/clang-format-style.yaml");
+  const std::string messy = "namespace a{int f(int x){if(x>0){return x*2;}return 0;}}\n";
+  EXPECT_EQ(fusegen::emit::formatCpp(messy, "a.h", style), "namespace a {\n"
+                                                           "int f(int x) {\n"
+                                                           "  if (x > 0) {\n"
+                                                           "    return x * 2;\n"
+                                                           "  }\n"
+                                                           "  return 0;\n"
+                                                           "}\n"
+                                                           "} // namespace a\n");
+  EXPECT_THROW(fusegen::emit::formatCpp(messy, "a.h", "ColumnLimit: [oops]"), std::runtime_error);
+}

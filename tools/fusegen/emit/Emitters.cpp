@@ -1,6 +1,7 @@
 // Data preparation for the op and package templates.
 #include "emit/Emitters.h"
 
+#include "emit/CodeFormatter.h"
 #include "emit/CodePrinter.h"
 #include "plan/KernelPlan.h"
 
@@ -480,6 +481,10 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
         {dir + name + "_ops.cpp", templates.render("op/op_ops.cpp.mustache", d)},
     };
   }
+  // C++ and CUDA go through clang-format with the style kept in templates/.
+  const std::string style = templates.read("clang-format-style.yaml");
+  for (GeneratedFile& f : files)
+    f.text = formatCpp(f.text, f.path, style);
   files.push_back({dir + "__init__.py", templates.render("op/op_init.py.mustache", d)});
   files.push_back({dir + "test_" + name + ".py", templates.render("op/test_op.py.mustache", d)});
   files.push_back({dir + "bench_" + name + ".py", templates.render("op/bench_op.py.mustache", d)});
