@@ -12,6 +12,9 @@
 #include "fusegen_cuda.cuh"
 #include "fusegen_row.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace fg::cuda {
 
 constexpr int kMaxStages = 4;
@@ -101,24 +104,26 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
 
   __device__ bool valid(int64_t vi) const { return vi * V < a.D; }
 
-  // Inputs of the element at column c + l, from the caches (item i) or global memory.
-  __device__ void elementInputs(int64_t row, int64_t vi, int i, int l, T* in) const {
+  // Inputs of the element at column c + l, from the caches (item I) or global memory.
+  template <class I>
+  __device__ __forceinline__ void elementInputs(int64_t row, int64_t vi, I, int l, T* in) const {
     const int64_t c = vi * V;
-#pragma unroll
-    for (int k = 0; k < P::kInputs; ++k) {
-      switch (P::inBcast(k)) {
-      case Bcast::Full:
-        in[k] = ITEMS > 0 ? toCompute(cache[inputSlot<P>(k, Bcast::Full)][i].v[l])
-                          : toCompute(static_cast<const S*>(a.in[k])[row * a.D + c + l]);
-        break;
-      case Bcast::Col:
-        in[k] = ITEMS > 0 ? toCompute(colCache[inputSlot<P>(k, Bcast::Col)][i].v[l])
-                          : toCompute(static_cast<const S*>(a.in[k])[c + l]);
-        break;
-      default:
-        in[k] = scalar[k];
+    staticFor<P::kInputs>([&](auto kc) {
+      constexpr int k = decltype(kc)::value;
+      if constexpr (P::inBcast(k) == Bcast::Full) {
+        if constexpr (ITEMS > 0)
+          in[k] = toCompute(cache[inputSlot<P>(k, Bcast::Full)][I::value].v[l]);
+        else
+          in[k] = toCompute(static_cast<const S*>(a.in[k])[row * a.D + c + l]);
+      } else if constexpr (P::inBcast(k) == Bcast::Col) {
+        if constexpr (ITEMS > 0)
+          in[k] = toCompute(colCache[inputSlot<P>(k, Bcast::Col)][I::value].v[l]);
+        else
+          in[k] = toCompute(static_cast<const S*>(a.in[k])[c + l]);
+      } else {
+        in[k] = scalar[k]; // Row inputs are read by rowPre only
       }
-    }
+    });
   }
 
   template <int St> __device__ void stage(int64_t row, bool active, T* rv, T* shared) {
@@ -128,18 +133,17 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
       for (int j = 0; j < kNR; ++j)
         acc[j] = reduceIdentity<T>(j < P::reductions(St) ? P::reduceKind(St, j) : Reduce::Sum);
       if (active) {
-        auto visit = [&](int64_t vi, int i) {
+        forEachItem([&](int64_t vi, auto item) {
 #pragma unroll
           for (int l = 0; l < V; ++l) {
             T in[P::kInputs], t[kNR];
-            elementInputs(row, vi, i, l, in);
+            elementInputs(row, vi, item, l, in);
             P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
 #pragma unroll
             for (int j = 0; j < P::reductions(St); ++j)
               acc[j] = reduceCombine(P::reduceKind(St, j), acc[j], t[j]);
           }
-        };
-        forEachItem(visit);
+        });
       }
       groupReduce<P, St>(acc, shared);
       if (active)
@@ -148,31 +152,35 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
     }
   }
 
-  template <class F> __device__ void forEachItem(F&& f) const {
+  // Calls f(vi, item) for each vector vi of the row this thread owns; item is a
+  // std::integral_constant (the register slot when ITEMS > 0).
+  template <class F> __device__ __forceinline__ void forEachItem(F&& f) const {
     if constexpr (ITEMS > 0) {
-#pragma unroll
-      for (int i = 0; i < ITEMS; ++i) {
-        const int64_t vi = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+      staticFor<ITEMS>([&](auto item) {
+        const int64_t vi = threadIdx.x + static_cast<int64_t>(decltype(item)::value) * blockDim.x;
         if (valid(vi))
-          f(vi, i);
-      }
+          f(vi, item);
+      });
     } else {
       for (int64_t vi = threadIdx.x; valid(vi); vi += blockDim.x)
-        f(vi, 0);
+        f(vi, std::integral_constant<int, 0>{});
     }
+  }
+
+  __device__ T* partial(T* partials, int m, int64_t c) const {
+    return partials + (static_cast<int64_t>(colSumSlot<P>(m)) * gridDim.x + blockIdx.x) * a.D + c;
   }
 
   __device__ void run(T* shared, T* partials) {
     // Col inputs and ColSum accumulators belong to fixed columns: set up once per block.
     if constexpr (ITEMS > 0) {
-#pragma unroll
-      for (int i = 0; i < ITEMS; ++i) {
-        const int64_t vi = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-#pragma unroll
-        for (int k = 0; k < P::kInputs; ++k)
-          if (P::inBcast(k) == Bcast::Col && valid(vi))
-            colCache[inputSlot<P>(k, Bcast::Col)][i] = loadVec<S, V>(a.in[k], vi * V);
-      }
+      forEachItem([&](int64_t vi, auto item) {
+        staticFor<P::kInputs>([&](auto kc) {
+          constexpr int k = decltype(kc)::value;
+          if constexpr (P::inBcast(k) == Bcast::Col)
+            colCache[inputSlot<P>(k, Bcast::Col)][item.value] = loadVec<S, V>(a.in[k], vi * V);
+        });
+      });
     }
 #pragma unroll
     for (int m = 0; m < atLeastOne<colSumOutputs<P>()>(); ++m)
@@ -197,40 +205,43 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
       if (active) {
         P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
         if constexpr (ITEMS > 0)
-          forEachItem([&](int64_t vi, int i) {
-#pragma unroll
-            for (int k = 0; k < P::kInputs; ++k)
-              if (P::inBcast(k) == Bcast::Full)
-                cache[inputSlot<P>(k, Bcast::Full)][i] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
+          forEachItem([&](int64_t vi, auto item) {
+            staticFor<P::kInputs>([&](auto kc) {
+              constexpr int k = decltype(kc)::value;
+              if constexpr (P::inBcast(k) == Bcast::Full)
+                cache[inputSlot<P>(k, Bcast::Full)][item.value] =
+                    loadVec<S, V>(a.in[k], row * a.D + vi * V);
+            });
           });
       }
       stage<0>(row, active, rv, shared);
       if (!active)
         continue;
-      forEachItem([&](int64_t vi, int i) {
+      forEachItem([&](int64_t vi, auto item) {
         Vec<S, V> y[P::kOutputs];
 #pragma unroll
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs], out[P::kOutputs];
-          elementInputs(row, vi, i, l, in);
+          elementInputs(row, vi, item, l, in);
           P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, out);
-#pragma unroll
-          for (int m = 0; m < P::kOutputs; ++m) {
-            if (P::outKind(m) == OutKind::Full)
+          staticFor<P::kOutputs>([&](auto mc) {
+            constexpr int m = decltype(mc)::value;
+            if constexpr (P::outKind(m) == OutKind::Full) {
               y[m].v[l] = fromCompute<S>(out[m]);
-            else if (P::outKind(m) == OutKind::ColSum) {
+            } else if constexpr (P::outKind(m) == OutKind::ColSum) {
               if constexpr (ITEMS > 0)
-                colAcc[colSumSlot<P>(m)][i][l] += out[m];
+                colAcc[colSumSlot<P>(m)][item.value][l] += out[m];
               else if (a.need[m])
-                partials[(static_cast<int64_t>(colSumSlot<P>(m)) * gridDim.x + blockIdx.x) * a.D +
-                         vi * V + l] += out[m];
+                *partial(partials, m, vi * V + l) += out[m];
             }
-          }
+          });
         }
-#pragma unroll
-        for (int m = 0; m < P::kOutputs; ++m)
-          if (P::outKind(m) == OutKind::Full && a.need[m])
-            storeVec<S, V>(a.out[m], row * a.D + vi * V, y[m]);
+        staticFor<P::kOutputs>([&](auto mc) {
+          constexpr int m = decltype(mc)::value;
+          if constexpr (P::outKind(m) == OutKind::Full)
+            if (a.need[m])
+              storeVec<S, V>(a.out[m], row * a.D + vi * V, y[m]);
+        });
       });
       if (threadIdx.x == 0) {
         T out[P::kOutputs];
@@ -242,14 +253,15 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
       }
     }
     if constexpr (ITEMS > 0) {
-      forEachItem([&](int64_t vi, int i) {
+      forEachItem([&](int64_t vi, auto item) {
+        staticFor<P::kOutputs>([&](auto mc) {
+          constexpr int m = decltype(mc)::value;
+          if constexpr (P::outKind(m) == OutKind::ColSum)
+            if (a.need[m])
 #pragma unroll
-        for (int m = 0; m < P::kOutputs; ++m)
-          if (P::outKind(m) == OutKind::ColSum && a.need[m])
-#pragma unroll
-            for (int l = 0; l < V; ++l)
-              partials[(static_cast<int64_t>(colSumSlot<P>(m)) * gridDim.x + blockIdx.x) * a.D +
-                       vi * V + l] = colAcc[colSumSlot<P>(m)][i][l];
+              for (int l = 0; l < V; ++l)
+                *partial(partials, m, vi * V + l) = colAcc[colSumSlot<P>(m)][item.value][l];
+        });
       });
     }
   }
@@ -263,8 +275,10 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
 // the compiler use 128 halved the occupancy and made the backward 2.5x slower on the H100.)
 constexpr int kMaxGroup = 512;
 
+// __grid_constant__: RowKernel keeps a reference to the arguments, which then stay in
+// parameter memory instead of being copied to the thread's local memory.
 template <class P, typename S, int V, int ITEMS>
-__global__ void __launch_bounds__(kMaxGroup, 2) rowProgram(const typename P::Args a,
+__global__ void __launch_bounds__(kMaxGroup, 2) rowProgram(const __grid_constant__ typename P::Args a,
                                                         compute_t<S>* partials) {
   extern __shared__ unsigned char sharedRaw[];
   RowKernel<P, S, V, ITEMS> k(a);
@@ -278,6 +292,64 @@ struct RowGeometry {
   int vec;          // elements per vector
   int blocks;
 };
+
+// FUSEGEN_ROW_CONFIG="ITEMS,GROUP" replaces the chosen items per thread (0, 1, 2 or 4) and
+// threads per row (32..512, a power of 2) of aligned rows: the knob bench/tune_rows.py
+// sweeps to measure the heuristic below. Read once per process.
+inline void applyRowConfigOverride(RowGeometry& g, int64_t nv) {
+  static const char* env = std::getenv("FUSEGEN_ROW_CONFIG");
+  if (!env || !*env)
+    return;
+  int items = -1, group = -1;
+  const bool parsed = std::sscanf(env, "%d,%d", &items, &group) == 2;
+  const bool valid = parsed && (items == 0 || items == 1 || items == 2 || items == 4) &&
+                     group >= 32 && group <= kMaxGroup && (group & (group - 1)) == 0;
+  if (!valid)
+    throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
+                             "' is not ITEMS,GROUP with ITEMS in {0,1,2,4} and GROUP a power "
+                             "of 2 in [32, 512]");
+  if (items > 0 && static_cast<int64_t>(items) * group < nv)
+    throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
+                             "' holds " + std::to_string(items * group) +
+                             " vectors per row in registers; the row has " + std::to_string(nv));
+  g.items = items;
+  g.group = group;
+}
+
+// Shared memory for combining reductions across the warps of each row's group.
+template <class P, typename S> size_t rowShared(const RowGeometry& g) {
+  return sizeof(compute_t<S>) * g.rowsPerBlock * (g.group / 32) * maxReductions<P>();
+}
+
+template <class P, typename S, int V, int ITEMS> int occupancyOf(const RowGeometry& g) {
+  int n = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, rowProgram<P, S, V, ITEMS>,
+                                                      g.group * g.rowsPerBlock, rowShared<P, S>(g)),
+        "occupancy");
+  return n;
+}
+
+// Resident blocks per SM of the kernel variant g selects; asked once per variant and size.
+template <class P, typename S> int rowBlocksPerSm(const RowGeometry& g) {
+  static int cached[2][5][5] = {}; // [vector?][items 0,1,2,4][log2(threads / 32)]
+  int threadsLog = 0;
+  while ((32 << threadsLog) < g.group * g.rowsPerBlock && threadsLog < 4)
+    ++threadsLog;
+  const int itemsIndex = g.items == 4 ? 3 : g.items;
+  int& n = cached[g.vec > 1][itemsIndex][threadsLog];
+  if (n == 0) {
+    constexpr int V = vecWidth<S>();
+    if (g.vec == 1)
+      n = occupancyOf<P, S, 1, 0>(g);
+    else
+      n = g.items == 1   ? occupancyOf<P, S, V, 1>(g)
+          : g.items == 2 ? occupancyOf<P, S, V, 2>(g)
+          : g.items == 4 ? occupancyOf<P, S, V, 4>(g)
+                         : occupancyOf<P, S, V, 0>(g);
+    n = n < 1 ? 1 : n;
+  }
+  return n;
+}
 
 template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a, int sms) {
   constexpr int V = vecWidth<S>();
@@ -299,29 +371,42 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   }
   const int wordsPerItem = (full + col) * g.vec * static_cast<int>(sizeof(S)) / 4 +
                            colSumOutputs<P>() * g.vec * static_cast<int>(sizeof(compute_t<S>)) / 4;
+  // Items per thread, from a sweep on the H100 (bench/tune_rows.py; 2^27 bf16 elements, D =
+  // 1024/4096/8192; bench/results/2026-11-21-h100/tune-rows.md): the most of 4, 2, 1 whose
+  // cached words stay within 24 registers, covering the row with at most 512 threads and
+  // giving every thread of a warp a full item; rmsnorm's forward at D = 4096 ran in 0.193 ms
+  // with 2 x 256 (0.252 with 1 x 512, 0.297 with 4 x 128, which spills). Over that budget
+  // (backward programs with [D] gradients), the fewest items that cover the row: rmsnorm's
+  // forward+backward minus forward took 0.61 ms with 1 x 512, 0.66 with 2 x 256. Rows that need more than 64
+  // words, or more than 4 x 512 vectors, are re-read per pass (ITEMS == 0), which was 2-3x
+  // slower wherever the row fit.
   g.items = 0;
-  // Items per thread: the fewest that cover the row, moving up to 4 only when 4 items fit
-  // in 64 registers. (Measured on the H100, 32768x4096 bf16: rmsnorm's forward+backward ran in
-  // 0.91 ms with 1 item x 512 threads and 2.0-2.3 ms with 2 items x 256.) Rows longer than
-  // 4 x 512 vectors are re-read per pass (ITEMS == 0).
-  for (int items : {1, 2, 4}) {
-    if (!aligned)
-      break;
-    if (static_cast<int64_t>(items) * kMaxGroup >= nv && items * wordsPerItem <= 64) {
-      g.items = items;
-      if (items < 4 && nv >= 128 * 4 / items && 4 * wordsPerItem <= 64)
-        continue;
-      break;
-    }
+  if (aligned) {
+    for (int items : {4, 2, 1})
+      if (items * wordsPerItem <= 24 && static_cast<int64_t>(items) * kMaxGroup >= nv &&
+          (items == 1 || items * 32 <= nv)) {
+        g.items = items;
+        break;
+      }
+    if (g.items == 0)
+      for (int items : {1, 2, 4})
+        if (items * wordsPerItem <= 64 && static_cast<int64_t>(items) * kMaxGroup >= nv) {
+          g.items = items;
+          break;
+        }
   }
   const int64_t perThread = g.items > 0 ? g.items : 8;
   int group = 32;
   while (group < kMaxGroup && static_cast<int64_t>(group) * perThread < nv)
     group *= 2;
   g.group = group;
-  g.rowsPerBlock = colSumOutputs<P>() > 0 ? 1 : (group >= 256 ? 1 : 256 / group);
+  if (aligned)
+    applyRowConfigOverride(g, nv);
+  g.rowsPerBlock = colSumOutputs<P>() > 0 ? 1 : (g.group >= 256 ? 1 : 256 / g.group);
+  // As many blocks as fit on the device at once (the occupancy calculator: registers, shared
+  // memory, threads), each looping over rows; more would only add ColSum partial rows.
   int64_t blocks = (a.rows + g.rowsPerBlock - 1) / g.rowsPerBlock;
-  const int64_t resident = static_cast<int64_t>(sms) * (2048 / (group * g.rowsPerBlock));
+  const int64_t resident = static_cast<int64_t>(sms) * rowBlocksPerSm<P, S>(g);
   if (blocks > resident)
     blocks = resident;
   g.blocks = static_cast<int>(blocks < 1 ? 1 : blocks);
@@ -333,11 +418,6 @@ template <class P, typename S> size_t rowWorkspaceTyped(const typename P::Args& 
     return 0;
   RowGeometry g = rowGeometry<P, S>(a, smCount());
   return sizeof(compute_t<S>) * colSumOutputs<P>() * static_cast<size_t>(g.blocks) * a.D;
-}
-
-// Shared memory for combining reductions across the warps of each row's group.
-template <class P, typename S> size_t rowShared(const RowGeometry& g) {
-  return sizeof(compute_t<S>) * g.rowsPerBlock * (g.group / 32) * maxReductions<P>();
 }
 
 template <class P, typename S, int V>

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
@@ -26,6 +28,17 @@ enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3 };
 
 template <int N> constexpr int atLeastOne() { return N > 0 ? N : 1; }
+
+// staticFor<N>(f) calls f(std::integral_constant<int, 0>{}) ... f(...<int, N - 1>{}). The
+// index is a compile-time constant, so per-thread arrays indexed through it (or through a
+// constexpr function of it) stay in registers; with `#pragma unroll` alone nvcc sometimes
+// computes such an index at run time and moves the array to local memory.
+template <class F, int... I> FG_HD void staticForEach(F& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F> FG_HD void staticFor(F&& f) {
+  staticForEach(f, std::make_integer_sequence<int, N>{});
+}
 
 template <int NI, int NO, int NA> struct ForwardArgs {
   DType dtype;
