@@ -43,9 +43,12 @@ def min_bytes(spec: OpInfo, rows: int, D: int, elem: int, backward: bool) -> int
     return total * elem
 
 
-def _time(fn) -> float:
+def _time(fn, grad_to_none=None) -> float:
+    """Median ms. grad_to_none: tensors whose .grad is reset before every run, as an optimizer's
+    zero_grad() does; otherwise each backward would add into the last one's gradients, an
+    extra elementwise add over every input gradient."""
     from triton.testing import do_bench
-    return do_bench(fn, warmup=25, rep=200, return_mode="median")
+    return do_bench(fn, warmup=25, rep=200, grad_to_none=grad_to_none, return_mode="median")
 
 
 def copy_bandwidth(device) -> float:
@@ -85,7 +88,7 @@ def bench_entry(entry: Entry, shapes: Sequence, dtype, device,
             def step():
                 o = fn(*xg, **attrs)
                 torch.autograd.backward(o if isinstance(o, tuple) else (o,), gouts)
-            both = _time(step)
+            both = _time(step, grad_to_none=xg)
             # Peak memory of one forward+backward beyond the inputs and output gradients.
             torch.cuda.synchronize()
             base = torch.cuda.memory_allocated()
