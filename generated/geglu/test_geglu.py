@@ -81,3 +81,9 @@ def test_backward_is_deterministic(device):
 @pytest.mark.parametrize("device", testing.CUDA_DEVICES)
 def test_benchmark_shape_bfloat16(device):
     CHECKS.benchmark_shape(device)
+
+
+# Memory-heavy (tens of GB): tests/gpu/run.sh runs these alone, after the others.
+@pytest.mark.parametrize("device", testing.CUDA_DEVICES)
+def test_index_beyond_2_31(device):
+    CHECKS.index_beyond_2_31(device)

@@ -271,6 +271,52 @@ class OpChecks:
         for a, g, w in zip(self.spec.inputs, got_g, want_g):
             self.close_normwise(g, w, torch.bfloat16, f"grad of {a.name} at 8x4096x4096")
 
+    def index_beyond_2_31(self, device):
+        """[..., D] tensors of 2^31 + 2 * 4096 bf16 elements, so element offsets need 64 bits:
+        the outputs and the gradients of the first and last rows against the reference on
+        those rows, and the [D] and [] gradients (sums over all rows) against the reference
+        accumulated in float32 over chunks of rows."""
+        D = 4096
+        rows = 2**31 // D + 2
+        lead = (rows,)
+        dtype = torch.bfloat16
+        shapes = [_shape_of(a.shape, lead, D) for a in self.spec.inputs]
+        x = [torch.randn(s, dtype=dtype, device=device).requires_grad_(True) for s in shapes]
+        outs = self.call(self.op, x)
+        assert outs[0].numel() >= 2**31 or all(o.shape != (rows, D) for o in outs)
+        gouts = [torch.randn_like(o) for o in outs]
+        torch.autograd.backward(outs, gouts)
+
+        def rows_of(ts, a, b, args):
+            return [t.detach()[a:b] if cls in (FULL, ROW) else t.detach()
+                    for t, cls in zip(ts, args)]
+
+        out_cls = [o.shape for o in self.spec.outputs]
+        chunk = 1 << 15
+        summed = [None] * len(x)  # reference [D] / [] gradients, float32
+        for a in range(0, rows, chunk):
+            b = min(a + chunk, rows)
+            xs = [t.float() for t in rows_of(x, a, b, [i.shape for i in self.spec.inputs])]
+            gs = [g.float() for g in rows_of(gouts, a, b, out_cls)]
+            want_g = self.grads(self.reference, xs, gs)
+            edge = a == 0 or b == rows
+            if edge:
+                got = [o.detach()[a:b] if cls in (FULL, ROW) else o
+                       for o, cls in zip(outs, out_cls)]
+                for o, g, w in zip(self.spec.outputs, got, self.call(self.reference, xs)):
+                    self.close_normwise(g, w, dtype, f"{self.spec.name}.{o.name}, rows {a}:{b}")
+            for i, (arg, w) in enumerate(zip(self.spec.inputs, want_g)):
+                if arg.shape in (FULL, ROW):
+                    if edge:
+                        self.close_normwise(x[i].grad[a:b], w, dtype,
+                                            f"grad of {arg.name}, rows {a}:{b}")
+                else:
+                    summed[i] = w if summed[i] is None else summed[i] + w
+        for i, arg in enumerate(self.spec.inputs):
+            if summed[i] is not None:
+                self.close_normwise(x[i].grad, summed[i], dtype,
+                                    f"grad of {arg.name} (sum over {rows} rows)")
+
     def deterministic_backward(self, device):
         lead, D = ((2048,), 512) if device == "cuda" else ((256,), 64)
         x = self.inputs(lead, D, torch.float32, device)

@@ -14,13 +14,13 @@ import torch
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("junit")
+    p.add_argument("junit", help="junit XML files, comma-separated")
     p.add_argument("out_dir")
     p.add_argument("--build-seconds", type=float)
     args = p.parse_args()
     counts = collections.defaultdict(lambda: collections.Counter())
     failures = []
-    for case in ET.parse(args.junit).getroot().iter("testcase"):
+    for case in (c for j in args.junit.split(",") for c in ET.parse(j).getroot().iter("testcase")):
         op = case.get("classname", "").split(".")[-1].removeprefix("test_")
         m = re.search(r"\[(cpu|cuda)\b", case.get("name", ""))
         device = m.group(1) if m else "any"
