@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -31,7 +32,7 @@ std::string quote(const std::string& s) {
 
 // Runs `command` in a shell, appending its output to `log`; calls `onLine` for each line.
 template <class F> int runLogged(const std::string& command, std::ofstream& log, F onLine) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  FILE* pipe = popen(("(" + command + ") 2>&1").c_str(), "r");
   if (!pipe) return 127;
   std::array<char, 4096> buf;
   std::string line;
@@ -146,6 +147,18 @@ void explainFailure(const fs::path& logPath, const fs::path& dir, std::ostream& 
   }
 }
 
+// The CUDA toolkit torch.utils.cpp_extension will use (its _find_cuda_home): $CUDA_HOME or
+// $CUDA_PATH, else the directory above the nvcc on PATH, else /usr/local/cuda; "" if none.
+std::string findCudaHome() {
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char* v = std::getenv(var); v && *v)
+      return v;
+  const std::string nvcc = capture("command -v nvcc 2>/dev/null");
+  if (!nvcc.empty())
+    return fs::path(nvcc).parent_path().parent_path().string();
+  return fs::exists("/usr/local/cuda") ? "/usr/local/cuda" : "";
+}
+
 } // namespace
 
 int buildPackage(const BuildOptions& opts, std::ostream& out) {
@@ -186,16 +199,16 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
     out << "fusegen: fusegen_ops is up to date (build key " << key << "); nothing to build\n";
     return 0;
   }
-  std::string version =
-      capture(quote(opts.python) + " -c 'import torch; print(torch.__version__)' 2>/dev/null");
+  // No torch import here (about 4 s each on the GPU machine): the version comes from the
+  // package metadata, CUDA_HOME is found the way torch.utils.cpp_extension finds it, and the
+  // architecture is the visible GPU's (nvidia-smi); only --arch all asks torch.
+  const std::string& version = torchDist;
   if (version.empty()) {
     out << "fusegen: error: '" << opts.python
-        << "' cannot import torch; install PyTorch into the Python that should get the ops\n";
+        << "' has no torch installed; install PyTorch into the Python that should get the ops\n";
     return 1;
   }
-  std::string cudaHome =
-      capture(quote(opts.python) + " -c 'from torch.utils.cpp_extension import CUDA_HOME; "
-                                   "print(CUDA_HOME or \"\")' 2>/dev/null");
+  std::string cudaHome = findCudaHome();
   std::string arch = opts.arch;
   bool withCuda = !opts.cpuOnly && !cudaHome.empty();
   if (withCuda && arch == "all") // every architecture this torch was built for
@@ -203,10 +216,7 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
                    " -c 'import torch; print(\" \".join(a[3:-1] + \".\" + a[-1] for a in "
                    "torch._C._cuda_getArchFlags().split()))' 2>/dev/null");
   if (withCuda && arch.empty()) {
-    arch = capture(quote(opts.python) +
-                   " -c 'import torch; c = torch.cuda.get_device_capability() if "
-                   "torch.cuda.is_available() else None; print(\"%d.%d\" % c if c else \"\")' "
-                   "2>/dev/null");
+    arch = gpuArch;
     if (arch.empty()) {
       arch = "9.0";
       out << "fusegen: no GPU is visible: compiling the CUDA kernels for sm_90 (choose with "
@@ -225,10 +235,18 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
   std::string env = "MAX_JOBS=" + std::to_string(jobs) + " FUSEGEN_BUILD_KEY=" + key +
                     (withCuda ? " TORCH_CUDA_ARCH_LIST=" + quote(arch) : " FUSEGEN_CPU_ONLY=1");
   const std::string py = "cd " + quote(dir.string()) + " && " + env + " " + quote(opts.python);
+  // setup.py is run once, directly: through pip's build hooks it would run (and import torch,
+  // about 4 s on the GPU machine) three times. --install then installs the wheel it wrote.
+  const std::string wheelDir = opts.wheel ? "dist" : "build/fusegen-wheel";
   const std::string command =
-      opts.wheel     ? py + " -m pip wheel --no-build-isolation --no-deps -v -w dist ."
-      : opts.install ? py + " -m pip install --no-build-isolation --no-deps -v ."
-                     : py + " setup.py build_ext --inplace";
+      opts.wheel || opts.install
+          ? (opts.install ? "rm -rf " + quote((dir / wheelDir).string()) + " && " : "") + py +
+                " setup.py bdist_wheel -d " + wheelDir +
+                (opts.install ? " && " + quote(opts.python) +
+                                    " -m pip install --no-deps --no-index --force-reinstall " +
+                                    wheelDir + "/*.whl"
+                              : "")
+          : py + " setup.py build_ext --inplace";
   const char* what = opts.wheel     ? "building a wheel of"
                      : opts.install ? "building and installing"
                                     : "building";
