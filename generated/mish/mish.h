@@ -54,26 +54,17 @@ struct Op {
     const T _t4 = fg::log1p<kFast>(_t3);
     const T _t5 = _t0 + _t4;
     const T _t6 = fg::tanh<kFast>(_t5);
-    const T _t7 = _grad_y * _t6;
-    const bool _t8 = x > T(0.0);
-    const T _t9 = _grad_y * x;
-    const T _t10 = _t6 * _t6;
-    const T _t11 = T(1.0) - _t10;
-    const T _t12 = _t9 * _t11;
-    const T _t13 = T(1.0) + _t3;
-    const T _t14 = _t12 / _t13;
-    const T _t15 = _t14 * _t3;
-    const T _t16 = -_t15;
-    const bool _t17 = x < T(0.0);
-    const T _t18 = _t17 ? _t15 : T(0.0);
-    const T _t19 = _t8 ? _t16 : _t18;
-    const T _t20 = _t7 + _t19;
-    const bool _t21 = x == T(0.0);
-    const T _t22 = T(0.5) * _t12;
-    const T _t23 = _t21 ? _t22 : T(0.0);
-    const T _t24 = _t8 ? _t12 : _t23;
-    const T _t25 = _t20 + _t24;
-    _gin[0] = _t25;
+    const T _t7 = _t6 * _t6;
+    const T _t8 = T(1.0) - _t7;
+    const T _t9 = x * _t8;
+    const T _t10 = -x;
+    const T _t11 = fg::exp<kFast>(_t10);
+    const T _t12 = T(1.0) + _t11;
+    const T _t13 = T(1.0) / _t12;
+    const T _t14 = _t9 * _t13;
+    const T _t15 = _t6 + _t14;
+    const T _t16 = _grad_y * _t15;
+    _gin[0] = _t16;
   }
 };
 

@@ -60,4 +60,32 @@ TEST(FunctionImporter, DoubleReturnAndIntegerParameterAreErrors) {
       << err.str();
 }
 
+TEST(FunctionImporter, NamedDerivativesAreRecordedPerParameter) {
+  std::ostringstream err;
+  Diagnostics diags(err);
+  const std::string header = "inline float f_dx(float x, float y) { return y; }\n"
+                             "inline float f_dy(float x, float y) { return x; }\n"
+                             "FUSEGEN_DERIVATIVE(f_dx, f_dy)\n"
+                             "inline float f(float x, float y) { return x * y; }\n";
+  auto fns = importFunctions("d.cuh", header, diags);
+  ASSERT_TRUE(fns) << err.str();
+  EXPECT_EQ(fns->at("f").derivatives, (std::vector<std::string>{"f_dx", "f_dy"}));
+  EXPECT_TRUE(fns->at("f_dx").derivatives.empty());
+}
+
+TEST(FunctionImporter, NamedDerivativeMustBeDefinedWithTheSameParameters) {
+  std::ostringstream err;
+  Diagnostics diags(err);
+  const std::string header = "inline float g(float x) { return x; }\n"
+                             "FUSEGEN_DERIVATIVE(g, h)\n"
+                             "inline float f(float x, float y) { return x * y; }\n";
+  EXPECT_FALSE(importFunctions("d.cuh", header, diags));
+  EXPECT_NE(err.str().find("d.cuh:2:1: error: FUSEGEN_DERIVATIVE of 'f' names 'h', which this "
+                           "header does not define"),
+            std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("'g', a derivative of 'f', takes 1 parameter(s)"), std::string::npos)
+      << err.str();
+}
+
 } // namespace

@@ -130,7 +130,7 @@ ir::Function applyOnInputs(const prims::Primitive& p, bool constAsLiteral, doubl
 }
 
 bool testable(const prims::Primitive& p) {
-  return p.kind == prims::PrimKind::Elementwise && !p.returnsBool;
+  return p.kind == prims::PrimKind::Elementwise && !p.returnsBool && !p.declaresGradient;
 }
 
 // A primitive whose every rule is the literal 0 (detach) stops the gradient on purpose:
@@ -274,6 +274,23 @@ TEST(Derivatives, DetachStopsTheGradient) {
   EXPECT_EQ(autodiff::evaluate(r.fn->outputs[0].value, env), 2.25);
   ASSERT_TRUE(g.inputGrads[0]);
   EXPECT_EQ(autodiff::evaluate(g.inputGrads[0], env), 1.5);
+}
+
+TEST(Derivatives, WithGradUsesTheStatedDerivative) {
+  // with_grad(x * x, x, 3 * x): the value is x^2, the gradient the stated 3x (not 2x), and
+  // with_grad is the only primitive finite differences skip.
+  Lowered r =
+      lowerSpec("op: t\ninputs:\n  x: [..., D]\noutputs:\n  y: with_grad(x * x, x, 3 * x)\n");
+  ASSERT_TRUE(r.fn) << r.messages;
+  autodiff::Gradient g = gradientOf(*r.fn);
+  Env env;
+  env.inputs = {{"x", 2.0}};
+  env.gradOuts = {{"y", 0.5}};
+  EXPECT_EQ(autodiff::evaluate(r.fn->outputs[0].value, env), 4.0);
+  ASSERT_TRUE(g.inputGrads[0]);
+  EXPECT_EQ(autodiff::evaluate(g.inputGrads[0], env), 3.0);
+  for (const auto& p : library().all())
+    EXPECT_EQ(p->declaresGradient, p->name == "with_grad") << p->signature();
 }
 
 TEST(Derivatives, RuleThatDoesNotTypeCheckIsReported) {

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -151,11 +151,9 @@ void explainFailure(const fs::path& logPath, const fs::path& dir, std::ostream& 
 // $CUDA_PATH, else the directory above the nvcc on PATH, else /usr/local/cuda; "" if none.
 std::string findCudaHome() {
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char* v = std::getenv(var); v && *v)
-      return v;
+    if (const char* v = std::getenv(var); v && *v) return v;
   const std::string nvcc = capture("command -v nvcc 2>/dev/null");
-  if (!nvcc.empty())
-    return fs::path(nvcc).parent_path().parent_path().string();
+  if (!nvcc.empty()) return fs::path(nvcc).parent_path().parent_path().string();
   return fs::exists("/usr/local/cuda") ? "/usr/local/cuda" : "";
 }
 

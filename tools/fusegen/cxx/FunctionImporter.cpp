@@ -2,6 +2,7 @@
 #include "cxx/FunctionImporter.h"
 
 #include <clang/AST/ASTContext.h>
+#include <clang/AST/Attr.h>
 #include <clang/AST/Decl.h>
 #include <clang/AST/Expr.h>
 #include <clang/AST/ExprCXX.h>
@@ -22,9 +23,14 @@ const std::map<std::string, std::string> kMath = {
     {"fabsf", "abs"},  {"fabs", "abs"},  {"powf", "pow"},     {"pow", "pow"},
     {"fmaxf", "max"},  {"fmax", "max"},  {"fminf", "min"},    {"fmin", "min"}};
 
-// Declarations of the math functions, so headers need no system or CUDA includes.
+constexpr const char* kDerivativeTag = "fusegen_derivative:";
+
+// Declarations of the math functions, so headers need no system or CUDA includes, and
+// FUSEGEN_DERIVATIVE as an annotation Clang keeps in the AST. (Headers that other compilers
+// also see define FUSEGEN_DERIVATIVE(...) as nothing when it is not defined.)
 std::string prelude() {
-  std::string p;
+  std::string p = std::string("#define FUSEGEN_DERIVATIVE(...) __attribute__((annotate(\"") +
+                  kDerivativeTag + "\" #__VA_ARGS__)))\n";
   for (const auto& [name, prim] : kMath) {
     bool binary = prim == "pow" || prim == "max" || prim == "min";
     const char* t = name.back() == 'f' ? "float" : "double";
@@ -36,7 +42,7 @@ std::string prelude() {
 class Translator {
 public:
   Translator(clang::ASTUnit& unit, const std::string& path, Diagnostics& diags,
-             const std::map<std::string, bool>& headerFunctions)
+             const std::map<std::string, const clang::FunctionDecl*>& headerFunctions)
       : unit_(unit), path_(path), diags_(diags), headerFunctions_(headerFunctions) {}
 
   SourceLoc loc(clang::SourceLocation l) const {
@@ -62,6 +68,15 @@ public:
         ok = false;
       }
       out.params.push_back(p->getNameAsString());
+    }
+    for (const auto* note : f.specific_attrs<clang::AnnotateAttr>()) {
+      llvm::StringRef text = note->getAnnotation();
+      if (!text.consume_front(kDerivativeTag)) continue;
+      llvm::SmallVector<llvm::StringRef, 4> names;
+      text.split(names, ',');
+      for (llvm::StringRef n : names)
+        if (!n.trim().empty()) out.derivatives.push_back(n.trim().str());
+      ok = derivativesValid(f, out, loc(note->getLocation())) && ok;
     }
     const auto* body = llvm::dyn_cast_or_null<clang::CompoundStmt>(f.getBody());
     if (!ok || !body) return std::nullopt;
@@ -103,6 +118,36 @@ public:
   }
 
 private:
+  // FUSEGEN_DERIVATIVE names one function of this header per parameter, each taking the
+  // same number of parameters.
+  bool derivativesValid(const clang::FunctionDecl& f, const UserFunction& out,
+                        const SourceLoc& at) {
+    if (out.derivatives.size() != out.params.size()) {
+      diags_.error(at, "'" + out.name + "' has " + std::to_string(out.params.size()) +
+                           " parameter(s), but FUSEGEN_DERIVATIVE names " +
+                           std::to_string(out.derivatives.size()) +
+                           " function(s); name one derivative per parameter");
+      return false;
+    }
+    bool ok = true;
+    for (const std::string& d : out.derivatives) {
+      auto it = headerFunctions_.find(d);
+      if (it == headerFunctions_.end()) {
+        diags_.error(at, "FUSEGEN_DERIVATIVE of '" + out.name + "' names '" + d +
+                             "', which this header does not define");
+        ok = false;
+      } else if (it->second->getNumParams() != f.getNumParams()) {
+        diags_.error(at, "'" + d + "', a derivative of '" + out.name + "', takes " +
+                             std::to_string(it->second->getNumParams()) +
+                             " parameter(s); it must "
+                             "take the same " +
+                             std::to_string(f.getNumParams()) + " as '" + out.name + "'");
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
   expr::AstPtr fail(const clang::Stmt* e, const std::string& msg) {
     diags_.error(loc(e->getBeginLoc()), msg);
     return nullptr;
@@ -175,7 +220,7 @@ private:
   clang::ASTUnit& unit_;
   const std::string& path_;
   Diagnostics& diags_;
-  const std::map<std::string, bool>& headerFunctions_;
+  const std::map<std::string, const clang::FunctionDecl*>& headerFunctions_;
   std::map<const clang::ValueDecl*, expr::AstPtr> locals_;
 };
 
@@ -196,14 +241,14 @@ std::optional<UserFunctions> importFunctions(const std::string& path, const std:
     return std::nullopt;
   }
   std::vector<const clang::FunctionDecl*> defined;
-  std::map<std::string, bool> names;
+  std::map<std::string, const clang::FunctionDecl*> names;
   for (const clang::Decl* d : unit->getASTContext().getTranslationUnitDecl()->decls()) {
     const auto* f = llvm::dyn_cast<clang::FunctionDecl>(d);
     if (!f || !f->hasBody()) continue;
     clang::PresumedLoc p = unit->getSourceManager().getPresumedLoc(f->getLocation());
     if (p.isInvalid() || path != p.getFilename()) continue;
     defined.push_back(f);
-    names[f->getNameAsString()] = true;
+    names[f->getNameAsString()] = f;
   }
   Translator t(*unit, path, diags, names);
   UserFunctions out;

@@ -6,6 +6,11 @@
 // reverse mode like any other formula. What cannot be translated (loops, statements other
 // than const locals and return, pointers, globals, other calls) is a diagnostic at the C++
 // file's line and column.
+//
+// A function may instead state its derivatives: FUSEGEN_DERIVATIVE(f_dx, f_dy) before
+// `float f(float x, float y)` names one function of the same parameters per parameter,
+// defined in the same header; Sema then makes each call with_grad(f's body, x, f_dx(x, y),
+// y, f_dy(x, y)) (templates/primitives.yaml), so reverse mode uses them instead of f's body.
 #pragma once
 
 #include "expr/Ast.h"
@@ -22,6 +27,7 @@ struct UserFunction {
   std::string name;
   std::vector<std::string> params;
   expr::AstPtr body; // over the params; calls of primitives and of other user functions
+  std::vector<std::string> derivatives; // FUSEGEN_DERIVATIVE: one function per param, or none
   SourceLoc loc;
 };
 

@@ -5,6 +5,7 @@
 #include "cxx/FunctionImporter.h"
 #include "emit/Emitters.h"
 #include "expr/Sema.h"
+#include "opt/Simplify.h"
 #include "plan/KernelPlan.h"
 #include "spec/SpecLoader.h"
 #include "support/FileWriter.h"
@@ -67,6 +68,7 @@ std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveL
   std::optional<autodiff::Gradient> grad =
       autodiff::differentiate(*fn, lib, diags, spec->outputs.front().formulaLoc);
   if (!grad) return std::nullopt;
+  fn = opt::dropStatedGradients(*fn); // reverse mode has used them
   std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, *grad, diags);
   if (!plan) return std::nullopt;
   return Compiled{std::move(*spec), std::move(*fn), std::move(*grad), std::move(*plan)};

@@ -62,7 +62,32 @@ ir::Expr Sema::inlineFunction(const cxx::UserFunction& f, const AstPtr& call, co
   }
   ++inlineDepth_;
   ir::Expr out = lower(f.body, inner);
+  // Stated derivatives (FUSEGEN_DERIVATIVE): with_grad(body, arg, derivative(args), ...).
+  std::vector<ir::Expr> withGrad{out};
+  for (size_t i = 0; out && i < f.derivatives.size(); ++i) {
+    const cxx::UserFunction& d = functions_->at(f.derivatives[i]);
+    ir::Expr di = lower(d.body, inner);
+    if (!di) {
+      out = nullptr;
+      break;
+    }
+    withGrad.push_back(inner[f.params[i]]);
+    withGrad.push_back(di);
+  }
   --inlineDepth_;
+  if (out && !f.derivatives.empty()) {
+    const prims::Primitive* prim = lib_.find("with_grad", withGrad.size());
+    if (!prim) {
+      diags_.error(call->loc, "'" + f.name +
+                                  "' states its derivatives, but the primitive "
+                                  "library has no with_grad of " +
+                                  std::to_string(withGrad.size()) +
+                                  " arguments (value, then each parameter and its derivative)");
+      diags_.note(f.loc, "'" + f.name + "' is defined here");
+      return nullptr;
+    }
+    out = ir::Node::makeCall(prim, std::move(withGrad));
+  }
   if (!out) diags_.note(call->loc, "in the call of '" + f.name + "' here");
   return out;
 }

@@ -157,4 +157,23 @@ std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {
   return out;
 }
 
+ir::Function dropStatedGradients(const ir::Function& fn) {
+  std::vector<ir::Expr> roots;
+  for (const ir::FunctionOutput& o : fn.outputs)
+    roots.push_back(o.value);
+  for (const auto& [name, e] : fn.lets)
+    roots.push_back(e);
+  std::unordered_map<const ir::Node*, ir::Expr> replace;
+  for (const ir::Node* n : ir::topoOrder(roots)) // inner with_grads first
+    if (n->kind() == ir::NodeKind::Call && n->prim()->declaresGradient)
+      replace[n] = ir::substitute(n->args().front(), replace);
+  if (replace.empty()) return fn;
+  ir::Function out = fn;
+  for (ir::FunctionOutput& o : out.outputs)
+    o.value = ir::substitute(o.value, replace);
+  for (auto& [name, e] : out.lets)
+    e = ir::substitute(e, replace);
+  return out;
+}
+
 } // namespace fusegen::opt

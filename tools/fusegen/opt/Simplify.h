@@ -4,6 +4,7 @@
 // shared node, so a DAG printed as code computes each value once.
 #pragma once
 
+#include "ir/Function.h"
 #include "ir/Node.h"
 #include "prims/PrimitiveLibrary.h"
 
@@ -27,5 +28,10 @@ private:
 // (same pointer) where nothing below them changed, and the first of equal nodes in the
 // order of `roots` wins, so passing already-canonical expressions first preserves them.
 std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots);
+
+// `fn` with every with_grad(value, ...) replaced by its value. Run after reverse mode has
+// used the stated derivatives: the forward kernels and the eager reference then compute
+// values only, not the derivatives that with_grad carries.
+ir::Function dropStatedGradients(const ir::Function& fn);
 
 } // namespace fusegen::opt

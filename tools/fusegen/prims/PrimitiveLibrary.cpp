@@ -177,10 +177,16 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
         p->torch = v.Scalar();
       } else if (key == "grad") {
         gradNode = v;
+      } else if (key == "declares_gradient") {
+        if (v.Scalar() == "true")
+          p->declaresGradient = true;
+        else if (v.Scalar() != "false")
+          diags.error(vloc, "declares_gradient must be true or false");
       } else {
         diags.error(locOf(path, it->first), "unknown key '" + key +
                                                 "'; expected name, doc, kind, returns, eval, "
-                                                "combine, finish, torch, grad");
+                                                "combine, finish, torch, grad, "
+                                                "declares_gradient");
       }
     }
     if (!named) continue;

@@ -42,6 +42,9 @@ struct Primitive {
   Combine combine = Combine::Sum; // reductions
   expr::AstPtr finish;            // reductions: acc (the combined value), D -> result; null: acc
   bool returnsBool = false;
+  // Its grad rules state a gradient that eval does not imply (with_grad: a C++ function's
+  // named derivative), so finite differences of eval do not check them.
+  bool declaresGradient = false;
   std::string doc;
   expr::AstPtr eval;               // over builtins and params (elementwise only)
   std::string torch;               // PyTorch spelling with {param} placeholders
