@@ -12,7 +12,7 @@ OPS = ["add_rmsnorm", "bias_gelu", "bias_gelu_erf", "geglu", "l2norm", "layernor
 HERE = os.path.dirname(os.path.abspath(__file__))
 WITH_CUDA = cpp_extension.CUDA_HOME is not None and os.environ.get("FUSEGEN_CPU_ONLY", "0") != "1"
 
-sources = []
+sources = ["runtime/fusegen_autograd.cpp"]  # the autograd kernel every op registers
 for op in OPS:
     sources += [f"{op}/{op}_ops.cpp", f"{op}/{op}_cpu.cpp"]
     if WITH_CUDA:

@@ -63,21 +63,3 @@ def _fake(x, residual, weight, eps=1e-06):
 def _fake_backward(grad_y, grad_residual_out, x, residual, weight, saved_rstd, eps, output_mask):
     return _support.fake_backward(SPEC, [x, residual, weight], [saved_rstd], [grad_y, grad_residual_out],
                                   output_mask)
-
-
-def _setup_context(ctx, inputs, output):
-    stats = _support.as_tuple(output)[2:]  # per-row statistics for the backward
-    ctx.mark_non_differentiable(*stats)
-    ctx.save_for_backward(*inputs[:3], *stats)
-    ctx.attrs = tuple(inputs[3:])
-
-
-def _backward(ctx, *grads):
-    mask = [bool(m) for m in ctx.needs_input_grad[:3]]
-    result = torch.ops.fusegen.add_rmsnorm_backward.default(
-        *grads[:2], *ctx.saved_tensors, *ctx.attrs, mask)
-    result = _support.as_tuple(result)
-    return tuple(g if m else None for g, m in zip(result, mask)) + (None,) * 1
-
-
-torch.library.register_autograd("fusegen::add_rmsnorm", _backward, setup_context=_setup_context)

@@ -54,21 +54,3 @@ def _fake(x, bias):
 def _fake_backward(grad_y, x, bias, output_mask):
     return _support.fake_backward(SPEC, [x, bias], [], [grad_y],
                                   output_mask)
-
-
-def _setup_context(ctx, inputs, output):
-    stats = _support.as_tuple(output)[1:]  # per-row statistics for the backward
-    ctx.mark_non_differentiable(*stats)
-    ctx.save_for_backward(*inputs[:2], *stats)
-    ctx.attrs = tuple(inputs[2:])
-
-
-def _backward(ctx, *grads):
-    mask = [bool(m) for m in ctx.needs_input_grad[:2]]
-    result = torch.ops.fusegen.bias_gelu_backward.default(
-        *grads[:1], *ctx.saved_tensors, *ctx.attrs, mask)
-    result = _support.as_tuple(result)
-    return tuple(g if m else None for g, m in zip(result, mask)) + (None,) * 0
-
-
-torch.library.register_autograd("fusegen::bias_gelu", _backward, setup_context=_setup_context)

@@ -53,21 +53,3 @@ def _fake(x, negative_slope=0.01):
 def _fake_backward(grad_y, x, negative_slope, output_mask):
     return _support.fake_backward(SPEC, [x], [], [grad_y],
                                   output_mask)
-
-
-def _setup_context(ctx, inputs, output):
-    stats = _support.as_tuple(output)[1:]  # per-row statistics for the backward
-    ctx.mark_non_differentiable(*stats)
-    ctx.save_for_backward(*inputs[:1], *stats)
-    ctx.attrs = tuple(inputs[1:])
-
-
-def _backward(ctx, *grads):
-    mask = [bool(m) for m in ctx.needs_input_grad[:1]]
-    result = torch.ops.fusegen.leaky_relu_backward.default(
-        *grads[:1], *ctx.saved_tensors, *ctx.attrs, mask)
-    result = _support.as_tuple(result)
-    return tuple(g if m else None for g, m in zip(result, mask)) + (None,) * 1
-
-
-torch.library.register_autograd("fusegen::leaky_relu", _backward, setup_context=_setup_context)

@@ -3,7 +3,7 @@ implementations used by torch.compile and opcheck, and the argument checks they 
 with the C++ glue (templates/runtime/fusegen_torch.h) -- same rules, same messages, so a
 mistake is reported the same way in eager mode and while tracing."""
 import dataclasses
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import torch
 
@@ -121,6 +121,3 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
     out = tuple(t.new_empty(t.shape) if m else t.new_empty(0) for t, m in zip(tensors, output_mask))
     return out[0] if len(out) == 1 else out
 
-
-def as_tuple(x) -> Tuple[Optional[torch.Tensor], ...]:
-    return tuple(x) if isinstance(x, (tuple, list)) else (x,)

@@ -510,8 +510,9 @@ std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
       {"pyproject.toml", templates.render("package/pyproject.toml.mustache", d)},
       {"fusegen_ops/__init__.py", templates.render("package/fusegen_ops_init.py.mustache", d)},
   };
-  for (const char* header : {"fusegen_runtime.h", "fusegen_row.h", "fusegen_cpu.h",
-                             "fusegen_cuda.cuh", "fusegen_row_cuda.cuh", "fusegen_torch.h"})
+  for (const char* header :
+       {"fusegen_runtime.h", "fusegen_row.h", "fusegen_cpu.h", "fusegen_cuda.cuh",
+        "fusegen_row_cuda.cuh", "fusegen_torch.h", "fusegen_autograd.h", "fusegen_autograd.cpp"})
     files.push_back({std::string("runtime/") + header,
                      "// " + stamp + templates.read(std::string("runtime/") + header)});
   for (const char* module : {"_support.py", "testing.py", "benchmark.py", "test_package.py"})

@@ -1,0 +1,123 @@
+// fusegen autograd: see fusegen_autograd.h. The backward op's schema is
+//   <op>_backward(grads of the outputs..., inputs..., statistics..., attrs...,
+//                 bool[inputs] output_mask) -> gradients of the inputs
+#include "fusegen_autograd.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/autograd/saved_variable.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fg::glue {
+namespace {
+
+using torch::autograd::SavedVariable;
+using torch::autograd::variable_list;
+
+class OpBackward final : public torch::autograd::Node {
+public:
+  OpBackward(const AutogradInfo& info, const c10::OperatorHandle& backward)
+      : info_(info), backward_(backward) {}
+
+  std::string name() const override { return info_.backwardOp; }
+
+  variable_list apply(variable_list&& grads) override {
+    variable_list result(info_.inputs);
+    c10::List<bool> mask;
+    bool any = false;
+    for (int k = 0; k < info_.inputs; ++k) {
+      mask.push_back(should_compute_output(k));
+      any = any || mask.get(k);
+    }
+    if (!any)
+      return result;
+    torch::jit::Stack stack;
+    stack.reserve(grads.size() + saved.size() + attrs.size() + 1);
+    for (size_t m = 0; m < grads.size(); ++m) // an unused output's gradient is zeros
+      stack.emplace_back(grads[m].defined() ? grads[m] : input_metadata(m).zeros_like());
+    for (SavedVariable& s : saved)
+      stack.emplace_back(s.unpack());
+    for (const c10::IValue& a : attrs)
+      stack.push_back(a);
+    stack.emplace_back(std::move(mask));
+    backward_.callBoxed(&stack);
+    for (int k = 0; k < info_.inputs; ++k)
+      if (should_compute_output(k))
+        result[k] = stack[k].toTensor();
+    return result;
+  }
+
+  void release_variables() override {
+    for (SavedVariable& s : saved)
+      s.reset_data();
+  }
+
+  std::vector<SavedVariable> saved; // the inputs, then the statistics
+  std::vector<c10::IValue> attrs;
+
+private:
+  AutogradInfo info_;
+  c10::OperatorHandle backward_;
+};
+
+class AutogradKernel final : public c10::OperatorKernel {
+public:
+  explicit AutogradKernel(const AutogradInfo& info) : info_(info) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                  torch::jit::Stack* stack) {
+    auto args = torch::jit::last(*stack, info_.inputs + info_.attrs);
+    std::vector<at::Tensor> inputs;
+    bool needsGrad = false;
+    for (int k = 0; k < info_.inputs; ++k) {
+      inputs.push_back(args[k].toTensor());
+      needsGrad = needsGrad || inputs.back().requires_grad();
+    }
+    std::shared_ptr<OpBackward> node;
+    if (needsGrad && at::GradMode::is_enabled()) {
+      node = std::shared_ptr<OpBackward>(new OpBackward(info_, backwardOp()),
+                                         torch::autograd::deleteNode);
+      torch::autograd::edge_list edges;
+      for (const at::Tensor& t : inputs)
+        edges.push_back(torch::autograd::impl::gradient_edge(t));
+      node->set_next_edges(std::move(edges));
+      for (const at::Tensor& t : inputs)
+        node->saved.emplace_back(t, /*is_output=*/false);
+      for (size_t k = info_.inputs; k < args.size(); ++k)
+        node->attrs.push_back(args[k]);
+    }
+    {
+      at::AutoDispatchBelowADInplaceOrView below;
+      op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+    }
+    if (!node)
+      return;
+    auto results = torch::jit::last(*stack, op.schema().returns().size());
+    for (int m = 0; m < info_.outputs; ++m)
+      torch::autograd::set_history(results[m].toTensor(), node);
+    for (size_t m = info_.outputs; m < results.size(); ++m)
+      node->saved.emplace_back(results[m].toTensor(), /*is_output=*/false);
+  }
+
+private:
+  const c10::OperatorHandle& backwardOp() {
+    if (!backward_)
+      backward_ = c10::Dispatcher::singleton().findSchemaOrThrow(info_.backwardOp, "");
+    return *backward_;
+  }
+
+  AutogradInfo info_;
+  std::optional<c10::OperatorHandle> backward_;
+};
+
+} // namespace
+
+torch::CppFunction autogradKernel(const AutogradInfo& info) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AutogradKernel>(info));
+}
+
+} // namespace fg::glue
