@@ -5,7 +5,8 @@
 //   forward<T>(in, attr, D, out) and backward<T>(in, attr, D, gout, gin): one element, in the
 //   compute type T (float for half types, double for double).
 // Plans:
-//   flat     - no [D] inputs: a grid-stride loop over 128-bit vectors, scalar tail.
+//   flat     - no [D] inputs: a grid-stride loop over 128-bit vectors (kUnroll loaded per
+//              thread before any is stored), scalar tail.
 //   colwise  - [D] inputs, or gradients that must be summed over rows: each thread owns VEC
 //              columns (its [D] values stay in registers) and walks rows; in backward it
 //              accumulates the broadcast gradients in fp32/fp64 and writes one partial sum
@@ -56,9 +57,11 @@ __device__ __forceinline__ void storeVec(void* base, I index, const Vec<S, V>& x
 }
 
 constexpr int kThreads = 256;
+// Flat plan: vectors per thread and loop iteration (bench/flat_unroll.cu measures 1, 2, 4).
+constexpr int kFlatUnroll = 2;
 
 // ---------------------------------------------------------------- flat plan
-template <class Op, typename S, int V, typename I, class Args>
+template <class Op, typename S, int V, typename I, class Args, int kUnroll = kFlatUnroll>
 __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
   using T = compute_t<S>;
   T attr[atLeastOne<Op::kAttrs>()];
@@ -73,27 +76,38 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
   const I n = static_cast<I>(a.rows * a.D);
   const I nvec = n / V;
   const I stride = static_cast<I>(gridDim.x) * kThreads;
-  for (I v = static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; v < nvec; v += stride) {
-    Vec<S, V> x[Op::kInputs];
+  // kUnroll vectors per thread and iteration, all loaded before any is stored: the stores
+  // may alias the inputs, so without this the compiler keeps one load in flight per thread.
+  for (I base = static_cast<I>(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < nvec;
+       base += stride * kUnroll) {
+    Vec<S, V> x[kUnroll][Op::kInputs];
 #pragma unroll
-    for (int k = 0; k < Op::kInputs; ++k)
-      if (Op::bcast(k) == Bcast::Full)
-        x[k] = loadVec<S, V>(a.in[k], v * V);
-    Vec<S, V> y[Op::kOutputs];
-#pragma unroll
-    for (int l = 0; l < V; ++l) {
-      T in[Op::kInputs], out[Op::kOutputs];
+    for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
-        in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : scalar[k];
-      Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
+        if (Op::bcast(k) == Bcast::Full && base + u * kThreads < nvec)
+          x[u][k] = loadVec<S, V>(a.in[k], (base + u * kThreads) * V);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const I v = base + u * kThreads;
+      if (v >= nvec)
+        break;
+      Vec<S, V> y[Op::kOutputs];
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        T in[Op::kInputs], out[Op::kOutputs];
+#pragma unroll
+        for (int k = 0; k < Op::kInputs; ++k)
+          in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[u][k].v[l]) : scalar[k];
+        Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
+#pragma unroll
+        for (int m = 0; m < Op::kOutputs; ++m)
+          y[m].v[l] = fromCompute<S>(out[m]);
+      }
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
-        y[m].v[l] = fromCompute<S>(out[m]);
+        storeVec<S, V>(a.out[m], v * V, y[m]);
     }
-#pragma unroll
-    for (int m = 0; m < Op::kOutputs; ++m)
-      storeVec<S, V>(a.out[m], v * V, y[m]);
   }
   for (I i = nvec * V + static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
     T in[Op::kInputs], out[Op::kOutputs];
@@ -107,7 +121,7 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
   }
 }
 
-template <class Op, typename S, int V, typename I, class Args>
+template <class Op, typename S, int V, typename I, class Args, int kUnroll = kFlatUnroll>
 __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
   using T = compute_t<S>;
   T attr[atLeastOne<Op::kAttrs>()];
@@ -122,33 +136,46 @@ __global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
   const I n = static_cast<I>(a.rows * a.D);
   const I nvec = n / V;
   const I stride = static_cast<I>(gridDim.x) * kThreads;
-  for (I v = static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; v < nvec; v += stride) {
-    Vec<S, V> x[Op::kInputs], g[Op::kOutputs], dx[Op::kInputs];
+  for (I base = static_cast<I>(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < nvec;
+       base += stride * kUnroll) {
+    Vec<S, V> x[kUnroll][Op::kInputs], g[kUnroll][Op::kOutputs];
 #pragma unroll
-    for (int k = 0; k < Op::kInputs; ++k)
-      if (Op::bcast(k) == Bcast::Full)
-        x[k] = loadVec<S, V>(a.in[k], v * V);
-#pragma unroll
-    for (int m = 0; m < Op::kOutputs; ++m)
-      g[m] = loadVec<S, V>(a.gout[m], v * V);
-#pragma unroll
-    for (int l = 0; l < V; ++l) {
-      T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
+    for (int u = 0; u < kUnroll; ++u) {
+      if (base + u * kThreads >= nvec)
+        break;
 #pragma unroll
       for (int k = 0; k < Op::kInputs; ++k)
-        in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : scalar[k];
+        if (Op::bcast(k) == Bcast::Full)
+          x[u][k] = loadVec<S, V>(a.in[k], (base + u * kThreads) * V);
 #pragma unroll
       for (int m = 0; m < Op::kOutputs; ++m)
-        gout[m] = toCompute(g[m].v[l]);
-      Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
-#pragma unroll
-      for (int k = 0; k < Op::kInputs; ++k)
-        dx[k].v[l] = fromCompute<S>(gin[k]);
+        g[u][m] = loadVec<S, V>(a.gout[m], (base + u * kThreads) * V);
     }
 #pragma unroll
-    for (int k = 0; k < Op::kInputs; ++k)
-      if (Op::bcast(k) == Bcast::Full && a.need[k])
-        storeVec<S, V>(a.gin[k], v * V, dx[k]);
+    for (int u = 0; u < kUnroll; ++u) {
+      const I v = base + u * kThreads;
+      if (v >= nvec)
+        break;
+      Vec<S, V> dx[Op::kInputs];
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
+#pragma unroll
+        for (int k = 0; k < Op::kInputs; ++k)
+          in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[u][k].v[l]) : scalar[k];
+#pragma unroll
+        for (int m = 0; m < Op::kOutputs; ++m)
+          gout[m] = toCompute(g[u][m].v[l]);
+        Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
+#pragma unroll
+        for (int k = 0; k < Op::kInputs; ++k)
+          dx[k].v[l] = fromCompute<S>(gin[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < Op::kInputs; ++k)
+        if (Op::bcast(k) == Bcast::Full && a.need[k])
+          storeVec<S, V>(a.gin[k], v * V, dx[k]);
+    }
   }
   for (I i = nvec * V + static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
     T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
@@ -408,12 +435,12 @@ template <class Op, typename S, class Args> void forwardTyped(const Args& a, cud
     for (int m = 0; m < Op::kOutputs; ++m)
       vec = vec && aligned16(a.out[m]);
     const int64_t work = vec ? n / V : n;
-    int64_t blocks = (work + kThreads - 1) / kThreads;
+    int64_t blocks = (work + kThreads * kFlatUnroll - 1) / (kThreads * kFlatUnroll);
     if (blocks > static_cast<int64_t>(sms) * 8)
       blocks = static_cast<int64_t>(sms) * 8;
     if (blocks < 1)
       blocks = 1;
-    const bool wide = n >= (int64_t(1) << 31) - 4 * kThreads * 8;
+    const bool wide = n > (int64_t(1) << 30); // 32-bit indices keep a 2^30 margin for strides
     if (vec && wide)
       flatForward<Op, S, V, int64_t><<<blocks, kThreads, 0, stream>>>(a);
     else if (vec)
@@ -481,12 +508,12 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a, cu
   }
   vec = vec && pickVec<Op, S>(a, false) == V;
   const int64_t work = vec ? n / V : n;
-  int64_t blocks = (work + kThreads - 1) / kThreads;
+  int64_t blocks = (work + kThreads * kFlatUnroll - 1) / (kThreads * kFlatUnroll);
   if (blocks > static_cast<int64_t>(sms) * 8)
     blocks = static_cast<int64_t>(sms) * 8;
   if (blocks < 1)
     blocks = 1;
-  const bool wide = n >= (int64_t(1) << 31) - 4 * kThreads * 8;
+  const bool wide = n > (int64_t(1) << 30); // 32-bit indices keep a 2^30 margin for strides
   if (vec && wide)
     flatBackward<Op, S, V, int64_t><<<blocks, kThreads, 0, stream>>>(a);
   else if (vec)

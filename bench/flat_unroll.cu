@@ -1,0 +1,109 @@
+// Measures the flat plan's vectors per thread and iteration (kFlatUnroll in
+// templates/runtime/fusegen_cuda.cuh) on the GPU present: forward and backward of sigmoid (one
+// input) and mul (two inputs) over 16384 x 8192 bf16, each variant launched the way the plan
+// launches it, against a device-to-device copy of the same bytes. Run from the repo root:
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90 -Igenerated/runtime
+//        -Igenerated/sigmoid -Igenerated/mul bench/flat_unroll.cu -o /tmp/flat_unroll
+//   /tmp/flat_unroll
+#include "mul.h"
+#include "sigmoid.h"
+
+#include "fusegen_cuda.cuh"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+using S = __nv_bfloat16;
+using fg::cuda::check;
+constexpr int64_t kRows = 16384, kD = 8192, kN = kRows * kD;
+constexpr int kV = fg::cuda::vecWidth<S>();
+
+template <class F> float medianMs(F launch) {
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  for (int i = 0; i < 5; ++i)
+    launch(); // warm-up
+  std::vector<float> ms;
+  for (int r = 0; r < 25; ++r) { // each run moves 268 MB per tensor: far beyond the 50 MB L2
+    check(cudaEventRecord(start), "record");
+    launch();
+    check(cudaEventRecord(stop), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float t = 0;
+    check(cudaEventElapsedTime(&t, start, stop), "elapsed");
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+unsigned blocksFor(int unroll) {
+  const int64_t work = kN / kV;
+  int64_t blocks = (work + fg::cuda::kThreads * unroll - 1) / (fg::cuda::kThreads * unroll);
+  return static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(fg::cuda::smCount()) * 8));
+}
+
+void report(const char* what, int unroll, float ms, int tensors) {
+  const double gbps = double(tensors) * kN * sizeof(S) / ms / 1e6;
+  std::printf("%-18s unroll %d: %.4f ms  %6.0f GB/s\n", what, unroll, ms, gbps);
+}
+
+template <class Op, int U> void run(const char* name, std::vector<void*>& buf) {
+  typename Op::ForwardArgs f{};
+  f.dtype = fg::DType::BFloat16;
+  for (int k = 0; k < Op::kInputs; ++k)
+    f.in[k] = buf[k];
+  f.out[0] = buf[Op::kInputs];
+  f.rows = kRows;
+  f.D = kD;
+  const unsigned blocks = blocksFor(U);
+  float ms = medianMs([&] {
+    fg::cuda::flatForward<Op, S, kV, int32_t, typename Op::ForwardArgs, U>
+        <<<blocks, fg::cuda::kThreads>>>(f);
+  });
+  report((std::string(name) + " forward").c_str(), U, ms, Op::kInputs + 1);
+  typename Op::BackwardArgs b{};
+  b.dtype = fg::DType::BFloat16;
+  for (int k = 0; k < Op::kInputs; ++k) {
+    b.in[k] = buf[k];
+    b.gin[k] = buf[Op::kInputs + 1 + k];
+    b.need[k] = true;
+  }
+  b.gout[0] = buf[Op::kInputs];
+  b.rows = kRows;
+  b.D = kD;
+  ms = medianMs([&] {
+    fg::cuda::flatBackward<Op, S, kV, int32_t, typename Op::BackwardArgs, U>
+        <<<blocks, fg::cuda::kThreads>>>(b);
+  });
+  report((std::string(name) + " backward").c_str(), U, ms, 2 * Op::kInputs + 1);
+}
+
+} // namespace
+
+int main() {
+  std::vector<void*> buf(5);
+  for (void*& p : buf) {
+    check(cudaMalloc(&p, kN * sizeof(S)), "cudaMalloc");
+    check(cudaMemset(p, 0, kN * sizeof(S)), "cudaMemset");
+  }
+  float copy = medianMs([&] {
+    check(cudaMemcpyAsync(buf[1], buf[0], kN * sizeof(S), cudaMemcpyDeviceToDevice), "copy");
+  });
+  report("copy", 0, copy, 2);
+  using Sigmoid = fusegen_ops::sigmoid::Op;
+  using Mul = fusegen_ops::mul::Op;
+  run<Sigmoid, 1>("sigmoid", buf);
+  run<Sigmoid, 2>("sigmoid", buf);
+  run<Sigmoid, 4>("sigmoid", buf);
+  run<Mul, 1>("mul", buf);
+  run<Mul, 2>("mul", buf);
+  run<Mul, 4>("mul", buf);
+  check(cudaDeviceSynchronize(), "sync");
+  return 0;
+}
