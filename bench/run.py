@@ -5,6 +5,7 @@ liger_kernel is importable), forward and forward+backward, with peak memory, plu
 device-to-device copy bandwidth of the same run. Writes bench.json, bench.md and bench.png.
 
     python3 bench/run.py --out bench/results/latest [--dtype bfloat16] [--ops bias_gelu,...]
+    python3 bench/run.py --merge RUN1 RUN2 ... --out DIR    (combine runs, no GPU needed)
 """
 import argparse
 import datetime
@@ -67,13 +68,67 @@ def plot(results, path, copy_gbps):
     fig.savefig(path, dpi=80)
 
 
+def write_outputs(results, meta, out, dtype):
+    """bench.json, bench.md (one row per op, shape and implementation) and bench.png."""
+    with open(os.path.join(out, "bench.json"), "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    lines = [f"# fusegen benchmark: {meta['gpu']}, torch {meta['torch']}, {meta['date']}", "",
+             f"dtype {dtype}; device-to-device copy: {meta['copy_GBps']:.0f} GB/s "
+             "(read + write). Median times, L2 flushed; GB/s from the minimum bytes moved.", ""]
+    if meta.get("note"):
+        lines += [meta["note"], ""]
+    lines += ["| op | shape | impl | fwd ms | fwd GB/s | % copy | fwd+bwd ms | fwd+bwd GB/s | % copy "
+              "| peak MiB |",
+              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        lines.append(f"| {r['op']} | {r['rows']}x{r['D']} | {r['impl']} | {r['fwd_ms']:.4f} | "
+                     f"{r['fwd_GBps']:.0f} | {100 * r['fwd_GBps'] / meta['copy_GBps']:.0f} | "
+                     f"{r['fwd_bwd_ms']:.4f} | {r['fwd_bwd_GBps']:.0f} | "
+                     f"{100 * r['fwd_bwd_GBps'] / meta['copy_GBps']:.0f} | "
+                     f"{r['fwd_bwd_peak_MiB']:.0f} |")
+    with open(os.path.join(out, "bench.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    plot(results, os.path.join(out, "bench.png"), meta["copy_GBps"])
+
+
+def merge(dirs, out, note):
+    """Combines the bench.json of several runs (of one GPU and torch) into one set of
+    outputs; a later run's row replaces an earlier one's for the same op, shape and impl."""
+    rows, metas = {}, []
+    for d in dirs:
+        with open(os.path.join(d, "bench.json")) as f:
+            data = json.load(f)
+        metas.append(data["meta"])
+        for r in data["results"]:
+            rows[(r["op"], r["rows"], r["D"], r["impl"])] = r
+    if len({(m["gpu"], m["torch"]) for m in metas}) != 1:
+        sys.exit("bench/run.py --merge: the runs are from different GPUs or torch versions")
+    meta = dict(metas[-1])
+    meta["copy_GBps"] = min(m["copy_GBps"] for m in metas)
+    dates = sorted(m["date"] for m in metas)
+    meta["date"] = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    meta["merged_from"] = list(dirs)
+    meta["note"] = note
+    os.makedirs(out, exist_ok=True)
+    order = ["fusegen", "eager", "torch.compile", "pytorch", "liger"]
+    results = sorted(rows.values(), key=lambda r: (r["op"], r["rows"] * r["D"], r["rows"],
+                                                   order.index(r["impl"]) if r["impl"] in order
+                                                   else len(order)))
+    write_outputs(results, meta, out, results[0]["dtype"].replace("torch.", ""))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True, help="directory for bench.json and bench.md")
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--ops", default=",".join(fusegen_ops.OPS))
-    p.add_argument("--shapes", default="512x4096,4096x4096,16384x8192")
+    p.add_argument("--shapes", default="512x4096,32768x4096,16384x8192")
+    p.add_argument("--merge", nargs="+", metavar="DIR",
+                   help="no timing: combine these runs' bench.json into --out")
+    p.add_argument("--note", default="", help="with --merge: a line for bench.md")
     args = p.parse_args()
+    if args.merge:
+        return merge(args.merge, args.out, args.note)
     if not torch.cuda.is_available():
         sys.exit("bench/run.py: no CUDA device")
     os.makedirs(args.out, exist_ok=True)
@@ -86,23 +141,7 @@ def main():
     with open(os.path.join(args.out, "bench.json")) as f:
         meta = json.load(f)["meta"]
     meta["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    with open(os.path.join(args.out, "bench.json"), "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
-    lines = [f"# fusegen benchmark: {meta['gpu']}, torch {meta['torch']}, {meta['date']}", "",
-             f"dtype {args.dtype}; device-to-device copy: {meta['copy_GBps']:.0f} GB/s "
-             "(read + write). Median times, L2 flushed; GB/s from the minimum bytes moved.", "",
-             "| op | shape | impl | fwd ms | fwd GB/s | % copy | fwd+bwd ms | fwd+bwd GB/s | % copy "
-             "| peak MiB |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for r in results:
-        lines.append(f"| {r['op']} | {r['rows']}x{r['D']} | {r['impl']} | {r['fwd_ms']:.4f} | "
-                     f"{r['fwd_GBps']:.0f} | {100 * r['fwd_GBps'] / meta['copy_GBps']:.0f} | "
-                     f"{r['fwd_bwd_ms']:.4f} | {r['fwd_bwd_GBps']:.0f} | "
-                     f"{100 * r['fwd_bwd_GBps'] / meta['copy_GBps']:.0f} | "
-                     f"{r['fwd_bwd_peak_MiB']:.0f} |")
-    with open(os.path.join(args.out, "bench.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    plot(results, os.path.join(args.out, "bench.png"), meta["copy_GBps"])
+    write_outputs(results, meta, args.out, args.dtype)
 
 
 if __name__ == "__main__":
