@@ -103,13 +103,15 @@ Prepared prepare(const char* op, const std::array<TensorArg, N>& args, int full,
   for (const TensorArg& a : args) {
     TORCH_CHECK(a.tensor.defined(), op, ": argument '", a.name, "' is an undefined tensor");
     bool supported = false;
-    std::string list;
-    for (at::ScalarType t : dtypes) {
+    for (at::ScalarType t : dtypes)
       supported = supported || a.tensor.scalar_type() == t;
-      list += (list.empty() ? "" : ", ") + std::string(dtypeName(t));
+    if (!supported) { // the message is built only when it is needed (this runs every call)
+      std::string list;
+      for (at::ScalarType t : dtypes)
+        list += (list.empty() ? "" : ", ") + std::string(dtypeName(t));
+      TORCH_CHECK(false, op, ": argument '", a.name, "' has dtype ",
+                  dtypeName(a.tensor.scalar_type()), ", but this op supports ", list);
     }
-    TORCH_CHECK(supported, op, ": argument '", a.name, "' has dtype ",
-                dtypeName(a.tensor.scalar_type()), ", but this op supports ", list);
     TORCH_CHECK(a.tensor.scalar_type() == p.dtype, op, ": argument '", a.name, "' has dtype ",
                 dtypeName(a.tensor.scalar_type()), ", but '", refName, "' has dtype ",
                 dtypeName(p.dtype), "; all tensor arguments must have the same dtype");
