@@ -10,6 +10,8 @@
 #include <torch/csrc/autograd/saved_variable.h>
 
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,13 +107,17 @@ public:
   }
 
 private:
+  // Looked up at the first call, when every op of the package is registered; call_once
+  // because the first calls may come from several threads.
   const c10::OperatorHandle& backwardOp() {
-    if (!backward_)
+    std::call_once(found_, [this] {
       backward_ = c10::Dispatcher::singleton().findSchemaOrThrow(info_.backwardOp, "");
+    });
     return *backward_;
   }
 
   AutogradInfo info_;
+  std::once_flag found_;
   std::optional<c10::OperatorHandle> backward_;
 };
 
