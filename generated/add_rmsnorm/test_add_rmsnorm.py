@@ -74,6 +74,11 @@ def test_wrong_arguments_raise(device):
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)
+def test_gradient_through_one_output(device):
+    CHECKS.one_output_used(device)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
 def test_backward_is_deterministic(device):
     CHECKS.deterministic_backward(device)
 

@@ -271,6 +271,27 @@ class OpChecks:
         for a, g, w in zip(self.spec.inputs, got_g, want_g):
             self.close_normwise(g, w, torch.bfloat16, f"grad of {a.name} at 8x4096x4096")
 
+    def one_output_used(self, device):
+        """Backward through each output alone (ops with several): the other outputs'
+        gradients are undefined and must count as zeros. An input the reference does not
+        reach from that output (no gradient there) must get zeros or no gradient."""
+        x = self.inputs((5,), 12, torch.float32, device)
+        for m, out in enumerate(self.spec.outputs):
+            def only(fn):
+                leaves = [t.detach().clone().requires_grad_(True) for t in x]
+                y = self.call(fn, leaves)[m]
+                y.backward(torch.ones_like(y))
+                return [t.grad for t in leaves]
+            got = only(self.op)
+            want = only(lambda *t, **a: self.reference(*[v.double() for v in t], **a))
+            for a, g, w in zip(self.spec.inputs, got, want):
+                what = f"grad of {a.name} through {out.name} alone"
+                if w is None:
+                    assert g is None or not g.any(), f"{what}: nonzero, the reference has none"
+                else:
+                    assert g is not None, f"{what}: missing"
+                    self.close_normwise(g, w, torch.float32, what)
+
     def index_beyond_2_31(self, device):
         """[..., D] tensors of 2^31 + 2 * 4096 bf16 elements, so element offsets need 64 bits:
         the outputs and the gradients of the first and last rows against the reference on

@@ -450,6 +450,8 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     independent.push_back(expr);
   }
   d.set("has_independent", anyIndependent);
+  d.set("has_several_outputs", nOut > 1); // (its tags open lines in test_op.py.mustache: kainjow
+                                          // keeps the line of a standalone tag of a false section)
   d.set("independent_return", nOut == 1 ? independent[0] : "(" + join(independent, ", ") + ")");
 
   const std::string dir = name + "/";
