@@ -5,7 +5,7 @@ independent formula, builds random inputs of the right shape classes and asserts
 FUSEGEN_REQUIRE_CUDA=1 to make a missing GPU an error instead of a CPU-only run (the GPU
 runner does), so a skipped GPU path is never reported as passed."""
 import os
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Sequence
 
 import pytest
 import torch
@@ -254,7 +254,7 @@ class OpChecks:
                         self.call(self.op, bad)
             if device == "cuda" and len(good) > 1:
                 bad[i] = good[i].cpu()
-                with pytest.raises(RuntimeError, match=rf"argument '.*' is on .*; all tensor "
+                with pytest.raises(RuntimeError, match=r"argument '.*' is on .*; all tensor "
                                                        "arguments must be on the same device"):
                     self.call(self.op, bad)
 
