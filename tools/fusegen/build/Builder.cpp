@@ -179,7 +179,8 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
           : opts.arch;
   const std::string key =
       buildKey(dir, {emit::kVersion, torchDist, nvcc, gpuArch, opts.python,
-                     opts.cpuOnly ? "cpu-only" : "", opts.wheel ? "wheel" : ""});
+                     opts.cpuOnly ? "cpu-only" : "", opts.wheel ? "wheel" : "",
+                     std::getenv("FUSEGEN_DEBUG") ? std::getenv("FUSEGEN_DEBUG") : ""});
   // In place, the key is stamped by fusegen after a successful build (setup.py writes
   // _build_info.py before compiling, so it would also be there after a failure); installed,
   // it is the one the installed package records.
