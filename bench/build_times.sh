@@ -36,10 +36,17 @@ case_() {
   [ "$status" -eq 0 ] || echo "build_times.sh: '$name' failed (exit $status)" >&2
 }
 
+# A cold case starts with no fusegen_ops installed: an installed package built from the same
+# sources would match the build key, and nothing would be compiled.
+uninstall() { python3 -m pip uninstall -y -q fusegen-ops >/dev/null 2>&1; }
+
+uninstall
 case_ "cold, one pointwise spec (bias_gelu)" "$WORK/bias_gelu" specs/bias_gelu.yaml
 case_ "nothing changed (bias_gelu again)" "$WORK/bias_gelu" specs/bias_gelu.yaml
+uninstall
 case_ "cold, one row spec (rmsnorm)" "$WORK/rmsnorm" specs/rmsnorm.yaml
 cp specs/bias_gelu.yaml specs/rmsnorm.yaml specs/leaky_relu.yaml "$WORK/"
+uninstall
 case_ "cold, three specs (bias_gelu, rmsnorm, leaky_relu)" "$WORK/three" \
   "$WORK/bias_gelu.yaml" "$WORK/rmsnorm.yaml" "$WORK/leaky_relu.yaml"
 sed -i 's/default: 0.01/default: 0.02/' "$WORK/leaky_relu.yaml"
