@@ -42,12 +42,6 @@ template <class F> float medianMs(F launch) {
   return ms[ms.size() / 2];
 }
 
-unsigned blocksFor(int unroll) {
-  const int64_t work = kN / kV;
-  int64_t blocks = (work + fg::cuda::kThreads * unroll - 1) / (fg::cuda::kThreads * unroll);
-  return static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(fg::cuda::smCount()) * 8));
-}
-
 void report(const char* what, int unroll, float ms, int tensors) {
   const double gbps = double(tensors) * kN * sizeof(S) / ms / 1e6;
   std::printf("%-18s unroll %d: %.4f ms  %6.0f GB/s\n", what, unroll, ms, gbps);
@@ -61,7 +55,7 @@ template <class Op, int U> void run(const char* name, std::vector<void*>& buf) {
   f.out[0] = buf[Op::kInputs];
   f.rows = kRows;
   f.D = kD;
-  const unsigned blocks = blocksFor(U);
+  const unsigned blocks = fg::cuda::flatBlocks(kN / kV, fg::cuda::smCount(), U);
   float ms = medianMs([&] {
     fg::cuda::flatForward<Op, S, kV, int32_t, typename Op::ForwardArgs, U>
         <<<blocks, fg::cuda::kThreads>>>(f);

@@ -17,19 +17,10 @@
 
 namespace fg::cuda {
 
-constexpr int kMaxStages = 4;
-
 template <class P> constexpr int maxReductions() {
   int n = 1;
   for (int s = 0; s < P::kStages; ++s)
     n = P::reductions(s) > n ? P::reductions(s) : n;
-  return n;
-}
-
-template <class P> constexpr int colSumOutputs() {
-  int n = 0;
-  for (int m = 0; m < P::kOutputs; ++m)
-    n += P::outKind(m) == OutKind::ColSum;
   return n;
 }
 
@@ -49,6 +40,8 @@ template <class P> FG_HD constexpr int colSumSlot(int m) {
     n += P::outKind(j) == OutKind::ColSum;
   return n;
 }
+
+template <class P> constexpr int colSumOutputs() { return colSumSlot<P>(P::kOutputs); }
 
 // Combines v[0..N) across the `group` threads of a row (threadIdx.x), in a fixed order;
 // every thread of the group ends with the result. `shared` holds blockDim.y * warps * N.
@@ -321,12 +314,23 @@ template <class P, typename S> size_t rowShared(const RowGeometry& g) {
   return sizeof(compute_t<S>) * g.rowsPerBlock * (g.group / 32) * maxReductions<P>();
 }
 
-template <class P, typename S, int V, int ITEMS> int occupancyOf(const RowGeometry& g) {
-  int n = 0;
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, rowProgram<P, S, V, ITEMS>,
-                                                      g.group * g.rowsPerBlock, rowShared<P, S>(g)),
-        "occupancy");
-  return n;
+// Calls f with the rowProgram variant g selects: 128-bit vectors with `items` of them kept in
+// registers, or scalar accesses re-read per pass (unaligned or odd D). The occupancy query
+// and the launch share it, so they always name the same kernel.
+template <class P, typename S, class F> void withRowProgram(const RowGeometry& g, F&& f) {
+  constexpr int V = vecWidth<S>();
+  if (g.vec == 1)
+    return f(rowProgram<P, S, 1, 0>);
+  switch (g.items) {
+  case 1:
+    return f(rowProgram<P, S, V, 1>);
+  case 2:
+    return f(rowProgram<P, S, V, 2>);
+  case 4:
+    return f(rowProgram<P, S, V, 4>);
+  default:
+    return f(rowProgram<P, S, V, 0>);
+  }
 }
 
 // Resident blocks per SM of the kernel variant g selects; asked once per variant and size.
@@ -338,14 +342,11 @@ template <class P, typename S> int rowBlocksPerSm(const RowGeometry& g) {
   const int itemsIndex = g.items == 4 ? 3 : g.items;
   int& n = cached[g.vec > 1][itemsIndex][threadsLog];
   if (n == 0) {
-    constexpr int V = vecWidth<S>();
-    if (g.vec == 1)
-      n = occupancyOf<P, S, 1, 0>(g);
-    else
-      n = g.items == 1   ? occupancyOf<P, S, V, 1>(g)
-          : g.items == 2 ? occupancyOf<P, S, V, 2>(g)
-          : g.items == 4 ? occupancyOf<P, S, V, 4>(g)
-                         : occupancyOf<P, S, V, 0>(g);
+    withRowProgram<P, S>(g, [&](auto kernel) {
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, g.group * g.rowsPerBlock,
+                                                          rowShared<P, S>(g)),
+            "occupancy");
+    });
     n = n < 1 ? 1 : n;
   }
   return n;
@@ -364,22 +365,18 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   g.vec = aligned ? V : 1;
   const int64_t nv = (a.D + g.vec - 1) / g.vec;
   // Registers the row cache needs per thread and item, in 32-bit words.
-  int full = 0, col = 0;
-  for (int k = 0; k < P::kInputs; ++k) {
-    full += P::inBcast(k) == Bcast::Full;
-    col += P::inBcast(k) == Bcast::Col;
-  }
-  const int wordsPerItem = (full + col) * g.vec * static_cast<int>(sizeof(S)) / 4 +
+  const int wordsPerItem = (inputsOf<P>(Bcast::Full) + inputsOf<P>(Bcast::Col)) * g.vec *
+                               static_cast<int>(sizeof(S)) / 4 +
                            colSumOutputs<P>() * g.vec * static_cast<int>(sizeof(compute_t<S>)) / 4;
   // Items per thread, from a sweep on the H100 (bench/tune_rows.py; 2^27 bf16 elements, D =
-  // 1024/4096/8192; bench/results/2026-11-21-h100/tune-rows.md): the most of 4, 2, 1 whose
+  // 1024/4096/8192; bench/results/2026-11-21-h100-b/tune-rows.md): the most of 4, 2, 1 whose
   // cached words stay within 24 registers, covering the row with at most 512 threads and
   // giving every thread of a warp a full item; rmsnorm's forward at D = 4096 ran in 0.193 ms
   // with 2 x 256 (0.252 with 1 x 512, 0.297 with 4 x 128, which spills). Over that budget
   // (backward programs with [D] gradients), the fewest items that cover the row: rmsnorm's
-  // forward+backward minus forward took 0.61 ms with 1 x 512, 0.66 with 2 x 256. Rows that need more than 64
-  // words, or more than 4 x 512 vectors, are re-read per pass (ITEMS == 0), which was 2-3x
-  // slower wherever the row fit.
+  // backward was fastest with 1 x 512 (0.61 ms against 0.66 with 2 x 256, forward+backward
+  // minus forward, in that sweep). Rows that need more than 64 words, or more than 4 x 512
+  // vectors, are re-read per pass (ITEMS == 0), which was 2-3x slower wherever the row fit.
   g.items = 0;
   if (aligned) {
     for (int items : {4, 2, 1})
@@ -420,23 +417,6 @@ template <class P, typename S> size_t rowWorkspaceTyped(const typename P::Args& 
   return sizeof(compute_t<S>) * colSumOutputs<P>() * static_cast<size_t>(g.blocks) * a.D;
 }
 
-template <class P, typename S, int V>
-void launchRow(const RowGeometry& g, const typename P::Args& a, compute_t<S>* partials,
-               cudaStream_t stream) {
-  dim3 block(g.group, g.rowsPerBlock);
-  size_t shared = rowShared<P, S>(g);
-  switch (g.items) {
-  case 1:
-    return rowProgram<P, S, V, 1><<<g.blocks, block, shared, stream>>>(a, partials);
-  case 2:
-    return rowProgram<P, S, V, 2><<<g.blocks, block, shared, stream>>>(a, partials);
-  case 4:
-    return rowProgram<P, S, V, 4><<<g.blocks, block, shared, stream>>>(a, partials);
-  default:
-    return rowProgram<P, S, V, 0><<<g.blocks, block, shared, stream>>>(a, partials);
-  }
-}
-
 template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaStream_t stream) {
   if (a.rows == 0) // with D == 0 rows still get their (empty) reductions
     return;
@@ -444,11 +424,9 @@ template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaS
   auto* partials = static_cast<compute_t<S>*>(a.workspace);
   if (colSumOutputs<P>() > 0 && g.items == 0) // accumulated in place: start from zero
     check(cudaMemsetAsync(partials, 0, rowWorkspaceTyped<P, S>(a), stream), "memset");
-  if (g.vec == 1) // unaligned or odd D: scalar accesses, re-read per pass
-    rowProgram<P, S, 1, 0><<<g.blocks, dim3(g.group, g.rowsPerBlock), rowShared<P, S>(g),
-                             stream>>>(a, partials);
-  else
-    launchRow<P, S, vecWidth<S>()>(g, a, partials, stream);
+  withRowProgram<P, S>(g, [&](auto kernel) {
+    kernel<<<g.blocks, dim3(g.group, g.rowsPerBlock), rowShared<P, S>(g), stream>>>(a, partials);
+  });
   check(cudaGetLastError(), "row program launch");
   for (int m = 0; m < P::kOutputs; ++m) {
     if (P::outKind(m) != OutKind::ColSum || !a.need[m] || a.D == 0)

@@ -415,6 +415,32 @@ template <class Op, typename S, class Args> int pickVec(const Args& a, bool colw
   return V;
 }
 
+// Flat-plan blocks: enough to cover `work` items (kThreads x unroll per block), at most 8
+// resident per SM; the grid-stride loop does the rest.
+inline unsigned flatBlocks(int64_t work, int sms, int unroll = kFlatUnroll) {
+  int64_t blocks = (work + kThreads * unroll - 1) / (kThreads * unroll);
+  if (blocks > static_cast<int64_t>(sms) * 8)
+    blocks = static_cast<int64_t>(sms) * 8;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+// Calls f(vector width as std::integral_constant, index type, blocks) for the flat variant
+// of n elements: 128-bit vectors when `vec`, 64-bit indices beyond 2^30 elements (32-bit ones
+// keep that margin for the grid stride).
+template <typename S, class F> void withFlatVariant(int64_t n, bool vec, int sms, F&& f) {
+  constexpr int V = vecWidth<S>();
+  const unsigned blocks = flatBlocks(vec ? n / V : n, sms);
+  const bool wide = n > (int64_t(1) << 30);
+  if (vec && wide)
+    f(std::integral_constant<int, V>{}, int64_t{}, blocks);
+  else if (vec)
+    f(std::integral_constant<int, V>{}, int32_t{}, blocks);
+  else if (wide)
+    f(std::integral_constant<int, 1>{}, int64_t{}, blocks);
+  else
+    f(std::integral_constant<int, 1>{}, int32_t{}, blocks);
+}
+
 template <class Op, typename S, class Args> void forwardTyped(const Args& a, cudaStream_t stream) {
   const int64_t n = a.rows * a.D;
   if (n == 0)
@@ -434,21 +460,10 @@ template <class Op, typename S, class Args> void forwardTyped(const Args& a, cud
     bool vec = pickVec<Op, S>(a, false) == V;
     for (int m = 0; m < Op::kOutputs; ++m)
       vec = vec && aligned16(a.out[m]);
-    const int64_t work = vec ? n / V : n;
-    int64_t blocks = (work + kThreads * kFlatUnroll - 1) / (kThreads * kFlatUnroll);
-    if (blocks > static_cast<int64_t>(sms) * 8)
-      blocks = static_cast<int64_t>(sms) * 8;
-    if (blocks < 1)
-      blocks = 1;
-    const bool wide = n > (int64_t(1) << 30); // 32-bit indices keep a 2^30 margin for strides
-    if (vec && wide)
-      flatForward<Op, S, V, int64_t><<<blocks, kThreads, 0, stream>>>(a);
-    else if (vec)
-      flatForward<Op, S, V, int32_t><<<blocks, kThreads, 0, stream>>>(a);
-    else if (wide)
-      flatForward<Op, S, 1, int64_t><<<blocks, kThreads, 0, stream>>>(a);
-    else
-      flatForward<Op, S, 1, int32_t><<<blocks, kThreads, 0, stream>>>(a);
+    withFlatVariant<S>(n, vec, sms, [&](auto width, auto index, unsigned blocks) {
+      flatForward<Op, S, decltype(width)::value, decltype(index)>
+          <<<blocks, kThreads, 0, stream>>>(a);
+    });
   }
   check(cudaGetLastError(), "forward launch");
 }
@@ -507,21 +522,10 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a, cu
     return;
   }
   vec = vec && pickVec<Op, S>(a, false) == V;
-  const int64_t work = vec ? n / V : n;
-  int64_t blocks = (work + kThreads * kFlatUnroll - 1) / (kThreads * kFlatUnroll);
-  if (blocks > static_cast<int64_t>(sms) * 8)
-    blocks = static_cast<int64_t>(sms) * 8;
-  if (blocks < 1)
-    blocks = 1;
-  const bool wide = n > (int64_t(1) << 30); // 32-bit indices keep a 2^30 margin for strides
-  if (vec && wide)
-    flatBackward<Op, S, V, int64_t><<<blocks, kThreads, 0, stream>>>(a);
-  else if (vec)
-    flatBackward<Op, S, V, int32_t><<<blocks, kThreads, 0, stream>>>(a);
-  else if (wide)
-    flatBackward<Op, S, 1, int64_t><<<blocks, kThreads, 0, stream>>>(a);
-  else
-    flatBackward<Op, S, 1, int32_t><<<blocks, kThreads, 0, stream>>>(a);
+  withFlatVariant<S>(n, vec, sms, [&](auto width, auto index, unsigned blocks) {
+    flatBackward<Op, S, decltype(width)::value, decltype(index)>
+        <<<blocks, kThreads, 0, stream>>>(a);
+  });
   check(cudaGetLastError(), "backward launch");
 }
 
