@@ -166,19 +166,25 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
         << "' (setup.py is missing); run `fusegen SPEC.yaml` first\n";
     return 1;
   }
-  // The build key, from what is cheap to ask (no torch import): < 1 s when nothing changed.
-  const std::string torchDist =
+  // The build key, from what is cheap to ask, with no torch import (about 4 s each on the GPU
+  // machine): < 1 s when nothing changed. torch's version comes from its package metadata,
+  // the CUDA toolkit is found the way torch.utils.cpp_extension finds it, and the
+  // architecture is the visible GPU's (nvidia-smi).
+  const std::string torchVersion =
       capture(quote(opts.python) +
               " -c 'import importlib.metadata as m; print(m.version(\"torch\"))' 2>/dev/null");
+  const std::string cudaHome = findCudaHome();
   const std::string nvcc =
-      capture("(nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -n 1");
+      cudaHome.empty()
+          ? ""
+          : capture(quote(cudaHome + "/bin/nvcc") + " --version 2>/dev/null | tail -n 1");
   const std::string gpuArch =
       opts.arch.empty()
           ? capture(
                 "nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1")
           : opts.arch;
   const std::string key =
-      buildKey(dir, {emit::kVersion, torchDist, nvcc, gpuArch, opts.python,
+      buildKey(dir, {emit::kVersion, torchVersion, nvcc, gpuArch, opts.python,
                      opts.cpuOnly ? "cpu-only" : "", opts.wheel ? "wheel" : "",
                      std::getenv("FUSEGEN_DEBUG") ? std::getenv("FUSEGEN_DEBUG") : ""});
   // In place, the key is stamped by fusegen after a successful build (setup.py writes
@@ -198,19 +204,14 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
     out << "fusegen: fusegen_ops is up to date (build key " << key << "); nothing to build\n";
     return 0;
   }
-  // No torch import here (about 4 s each on the GPU machine): the version comes from the
-  // package metadata, CUDA_HOME is found the way torch.utils.cpp_extension finds it, and the
-  // architecture is the visible GPU's (nvidia-smi); only --arch all asks torch.
-  const std::string& version = torchDist;
-  if (version.empty()) {
+  if (torchVersion.empty()) {
     out << "fusegen: error: '" << opts.python
         << "' has no torch installed; install PyTorch into the Python that should get the ops\n";
     return 1;
   }
-  std::string cudaHome = findCudaHome();
   std::string arch = opts.arch;
   bool withCuda = !opts.cpuOnly && !cudaHome.empty();
-  if (withCuda && arch == "all") // every architecture this torch was built for
+  if (withCuda && arch == "all") // every architecture this torch was built for (asks torch)
     arch = capture(quote(opts.python) +
                    " -c 'import torch; print(\" \".join(a[3:-1] + \".\" + a[-1] for a in "
                    "torch._C._cuda_getArchFlags().split()))' 2>/dev/null");
@@ -249,7 +250,7 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
   const char* what = opts.wheel     ? "building a wheel of"
                      : opts.install ? "building and installing"
                                     : "building";
-  out << "fusegen: " << what << " fusegen_ops (torch " << version
+  out << "fusegen: " << what << " fusegen_ops (torch " << torchVersion
       << (withCuda ? ", CUDA arch " + arch : ", CPU only") << ", " << jobs << " jobs)\n";
   out.flush();
   auto start = std::chrono::steady_clock::now();
