@@ -43,6 +43,12 @@ inline const prims::Primitive& prim(const std::string& name, size_t arity) {
   return *p;
 }
 
+// The IR node prim(args) of the real library, for tests that build expressions by hand.
+inline ir::Expr call(const char* name, std::vector<ir::Expr> args) {
+  const prims::Primitive& p = prim(name, args.size()); // before args is moved from
+  return ir::Node::makeCall(&p, std::move(args));
+}
+
 // The real library with `extra` entries appended (as "lib.yaml"), for tests that need a
 // primitive the shipped library does not have. `firstExtraLine` is the 1-based line where
 // `extra` starts. Diagnostics go to `messages`.

@@ -20,11 +20,6 @@ namespace {
 using ir::Expr;
 using ir::Node;
 
-Expr call(const char* name, std::vector<Expr> args) {
-  const prims::Primitive& p = prim(name, args.size());
-  return Node::makeCall(&p, std::move(args));
-}
-
 size_t count(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t pos = text.find(needle); pos != std::string::npos;

@@ -19,10 +19,6 @@ namespace {
 using ir::Expr;
 using ir::Node;
 
-Expr call(const char* name, std::vector<Expr> args) {
-  const prims::Primitive& p = prim(name, args.size());
-  return Node::makeCall(&p, std::move(args));
-}
 Expr k(double v) {
   return Node::makeConst(v);
 }
