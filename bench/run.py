@@ -68,8 +68,9 @@ def plot(results, path, copy_gbps):
     fig.savefig(path, dpi=80)
 
 
-def write_outputs(results, meta, out, dtype):
+def write_outputs(results, meta, out):
     """bench.json, bench.md (one row per op, shape and implementation) and bench.png."""
+    dtype = results[0]["dtype"].replace("torch.", "")
     with open(os.path.join(out, "bench.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
     lines = [f"# fusegen benchmark: {meta['gpu']}, torch {meta['torch']}, {meta['date']}", "",
@@ -114,7 +115,7 @@ def merge(dirs, out, note):
     results = sorted(rows.values(), key=lambda r: (r["op"], r["rows"] * r["D"], r["rows"],
                                                    order.index(r["impl"]) if r["impl"] in order
                                                    else len(order)))
-    write_outputs(results, meta, out, results[0]["dtype"].replace("torch.", ""))
+    write_outputs(results, meta, out)
 
 
 def main():
@@ -141,7 +142,7 @@ def main():
     with open(os.path.join(args.out, "bench.json")) as f:
         meta = json.load(f)["meta"]
     meta["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    write_outputs(results, meta, args.out, args.dtype)
+    write_outputs(results, meta, args.out)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def child(args):
             vectors = D // 8  # bf16: 8 elements per 128-bit vector
             if items > 0 and items * group < vectors:
                 continue  # this configuration cannot hold the row
-            if items > 0 and items * group >= 2 * vectors and args.config != "heuristic":
+            if items > 0 and items * group >= 2 * vectors:
                 continue  # half the threads would idle
             rows = args.elements // D
             x = benchmark.make_inputs(entry.spec, rows, D, torch.bfloat16, "cuda")
