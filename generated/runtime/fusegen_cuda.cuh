@@ -208,7 +208,10 @@ inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, int sms) {
   int by = kThreads / bx;
   int64_t gx = (groups + bx - 1) / bx;
   int64_t wanted = (static_cast<int64_t>(sms) * 2048 / kThreads + gx - 1) / gx;
-  int64_t gy = (rows + by - 1) / by;
+  // At least kRowsPerChunk rows per chunk of the [D] partial sums: with one chunk per row
+  // (small shapes) writing and re-reading the partials cost more than the rows themselves.
+  constexpr int64_t kRowsPerChunk = 32;
+  int64_t gy = (rows + by * kRowsPerChunk - 1) / (by * kRowsPerChunk);
   if (gy > wanted)
     gy = wanted;
   if (gy > 65535)
@@ -374,6 +377,18 @@ __global__ void finalizeCol(const compute_t<S>* partials, int chunks, int64_t D,
   }
 }
 
+// Row 0 of `partials` ([chunks][D]) becomes the sum of all chunks, column by column, in
+// chunk order; each thread reads its column's chunks before it writes row 0.
+template <typename T> __global__ void sumChunksInPlace(T* partials, int chunks, int64_t D) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < D;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    T s = 0;
+    for (int j = 0; j < chunks; ++j)
+      s += partials[static_cast<int64_t>(j) * D + c];
+    partials[c] = s;
+  }
+}
+
 template <typename S>
 __global__ void __launch_bounds__(kThreads) finalizeScalar(const compute_t<S>* partials,
                                                            int64_t n, S* out) {
@@ -509,14 +524,17 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a, cu
     for (int k = 0; k < Op::kInputs; ++k) {
       if (Op::bcast(k) == Bcast::Full || !a.need[k])
         continue;
-      const compute_t<S>* p = partials + static_cast<int64_t>(reducedSlot<Op>(k)) * g.grid.y * a.D;
+      compute_t<S>* p = partials + static_cast<int64_t>(reducedSlot<Op>(k)) * g.grid.y * a.D;
       if (Op::bcast(k) == Bcast::Col) {
         int64_t blocks = (a.D + kThreads - 1) / kThreads;
         finalizeCol<S><<<static_cast<unsigned>(blocks > 65535 ? 65535 : blocks), kThreads, 0,
                          stream>>>(p, static_cast<int>(g.grid.y), a.D, static_cast<S*>(a.gin[k]));
-      } else {
-        finalizeScalar<S><<<1, kThreads, 0, stream>>>(p, static_cast<int64_t>(g.grid.y) * a.D,
-                                                      static_cast<S*>(a.gin[k]));
+      } else { // two stages: the chunks of each column (in place), then one block over D
+        const int64_t blocks = (a.D + kThreads - 1) / kThreads;
+        sumChunksInPlace<compute_t<S>><<<static_cast<unsigned>(blocks > 65535 ? 65535 : blocks),
+                                         kThreads, 0, stream>>>(
+            p, static_cast<int>(g.grid.y), a.D);
+        finalizeScalar<S><<<1, kThreads, 0, stream>>>(p, a.D, static_cast<S*>(a.gin[k]));
       }
       check(cudaGetLastError(), "gradient finalize launch");
     }
