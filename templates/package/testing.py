@@ -63,12 +63,42 @@ class OpChecks:
                                    equal_nan=True, msg=lambda m: f"{what}: {m}")
 
     @staticmethod
-    def close_normwise(got, want, dtype, what):
+    def close_normwise(got, want, dtype, what, scale=None):
+        """||got - want|| <= GRAD_TOL * ||scale||, where scale is want unless given."""
         got, want = got.double(), want.double()
+        scale = want if scale is None else scale.double()
         assert got.shape == want.shape, f"{what}: shape {list(got.shape)} != {list(want.shape)}"
         assert torch.isfinite(got).all(), f"{what}: non-finite values"
-        err = (got - want).norm() / want.norm().clamp_min(1e-30)
+        err = (got - want).norm() / scale.norm().clamp_min(1e-30)
         assert err <= GRAD_TOL[dtype], f"{what}: relative error {err:.3e} > {GRAD_TOL[dtype]:.1e}"
+
+    def close_grads(self, got, x, grad_outs, dtype, what, ref_dtype=torch.float64):
+        """The op's input gradients `got` against the reference's at ref_dtype on the same
+        values. The gradient of an input broadcast over rows ([D] or []) is a sum over rows
+        whose terms can cancel: a correct sum in another order then differs from the
+        reference by more than GRAD_TOL times the small result, so its error is measured
+        against the sum of the terms' magnitudes. Those terms are the reference's gradient
+        with respect to the input expanded to full size. An input the reference does not
+        reach must get zeros or no gradient."""
+        xs = [t.detach().to(ref_dtype) for t in x]
+        gs = [None if g is None else g.to(ref_dtype) for g in grad_outs]
+        want = self.grads(self.reference, xs, gs)
+        reduced = [a.shape in (COL, SCALAR) for a in self.spec.inputs]
+        full = next((t.shape for a, t in zip(self.spec.inputs, xs) if a.shape == FULL), None)
+        scales = list(want)
+        if full is not None and any(reduced):
+            terms = self.grads(self.reference,
+                               [t.expand(full).clone() if r else t for t, r in zip(xs, reduced)], gs)
+            scales = [p.abs().sum_to_size(t.shape) if r and p is not None else w
+                      for p, t, r, w in zip(terms, xs, reduced, want)]
+        for a, g, w, sc in zip(self.spec.inputs, got, want, scales):
+            name = f"grad of {a.name}{what}"
+            if w is None:
+                assert g is None or not g.any(), f"{name}: nonzero, the reference has none"
+            else:
+                assert g is not None, f"{name}: missing"
+                assert g.dtype == x[0].dtype, f"{name}: dtype {g.dtype}"
+                self.close_normwise(g, w, dtype, name, sc)
 
     def grads(self, fn, tensors, grad_outs):
         """Input gradients of fn at tensors; outputs whose grad_out is None are not used."""
@@ -112,11 +142,7 @@ class OpChecks:
     def backward_matches_reference(self, device, dtype):
         x = self.inputs((48,), 72, dtype, device)
         gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
-        got = self.grads(self.op, x, gouts)
-        want = self.grads(self.reference, [t.double() for t in x], [g.double() for g in gouts])
-        for a, g, w in zip(self.spec.inputs, got, want):
-            assert g.dtype == dtype and g.shape == w.shape
-            self.close_normwise(g, w, dtype, f"{self.spec.name}: grad of {a.name} {dtype}")
+        self.close_grads(self.grads(self.op, x, gouts), x, gouts, dtype, f" ({dtype})")
 
     def gradcheck(self, device):
         x = self.inputs((3, 4), 5, torch.float64, device, requires_grad=True)
@@ -170,10 +196,7 @@ class OpChecks:
             assert list(g.shape) == list(w.shape)
             self.close(g, w, torch.float32, f"{self.spec.name} rank {rank}")
         gouts = [torch.randn_like(o) for o in got]
-        got_g = self.grads(self.op, x, gouts)
-        want_g = self.grads(self.reference, [t.double() for t in x], [g.double() for g in gouts])
-        for a, g, w in zip(self.spec.inputs, got_g, want_g):
-            self.close_normwise(g, w, torch.float32, f"grad of {a.name}, rank {rank}")
+        self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.float32, f", rank {rank}")
 
     def non_contiguous(self, device):
         lead, D = (12,), 18
@@ -190,10 +213,7 @@ class OpChecks:
             self.close(g, w, torch.float32, f"{self.spec.name} non-contiguous")
         gouts = [torch.randn_like(o).t().contiguous().t() if o.dim() == 2 else torch.randn_like(o)
                  for o in self.call(self.op, x)]
-        got_g = self.grads(self.op, x, gouts)
-        want_g = self.grads(self.reference, [t.double() for t in x], [g.double() for g in gouts])
-        for a, g, w in zip(self.spec.inputs, got_g, want_g):
-            self.close_normwise(g, w, torch.float32, f"grad of {a.name}, non-contiguous")
+        self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.float32, ", non-contiguous")
 
     def empty(self, device):
         for lead, D in [((0,), 8), ((2, 0), 8), ((3,), 0)]:
@@ -227,10 +247,7 @@ class OpChecks:
         gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
         for g, w in zip(self.call(self.op, x), self.reference64(x)):
             self.close(g, w, torch.bfloat16, f"{self.spec.name} misaligned")
-        got_g = self.grads(self.op, x, gouts)
-        want_g = self.grads(self.reference, [t.double() for t in x], [g.double() for g in gouts])
-        for a, g, w in zip(self.spec.inputs, got_g, want_g):
-            self.close_normwise(g, w, torch.bfloat16, f"grad of {a.name}, misaligned")
+        self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.bfloat16, ", misaligned")
 
     def wrong_arguments(self, device):
         name = self.spec.qualname
@@ -267,10 +284,8 @@ class OpChecks:
         for o, g, w in zip(self.spec.outputs, got, want):
             self.close_normwise(g, w, torch.bfloat16, f"{self.spec.name}.{o.name} at 8x4096x4096")
         gouts = [torch.randn_like(o) for o in got]
-        got_g = self.grads(self.op, x, gouts)
-        want_g = self.grads(self.reference, [t.float() for t in x], [g.float() for g in gouts])
-        for a, g, w in zip(self.spec.inputs, got_g, want_g):
-            self.close_normwise(g, w, torch.bfloat16, f"grad of {a.name} at 8x4096x4096")
+        self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.bfloat16,
+                         " at 8x4096x4096", ref_dtype=torch.float32)
 
     def one_output_used(self, device):
         """Backward through each output alone (ops with several): the other outputs'
@@ -280,16 +295,8 @@ class OpChecks:
         outs = self.call(self.op, x)
         for m, out in enumerate(self.spec.outputs):
             gouts = [torch.ones_like(o) if i == m else None for i, o in enumerate(outs)]
-            got = self.grads(self.op, x, gouts)
-            want = self.grads(self.reference, [t.double() for t in x],
-                              [g.double() if g is not None else None for g in gouts])
-            for a, g, w in zip(self.spec.inputs, got, want):
-                what = f"grad of {a.name} through {out.name} alone"
-                if w is None:
-                    assert g is None or not g.any(), f"{what}: nonzero, the reference has none"
-                else:
-                    assert g is not None, f"{what}: missing"
-                    self.close_normwise(g, w, torch.float32, what)
+            self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.float32,
+                             f" through {out.name} alone")
 
     def index_beyond_2_31(self, device):
         """[..., D] tensors of 2^31 + 2 * 4096 bf16 elements, so element offsets need 64 bits:
