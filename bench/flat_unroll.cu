@@ -55,10 +55,13 @@ template <class Op, int U> void run(const char* name, std::vector<void*>& buf) {
   f.out[0] = buf[Op::kInputs];
   f.rows = kRows;
   f.D = kD;
-  const unsigned blocks = fg::cuda::flatBlocks(kN / kV, fg::cuda::smCount(), U);
+  constexpr auto forward = fg::cuda::flatForward<Op, S, kV, int32_t, typename Op::ForwardArgs, U>;
+  constexpr auto backward = fg::cuda::flatBackward<Op, S, kV, int32_t, typename Op::BackwardArgs, U>;
+  const int sms = fg::cuda::smCount();
+  unsigned blocks =
+      fg::cuda::flatBlocks(kN / kV, sms * fg::cuda::residentBlocksPerSm<forward>(), U);
   float ms = medianMs([&] {
-    fg::cuda::flatForward<Op, S, kV, int32_t, typename Op::ForwardArgs, U>
-        <<<blocks, fg::cuda::kThreads>>>(f);
+    forward<<<blocks, fg::cuda::kThreads>>>(f);
   });
   report((std::string(name) + " forward").c_str(), U, ms, Op::kInputs + 1);
   typename Op::BackwardArgs b{};
@@ -71,9 +74,9 @@ template <class Op, int U> void run(const char* name, std::vector<void*>& buf) {
   b.gout[0] = buf[Op::kInputs];
   b.rows = kRows;
   b.D = kD;
+  blocks = fg::cuda::flatBlocks(kN / kV, sms * fg::cuda::residentBlocksPerSm<backward>(), U);
   ms = medianMs([&] {
-    fg::cuda::flatBackward<Op, S, kV, int32_t, typename Op::BackwardArgs, U>
-        <<<blocks, fg::cuda::kThreads>>>(b);
+    backward<<<blocks, fg::cuda::kThreads>>>(b);
   });
   report((std::string(name) + " backward").c_str(), U, ms, 2 * Op::kInputs + 1);
 }

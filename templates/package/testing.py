@@ -29,6 +29,12 @@ def _shape_of(cls: str, lead: Sequence[int], D: int) -> List[int]:
     return {FULL: [*lead, D], COL: [D], ROW: list(lead), SCALAR: []}[cls]
 
 
+def _misaligned(t: torch.Tensor) -> torch.Tensor:
+    """A copy of t whose data pointer is one element past a 16-byte boundary."""
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    return buf[1:].view(t.shape).copy_(t)
+
+
 class OpChecks:
     def __init__(self, spec: OpInfo, op: Callable, reference: Callable, independent: Callable):
         self.spec, self.op, self.reference, self.independent = spec, op, reference, independent
@@ -238,16 +244,17 @@ class OpChecks:
             x = self.inputs(lead, D, torch.float16, device)
             for g, w in zip(self.call(self.op, x), self.reference64(x)):
                 self.close(g, w, torch.float16, f"{self.spec.name} D={D}")
-        x = []
-        for t in self.inputs((9,), 64, torch.bfloat16, device):
-            buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=device)
-            view = buf[1:].view(t.shape)
-            view.copy_(t)
-            x.append(view)
+        x = [_misaligned(t) for t in self.inputs((9,), 64, torch.bfloat16, device)]
         gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
         for g, w in zip(self.call(self.op, x), self.reference64(x)):
             self.close(g, w, torch.bfloat16, f"{self.spec.name} misaligned")
         self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.bfloat16, ", misaligned")
+        # Aligned inputs, misaligned output gradients: the backward's vector width, and with
+        # it the size of the [D] partial sums, follows the gradients too.
+        x = self.inputs((300,), 64, torch.bfloat16, device)
+        gouts = [_misaligned(torch.randn_like(o)) for o in self.call(self.op, x)]
+        self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.bfloat16,
+                         ", misaligned output gradient")
 
     def wrong_arguments(self, device):
         name = self.spec.qualname

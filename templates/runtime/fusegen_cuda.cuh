@@ -430,30 +430,51 @@ template <class Op, typename S, class Args> int pickVec(const Args& a, bool colw
   return V;
 }
 
-// Flat-plan blocks: enough to cover `work` items (kThreads x unroll per block), at most 8
-// resident per SM; the grid-stride loop does the rest.
-inline unsigned flatBlocks(int64_t work, int sms, int unroll = kFlatUnroll) {
+// Blocks of kThreads threads of `Kernel` that fit on one SM at once (registers, threads), from
+// the occupancy calculator; asked once per kernel.
+template <auto Kernel> int residentBlocksPerSm() {
+  static const int n = [] {
+    int blocks = 0;
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kernel, kThreads, 0),
+          "occupancy");
+    return blocks < 1 ? 1 : blocks;
+  }();
+  return n;
+}
+
+// Flat-plan blocks: enough to cover `work` items (kThreads x unroll per block), at most one
+// wave of resident blocks; the grid-stride loop does the rest. A second, partial wave of
+// blocks that each stride over the same share of the work would leave SMs idle while it
+// runs: sigmoid's forward (43 registers, 5 of 8 blocks resident) ran at 51% occupancy on
+// 1056 blocks (ncu, H200).
+inline unsigned flatBlocks(int64_t work, int64_t resident, int unroll = kFlatUnroll) {
   int64_t blocks = (work + kThreads * unroll - 1) / (kThreads * unroll);
-  if (blocks > static_cast<int64_t>(sms) * 8)
-    blocks = static_cast<int64_t>(sms) * 8;
+  if (blocks > resident)
+    blocks = resident;
   return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
 }
 
-// Calls f(vector width as std::integral_constant, index type, blocks) for the flat variant
-// of n elements: 128-bit vectors when `vec`, 64-bit indices beyond 2^30 elements (32-bit ones
-// keep that margin for the grid stride).
-template <typename S, class F> void withFlatVariant(int64_t n, bool vec, int sms, F&& f) {
+// Calls f(vector width as std::integral_constant, index type) for the flat variant of n
+// elements: 128-bit vectors when `vec`, 64-bit indices beyond 2^30 elements (32-bit ones keep
+// that margin for the grid stride).
+template <typename S, class F> void withFlatVariant(int64_t n, bool vec, F&& f) {
   constexpr int V = vecWidth<S>();
-  const unsigned blocks = flatBlocks(vec ? n / V : n, sms);
   const bool wide = n > (int64_t(1) << 30);
   if (vec && wide)
-    f(std::integral_constant<int, V>{}, int64_t{}, blocks);
+    f(std::integral_constant<int, V>{}, int64_t{});
   else if (vec)
-    f(std::integral_constant<int, V>{}, int32_t{}, blocks);
+    f(std::integral_constant<int, V>{}, int32_t{});
   else if (wide)
-    f(std::integral_constant<int, 1>{}, int64_t{}, blocks);
+    f(std::integral_constant<int, 1>{}, int64_t{});
   else
-    f(std::integral_constant<int, 1>{}, int32_t{}, blocks);
+    f(std::integral_constant<int, 1>{}, int32_t{});
+}
+
+// Launches a flat kernel over n elements (n / width vectors) with one wave of blocks.
+template <auto Kernel, int Width, class Args>
+void launchFlat(const Args& a, int64_t n, int sms, cudaStream_t stream) {
+  const int64_t resident = static_cast<int64_t>(sms) * residentBlocksPerSm<Kernel>();
+  Kernel<<<flatBlocks(n / Width, resident), kThreads, 0, stream>>>(a);
 }
 
 template <class Op, typename S, class Args> void forwardTyped(const Args& a, cudaStream_t stream) {
@@ -475,9 +496,9 @@ template <class Op, typename S, class Args> void forwardTyped(const Args& a, cud
     bool vec = pickVec<Op, S>(a, false) == V;
     for (int m = 0; m < Op::kOutputs; ++m)
       vec = vec && aligned16(a.out[m]);
-    withFlatVariant<S>(n, vec, sms, [&](auto width, auto index, unsigned blocks) {
-      flatForward<Op, S, decltype(width)::value, decltype(index)>
-          <<<blocks, kThreads, 0, stream>>>(a);
+    withFlatVariant<S>(n, vec, [&](auto width, auto index) {
+      constexpr int W = decltype(width)::value;
+      launchFlat<flatForward<Op, S, W, decltype(index), Args>, W>(a, n, sms, stream);
     });
   }
   check(cudaGetLastError(), "forward launch");
@@ -490,11 +511,24 @@ template <class Op, class Args> bool needsReduction(const Args& a) {
   return false;
 }
 
+// Whether the backward uses 128-bit vectors: every input, output gradient and full input
+// gradient aligned (colwise: D a multiple of the width too).
+template <class Op, typename S, class Args> bool backwardVec(const Args& a, bool colwise) {
+  bool vec = pickVec<Op, S>(a, colwise) == vecWidth<S>();
+  for (int m = 0; m < Op::kOutputs; ++m)
+    vec = vec && aligned16(a.gout[m]);
+  for (int k = 0; k < Op::kInputs; ++k)
+    if (Op::bcast(k) == Bcast::Full && a.need[k])
+      vec = vec && aligned16(a.gin[k]);
+  return vec;
+}
+
+// The [D] partial sums of the colwise backward: its geometry, so the same as the launch's.
 template <class Op, typename S, class Args> size_t workspaceTyped(const Args& a) {
   if (!needsReduction<Op>(a) || a.rows * a.D == 0)
     return 0;
-  constexpr int V = vecWidth<S>();
-  ColGeometry g = colGeometry(a.rows, a.D, pickVec<Op, S>(a, true) == V ? V : 1, smCount());
+  const int width = backwardVec<Op, S>(a, true) ? vecWidth<S>() : 1;
+  ColGeometry g = colGeometry(a.rows, a.D, width, smCount());
   return sizeof(compute_t<S>) * static_cast<size_t>(reducedInputs<Op>()) * g.grid.y * a.D;
 }
 
@@ -504,14 +538,9 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a, cu
     return;
   const int sms = smCount();
   constexpr int V = vecWidth<S>();
-  bool vec = true;
-  for (int m = 0; m < Op::kOutputs; ++m)
-    vec = vec && aligned16(a.gout[m]);
-  for (int k = 0; k < Op::kInputs; ++k)
-    if (Op::bcast(k) == Bcast::Full && a.need[k])
-      vec = vec && aligned16(a.gin[k]);
-  if (hasCol<Op>() || needsReduction<Op>(a)) {
-    vec = vec && pickVec<Op, S>(a, true) == V;
+  const bool colwise = hasCol<Op>() || needsReduction<Op>(a);
+  const bool vec = backwardVec<Op, S>(a, colwise);
+  if (colwise) {
     ColGeometry g = colGeometry(a.rows, a.D, vec ? V : 1, sms);
     auto* partials = static_cast<compute_t<S>*>(a.workspace);
     size_t shared = sizeof(compute_t<S>) * g.block.x * g.block.y * (vec ? V : 1);
@@ -539,10 +568,9 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a, cu
     }
     return;
   }
-  vec = vec && pickVec<Op, S>(a, false) == V;
-  withFlatVariant<S>(n, vec, sms, [&](auto width, auto index, unsigned blocks) {
-    flatBackward<Op, S, decltype(width)::value, decltype(index)>
-        <<<blocks, kThreads, 0, stream>>>(a);
+  withFlatVariant<S>(n, vec, [&](auto width, auto index) {
+    constexpr int W = decltype(width)::value;
+    launchFlat<flatBackward<Op, S, W, decltype(index), Args>, W>(a, n, sms, stream);
   });
   check(cudaGetLastError(), "backward launch");
 }
