@@ -1,7 +1,8 @@
 // Measures the flat plan's vectors per thread and iteration (kFlatUnroll in
 // templates/runtime/fusegen_cuda.cuh) on the GPU present: forward and backward of sigmoid (one
 // input) and mul (two inputs) over 16384 x 8192 bf16, each variant launched the way the plan
-// launches it, against a device-to-device copy of the same bytes. Run from the repo root:
+// launches it (one block per 256 x unroll vectors) and as one wave of resident blocks,
+// against a device-to-device copy of the same bytes. Run from the repo root:
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90 -Igenerated/runtime
 //        -Igenerated/sigmoid -Igenerated/mul bench/flat_unroll.cu -o /tmp/flat_unroll
 //   /tmp/flat_unroll
@@ -42,12 +43,23 @@ template <class F> float medianMs(F launch) {
   return ms[ms.size() / 2];
 }
 
-void report(const char* what, int unroll, float ms, int tensors) {
+void report(const std::string& what, int unroll, unsigned blocks, float ms, int tensors) {
   const double gbps = double(tensors) * kN * sizeof(S) / ms / 1e6;
-  std::printf("%-18s unroll %d: %.4f ms  %6.0f GB/s\n", what, unroll, ms, gbps);
+  std::printf("%-18s unroll %d, %7u blocks: %.4f ms  %6.0f GB/s\n", what.c_str(), unroll, blocks,
+              ms, gbps);
 }
 
-template <class Op, int U> void run(const char* name, std::vector<void*>& buf) {
+// Blocks of kThreads threads of `kernel` resident on one SM at once (occupancy calculator).
+template <class K> int64_t residentPerSm(K kernel) {
+  int blocks = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, fg::cuda::kThreads, 0),
+        "occupancy");
+  return blocks;
+}
+
+// oneWave: one wave of resident blocks, each striding over its share of the work; otherwise
+// the plan's grid, one block per kThreads x U vectors.
+template <class Op, int U> void run(const char* name, std::vector<void*>& buf, bool oneWave) {
   typename Op::ForwardArgs f{};
   f.dtype = fg::DType::BFloat16;
   for (int k = 0; k < Op::kInputs; ++k)
@@ -58,12 +70,15 @@ template <class Op, int U> void run(const char* name, std::vector<void*>& buf) {
   constexpr auto forward = fg::cuda::flatForward<Op, S, kV, int32_t, typename Op::ForwardArgs, U>;
   constexpr auto backward = fg::cuda::flatBackward<Op, S, kV, int32_t, typename Op::BackwardArgs, U>;
   const int sms = fg::cuda::smCount();
-  unsigned blocks =
-      fg::cuda::flatBlocks(kN / kV, sms * fg::cuda::residentBlocksPerSm<forward>(), U);
+  auto blocksFor = [&](auto kernel) {
+    const unsigned all = fg::cuda::flatBlocks(kN / kV, U);
+    return oneWave ? std::min<unsigned>(all, sms * residentPerSm(kernel)) : all;
+  };
+  unsigned blocks = blocksFor(forward);
   float ms = medianMs([&] {
     forward<<<blocks, fg::cuda::kThreads>>>(f);
   });
-  report((std::string(name) + " forward").c_str(), U, ms, Op::kInputs + 1);
+  report(std::string(name) + " forward", U, blocks, ms, Op::kInputs + 1);
   typename Op::BackwardArgs b{};
   b.dtype = fg::DType::BFloat16;
   for (int k = 0; k < Op::kInputs; ++k) {
@@ -74,11 +89,11 @@ template <class Op, int U> void run(const char* name, std::vector<void*>& buf) {
   b.gout[0] = buf[Op::kInputs];
   b.rows = kRows;
   b.D = kD;
-  blocks = fg::cuda::flatBlocks(kN / kV, sms * fg::cuda::residentBlocksPerSm<backward>(), U);
+  blocks = blocksFor(backward);
   ms = medianMs([&] {
     backward<<<blocks, fg::cuda::kThreads>>>(b);
   });
-  report((std::string(name) + " backward").c_str(), U, ms, 2 * Op::kInputs + 1);
+  report(std::string(name) + " backward", U, blocks, ms, 2 * Op::kInputs + 1);
 }
 
 } // namespace
@@ -92,15 +107,17 @@ int main() {
   float copy = medianMs([&] {
     check(cudaMemcpyAsync(buf[1], buf[0], kN * sizeof(S), cudaMemcpyDeviceToDevice), "copy");
   });
-  report("copy", 0, copy, 2);
+  report("copy", 0, 0, copy, 2);
   using Sigmoid = fusegen_ops::sigmoid::Op;
   using Mul = fusegen_ops::mul::Op;
-  run<Sigmoid, 1>("sigmoid", buf);
-  run<Sigmoid, 2>("sigmoid", buf);
-  run<Sigmoid, 4>("sigmoid", buf);
-  run<Mul, 1>("mul", buf);
-  run<Mul, 2>("mul", buf);
-  run<Mul, 4>("mul", buf);
+  for (bool oneWave : {true, false}) {
+    run<Sigmoid, 1>("sigmoid", buf, oneWave);
+    run<Sigmoid, 2>("sigmoid", buf, oneWave);
+    run<Sigmoid, 4>("sigmoid", buf, oneWave);
+    run<Mul, 1>("mul", buf, oneWave);
+    run<Mul, 2>("mul", buf, oneWave);
+    run<Mul, 4>("mul", buf, oneWave);
+  }
   check(cudaDeviceSynchronize(), "sync");
   return 0;
 }

@@ -58,8 +58,9 @@ __device__ __forceinline__ void storeVec(void* base, I index, const Vec<S, V>& x
 }
 
 constexpr int kThreads = 256;
-// Flat plan: vectors per thread and loop iteration (bench/flat_unroll.cu measures 1, 2, 4).
-constexpr int kFlatUnroll = 2;
+// Flat plan: vectors per thread and loop iteration (bench/flat_unroll.cu measures 1, 2, 4:
+// within 1% of each other with a block per kThreads x unroll vectors; 1 was best for sigmoid).
+constexpr int kFlatUnroll = 1;
 
 // ---------------------------------------------------------------- flat plan
 template <class Op, typename S, int V, typename I, class Args, int kUnroll = kFlatUnroll>
@@ -431,27 +432,16 @@ template <class Op, typename S, class Args> int pickVec(const Args& a, bool colw
   return V;
 }
 
-// Blocks of kThreads threads of `Kernel` that fit on one SM at once (registers, threads), from
-// the occupancy calculator; asked once per kernel.
-template <auto Kernel> int residentBlocksPerSm() {
-  static const int n = [] {
-    int blocks = 0;
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kernel, kThreads, 0),
-          "occupancy");
-    return blocks < 1 ? 1 : blocks;
-  }();
-  return n;
-}
-
-// Flat-plan blocks: enough to cover `work` items (kThreads x unroll per block), at most one
-// wave of resident blocks; the grid-stride loop does the rest. A second, partial wave of
-// blocks that each stride over the same share of the work would leave SMs idle while it
-// runs: sigmoid's forward (43 registers, 5 of 8 blocks resident) ran at 51% occupancy on
-// 1056 blocks (ncu, H200).
-inline unsigned flatBlocks(int64_t work, int64_t resident, int unroll = kFlatUnroll) {
+// Flat-plan blocks: one per kThreads x unroll vectors, left to the hardware to schedule as
+// SMs free up; the grid-stride loop covers what 2^31 - 1 blocks do not. One wave of resident
+// blocks striding over the work instead ran sigmoid's forward 15% slower on the H100 (0.2124
+// against 0.1833 ms), short of eager's 0.182, and mul's backward 6% slower
+// (bench/flat_unroll.cu).
+inline unsigned flatBlocks(int64_t work, int unroll = kFlatUnroll) {
   int64_t blocks = (work + kThreads * unroll - 1) / (kThreads * unroll);
-  if (blocks > resident)
-    blocks = resident;
+  constexpr int64_t kMaxBlocks = 0x7fffffff;
+  if (blocks > kMaxBlocks)
+    blocks = kMaxBlocks;
   return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
 }
 
@@ -469,13 +459,6 @@ template <typename S, class F> void withFlatVariant(int64_t n, bool vec, F&& f) 
     f(std::integral_constant<int, 1>{}, int64_t{});
   else
     f(std::integral_constant<int, 1>{}, int32_t{});
-}
-
-// Launches a flat kernel over n elements (n / width vectors) with one wave of blocks.
-template <auto Kernel, int Width, class Args>
-void launchFlat(const Args& a, int64_t n, int sms, cudaStream_t stream) {
-  const int64_t resident = static_cast<int64_t>(sms) * residentBlocksPerSm<Kernel>();
-  Kernel<<<flatBlocks(n / Width, resident), kThreads, 0, stream>>>(a);
 }
 
 template <class Op, typename S, class Args> void forwardTyped(const Args& a, cudaStream_t stream) {
@@ -499,7 +482,7 @@ template <class Op, typename S, class Args> void forwardTyped(const Args& a, cud
       vec = vec && aligned16(a.out[m]);
     withFlatVariant<S>(n, vec, [&](auto width, auto index) {
       constexpr int W = decltype(width)::value;
-      launchFlat<flatForward<Op, S, W, decltype(index), Args>, W>(a, n, sms, stream);
+      flatForward<Op, S, W, decltype(index)><<<flatBlocks(n / W), kThreads, 0, stream>>>(a);
     });
   }
   check(cudaGetLastError(), "forward launch");
@@ -571,7 +554,7 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a, cu
   }
   withFlatVariant<S>(n, vec, [&](auto width, auto index) {
     constexpr int W = decltype(width)::value;
-    launchFlat<flatBackward<Op, S, W, decltype(index), Args>, W>(a, n, sms, stream);
+    flatBackward<Op, S, W, decltype(index)><<<flatBlocks(n / W), kThreads, 0, stream>>>(a);
   });
   check(cudaGetLastError(), "backward launch");
 }
