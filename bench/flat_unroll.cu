@@ -68,16 +68,15 @@ template <class Op, int U> void run(const char* name, std::vector<void*>& buf, b
   f.rows = kRows;
   f.D = kD;
   constexpr auto forward = fg::cuda::flatForward<Op, S, kV, int32_t, typename Op::ForwardArgs, U>;
-  constexpr auto backward = fg::cuda::flatBackward<Op, S, kV, int32_t, typename Op::BackwardArgs, U>;
+  constexpr auto backward =
+      fg::cuda::flatBackward<Op, S, kV, int32_t, typename Op::BackwardArgs, U>;
   const int sms = fg::cuda::smCount();
   auto blocksFor = [&](auto kernel) {
     const unsigned all = fg::cuda::flatBlocks(kN / kV, U);
     return oneWave ? std::min<unsigned>(all, sms * residentPerSm(kernel)) : all;
   };
   unsigned blocks = blocksFor(forward);
-  float ms = medianMs([&] {
-    forward<<<blocks, fg::cuda::kThreads>>>(f);
-  });
+  float ms = medianMs([&] { forward<<<blocks, fg::cuda::kThreads>>>(f); });
   report(std::string(name) + " forward", U, blocks, ms, Op::kInputs + 1);
   typename Op::BackwardArgs b{};
   b.dtype = fg::DType::BFloat16;
@@ -90,9 +89,7 @@ template <class Op, int U> void run(const char* name, std::vector<void*>& buf, b
   b.rows = kRows;
   b.D = kD;
   blocks = blocksFor(backward);
-  ms = medianMs([&] {
-    backward<<<blocks, fg::cuda::kThreads>>>(b);
-  });
+  ms = medianMs([&] { backward<<<blocks, fg::cuda::kThreads>>>(b); });
   report(std::string(name) + " backward", U, blocks, ms, 2 * Op::kInputs + 1);
 }
 
