@@ -216,6 +216,7 @@ int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
   }
   if (doBuild || buildOpts.install || buildOpts.wheel) {
     buildOpts.outputDir = opts.outputDir;
+    buildOpts.templatesDir = opts.templatesDir;
     return build::buildPackage(buildOpts, std::cout) == 0 ? 0 : 1;
   }
   return 0;

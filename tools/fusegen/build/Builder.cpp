@@ -1,7 +1,11 @@
-// Running setup.py / pip with progress reporting.
+// Building fusegen_ops._C with ninja from the flags torch.utils.cpp_extension uses (asked once
+// per torch install and cached), then packaging it with setup.py and pip.
 #include "build/Builder.h"
 
 #include "emit/Emitters.h"
+#include "emit/Templates.h"
+
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <array>
@@ -12,9 +16,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <regex>
 #include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -157,6 +163,150 @@ std::string findCudaHome() {
   return fs::exists("/usr/local/cuda") ? "/usr/local/cuda" : "";
 }
 
+// Where fusegen caches what outlives one package: $FUSEGEN_CACHE_DIR, else
+// $XDG_CACHE_HOME/fusegen, else ~/.cache/fusegen.
+fs::path cacheDir() {
+  if (const char* d = std::getenv("FUSEGEN_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "fusegen";
+  if (const char* d = std::getenv("HOME"); d && *d) return fs::path(d) / ".cache" / "fusegen";
+  return fs::temp_directory_path() / "fusegen-cache";
+}
+
+// The compilers and flags torch.utils.cpp_extension builds an extension with, as
+// templates/build/torch_toolchain.py reports them.
+struct Toolchain {
+  std::string torchVersion, cudaVersion, archList, ninja, cxx, nvcc;
+  std::vector<std::string> cxxFlags, nvccFlags, linkFlags;
+};
+
+std::optional<Toolchain> readToolchain(const fs::path& file) {
+  try {
+    const YAML::Node n = YAML::LoadFile(file.string());
+    auto text = [&](const char* key) {
+      return n[key] && !n[key].IsNull() ? n[key].as<std::string>() : std::string();
+    };
+    auto texts = [&](const char* key) {
+      std::vector<std::string> v;
+      for (const YAML::Node& item : n[key])
+        v.push_back(item.as<std::string>());
+      return v;
+    };
+    Toolchain t{text("torch_version"), text("cuda_version"), text("arch_list"),
+                text("ninja"),         text("cxx"),          text("nvcc"),
+                texts("cxx_flags"),    texts("nvcc_flags"),  texts("link_flags")};
+    if (t.torchVersion.empty() || t.cxx.empty()) return std::nullopt;
+    return t;
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+}
+
+// A flag as one shell word: as it is when it has no characters the shell would split or
+// expand (torch's own "'-fPIC'" is written for the shell and stays), else single-quoted.
+std::string shellWord(const std::string& flag) {
+  const bool plain = std::all_of(flag.begin(), flag.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string("-_+=/.,:@%'").find(c) != std::string::npos;
+  });
+  return plain ? flag : quote(flag);
+}
+
+// A value in a ninja file: '$' starts ninja's escapes. In a build line's paths, spaces and
+// colons are escaped too.
+std::string ninjaValue(const std::string& s, bool path = false) {
+  std::string out;
+  for (char c : s) {
+    if (c == '$' || (path && (c == ' ' || c == ':'))) out += '$';
+    out += c;
+  }
+  return out;
+}
+
+std::string joinFlags(const std::vector<std::string>& flags) {
+  std::string out;
+  for (const std::string& f : flags)
+    out += (out.empty() ? "" : " ") + ninjaValue(shellWord(f));
+  return out;
+}
+
+// The ops of a generated package: the directories holding <op>/<op>_ops.cpp.
+std::vector<std::string> packageOps(const fs::path& dir) {
+  std::vector<std::string> ops;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_directory() && fs::exists(e.path() / (name + "_ops.cpp"))) ops.push_back(name);
+  }
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+// build.ninja for the package in `dir`: every op's registration, CPU and (with CUDA) CUDA
+// sources and the shared autograd file, linked into `library`.
+std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
+                      const fs::path& toolchainFile, const fs::path& dir, const fs::path& objectDir,
+                      const fs::path& library, bool debug) {
+  const bool withCuda = !tc.nvcc.empty();
+  const std::string include = "-I" + (dir / "runtime").string();
+  std::vector<std::string> cxxFlags = tc.cxxFlags;
+  for (const char* f : {"-O3", "-DNDEBUG", "-std=c++17"})
+    cxxFlags.push_back(f);
+  cxxFlags.push_back(include);
+  if (debug) cxxFlags.push_back("-g");
+  std::vector<std::string> nvccFlags = tc.nvccFlags;
+  for (const char* f : {"-O3", "-std=c++17", "-lineinfo"})
+    nvccFlags.push_back(f);
+  nvccFlags.push_back(include);
+  if (withCuda) {
+    cxxFlags.push_back("-DFUSEGEN_WITH_CUDA=1");
+    nvccFlags.push_back("-DFUSEGEN_WITH_CUDA=1");
+  }
+  std::vector<emit::Data> objects;
+  auto add = [&](const std::string& source, const char* rule) {
+    fs::path object = objectDir / source;
+    object.replace_extension(".o");
+    emit::Data d;
+    d.set("name", source);
+    d.set("source", ninjaValue((dir / source).string(), true));
+    d.set("object", ninjaValue(object.string(), true));
+    d.set("rule", rule);
+    objects.push_back(d);
+  };
+  add("runtime/fusegen_autograd.cpp", "cxx");
+  for (const std::string& op : packageOps(dir)) {
+    add(op + "/" + op + "_ops.cpp", "cxx");
+    add(op + "/" + op + "_cpu.cpp", "cxx");
+    if (withCuda) add(op + "/" + op + "_cuda.cu", "nvcc");
+  }
+  emit::Data d;
+  d.set("toolchain", toolchainFile.string());
+  d.set("cxx", ninjaValue(tc.cxx));
+  d.set("cxx_flags", joinFlags(cxxFlags));
+  d.set("link_flags", joinFlags(tc.linkFlags));
+  d.set("with_cuda", withCuda);
+  d.set("nvcc", ninjaValue(tc.nvcc));
+  d.set("nvcc_flags", joinFlags(nvccFlags));
+  d.set("objects", emit::list(objects));
+  d.set("library", ninjaValue(library.string(), true));
+  d.set("library_name", library.filename().string());
+  return templates.render("build/build.ninja.mustache", d);
+}
+
+// A Python string literal.
+std::string pyString(const std::string& s) {
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\\' || c == '\'' ? std::string("\\") + c : std::string(1, c);
+  return out + "'";
+}
+
+// Writes `text` to `path` unless it already holds exactly that (ninja then sees no change).
+void writeIfChanged(const fs::path& path, const std::string& text) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.is_open() && old == text) return;
+  std::ofstream(path, std::ios::binary) << text;
+}
+
 } // namespace
 
 int buildPackage(const BuildOptions& opts, std::ostream& out) {
@@ -166,6 +316,9 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
         << "' (setup.py is missing); run `fusegen SPEC.yaml` first\n";
     return 1;
   }
+  const emit::Templates templates(opts.templatesDir);
+  const std::string probe = templates.read("build/torch_toolchain.py");
+  const std::string ninjaTemplate = templates.read("build/build.ninja.mustache");
   // The build key, from what is cheap to ask, with no torch import (about 4 s each on the GPU
   // machine): < 1 s when nothing changed. torch's version comes from its package metadata,
   // the CUDA toolkit is found the way torch.utils.cpp_extension finds it, and the
@@ -173,7 +326,7 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
   const std::string torchVersion =
       capture(quote(opts.python) +
               " -c 'import importlib.metadata as m; print(m.version(\"torch\"))' 2>/dev/null");
-  const std::string cudaHome = findCudaHome();
+  const std::string cudaHome = opts.cpuOnly ? "" : findCudaHome();
   const std::string nvcc =
       cudaHome.empty()
           ? ""
@@ -183,13 +336,24 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
           ? capture(
                 "nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1")
           : opts.arch;
-  const std::string key =
-      buildKey(dir, {emit::kVersion, torchVersion, nvcc, gpuArch, opts.python,
-                     opts.cpuOnly ? "cpu-only" : "", opts.wheel ? "wheel" : "",
-                     std::getenv("FUSEGEN_DEBUG") ? std::getenv("FUSEGEN_DEBUG") : ""});
-  // In place, the key is stamped by fusegen after a successful build (setup.py writes
-  // _build_info.py before compiling, so it would also be there after a failure); installed,
-  // it is the one the installed package records.
+  const char* debugEnv = std::getenv("FUSEGEN_DEBUG");
+  const bool debug = debugEnv && std::string(debugEnv) == "1";
+  const std::vector<std::string> toolchainContext = {emit::kVersion,
+                                                     probe,
+                                                     torchVersion,
+                                                     cudaHome,
+                                                     nvcc,
+                                                     gpuArch,
+                                                     opts.python,
+                                                     opts.cpuOnly ? "cpu-only" : "",
+                                                     std::getenv("CC") ? std::getenv("CC") : "",
+                                                     std::getenv("CXX") ? std::getenv("CXX") : ""};
+  std::vector<std::string> keyContext = toolchainContext;
+  keyContext.insert(keyContext.end(),
+                    {ninjaTemplate, opts.wheel ? "wheel" : "", debug ? "debug" : ""});
+  const std::string key = buildKey(dir, keyContext);
+  // In place, the key is stamped after a successful build; installed, it is the one the
+  // installed package records.
   const fs::path stamp = dir / "build" / "fusegen-build-key";
   std::string recorded;
   if (opts.install)
@@ -209,12 +373,8 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
         << "' has no torch installed; install PyTorch into the Python that should get the ops\n";
     return 1;
   }
+  const bool withCuda = !cudaHome.empty();
   std::string arch = opts.arch;
-  bool withCuda = !opts.cpuOnly && !cudaHome.empty();
-  if (withCuda && arch == "all") // every architecture this torch was built for (asks torch)
-    arch = capture(quote(opts.python) +
-                   " -c 'import torch; print(\" \".join(a[3:-1] + \".\" + a[-1] for a in "
-                   "torch._C._cuda_getArchFlags().split()))' 2>/dev/null");
   if (withCuda && arch.empty()) {
     arch = gpuArch;
     if (arch.empty()) {
@@ -232,45 +392,13 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
   fs::create_directories(dir / "build");
   const fs::path logPath = dir / "build" / "fusegen-build.log";
   std::ofstream log(logPath);
-  std::string env = "MAX_JOBS=" + std::to_string(jobs) + " FUSEGEN_BUILD_KEY=" + key +
-                    (withCuda ? " TORCH_CUDA_ARCH_LIST=" + quote(arch) : " FUSEGEN_CPU_ONLY=1");
-  const std::string py = "cd " + quote(dir.string()) + " && " + env + " " + quote(opts.python);
-  // setup.py is run once, directly: through pip's build hooks it would run (and import torch,
-  // about 4 s on the GPU machine) three times. --install then installs the wheel it wrote.
-  const std::string wheelDir = opts.wheel ? "dist" : "build/fusegen-wheel";
-  const std::string command =
-      opts.wheel || opts.install
-          ? (opts.install ? "rm -rf " + quote((dir / wheelDir).string()) + " && " : "") + py +
-                " setup.py bdist_wheel -d " + wheelDir +
-                (opts.install ? " && " + quote(opts.python) +
-                                    " -m pip install --no-deps --no-index --force-reinstall " +
-                                    wheelDir + "/*.whl"
-                              : "")
-          : py + " setup.py build_ext --inplace";
-  const char* what = opts.wheel     ? "building a wheel of"
-                     : opts.install ? "building and installing"
-                                    : "building";
-  out << "fusegen: " << what << " fusegen_ops (torch " << torchVersion
-      << (withCuda ? ", CUDA arch " + arch : ", CPU only") << ", " << jobs << " jobs)\n";
-  out.flush();
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   std::deque<std::string> tail;
-  const std::regex progress(R"(^\s*\[(\d+)/(\d+)\] )"); // ninja, also indented by pip
-  int status = runLogged(command, log, [&](const std::string& line) {
-    tail.push_back(line);
-    if (tail.size() > 80) tail.pop_front();
-    std::smatch m;
-    if (std::regex_search(line, m, progress)) {
-      out << "  [" << m[1] << "/" << m[2] << "] compiling, " << std::fixed << std::setprecision(1)
-          << elapsed() << " s\n";
-      out.flush();
-    }
-  });
-  if (status != 0) {
-    out << "fusegen: error: the build failed after " << std::fixed << std::setprecision(1)
+  auto failed = [&](const char* what, int status) {
+    out << "fusegen: error: " << what << " failed after " << std::fixed << std::setprecision(1)
         << elapsed() << " s; the end of its output:\n";
     for (const std::string& l : tail)
       out << "  | " << l << "\n";
@@ -278,6 +406,103 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
     explainFailure(logPath, dir, out);
     out << "fusegen: full log: " << logPath.string() << "\n";
     return status;
+  };
+  auto keepTail = [&](const std::string& line) {
+    tail.push_back(line);
+    if (tail.size() > 80) tail.pop_front();
+  };
+
+  // 1. torch's compilers and flags: asked once per toolchain (one torch import), then cached.
+  Fnv toolchainKey;
+  for (const std::string& c : toolchainContext)
+    toolchainKey.add(c);
+  toolchainKey.add(arch);
+  const fs::path toolchainFile = cacheDir() / ("toolchain-" + toolchainKey.hex() + ".json");
+  std::optional<Toolchain> tc = readToolchain(toolchainFile);
+  if (!tc) {
+    out << "fusegen: asking torch for its compilers and flags (once per torch install; cached "
+           "in "
+        << toolchainFile.parent_path().string() << ")\n";
+    out.flush();
+    fs::create_directories(toolchainFile.parent_path());
+    const fs::path probeFile = dir / "build" / "torch_toolchain.py";
+    std::ofstream(probeFile) << probe;
+    const fs::path partial = toolchainFile.string() + ".partial." + std::to_string(getpid());
+    const std::string env = withCuda ? "TORCH_CUDA_ARCH_LIST=" + quote(arch) : "FUSEGEN_CPU_ONLY=1";
+    const int status = runLogged(env + " " + quote(opts.python) + " " + quote(probeFile.string()) +
+                                     " > " + quote(partial.string()),
+                                 log, keepTail);
+    if (status != 0) return failed("asking torch for its build flags", status);
+    fs::rename(partial, toolchainFile);
+    tc = readToolchain(toolchainFile);
+    if (!tc) {
+      out << "fusegen: error: could not read " << toolchainFile.string() << "\n";
+      return 1;
+    }
+  }
+  if (tc->ninja.empty()) {
+    out << "fusegen: error: ninja is not installed for '" << opts.python
+        << "'; install it (`pip install ninja` or the ninja-build package)\n";
+    return 1;
+  }
+  out << "fusegen: "
+      << (opts.wheel     ? "building a wheel of"
+          : opts.install ? "building and installing"
+                         : "building")
+      << " fusegen_ops (torch " << tc->torchVersion
+      << (withCuda ? ", CUDA arch " + tc->archList : ", CPU only") << ", " << jobs << " jobs)\n";
+  out.flush();
+
+  // 2. Compile and link with ninja: only what changed since the last build of this package.
+  const fs::path ninjaDir = dir / "build" / "ninja";
+  const fs::path library = ninjaDir / "_C.abi3.so";
+  fs::create_directories(ninjaDir);
+  writeIfChanged(ninjaDir / "build.ninja", ninjaFile(templates, *tc, toolchainFile, dir,
+                                                     ninjaDir / "objects", library, debug));
+  const std::regex progress(R"(^\[(\d+)/(\d+)\] (compiling|linking) (\S+))");
+  int status = runLogged(
+      quote(tc->ninja) + " -C " + quote(ninjaDir.string()) + " -j " + std::to_string(jobs), log,
+      [&](const std::string& line) {
+        keepTail(line);
+        std::smatch m;
+        if (std::regex_search(line, m, progress)) {
+          out << "  [" << m[1] << "/" << m[2] << "] " << m[3] << " " << m[4] << ", " << std::fixed
+              << std::setprecision(1) << elapsed() << " s\n";
+          out.flush();
+        }
+      });
+  if (status != 0) return failed("the build", status);
+
+  // 3. The library and what it was built against go into the package; __init__ refuses to
+  // load under another torch or CUDA.
+  for (const auto& e : fs::directory_iterator(dir / "fusegen_ops")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("_C", 0) == 0 && e.path().extension() == ".so") fs::remove(e.path());
+  }
+  fs::copy_file(library, dir / "fusegen_ops" / "_C.abi3.so", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "fusegen_ops" / "_build_info.py")
+      << "# Written by fusegen --build: what fusegen_ops._C was built against.\n"
+      << "TORCH_VERSION = " << pyString(tc->torchVersion) << "\n"
+      << "CUDA_VERSION = " << (withCuda ? pyString(tc->cudaVersion) : "None") << "\n"
+      << "ARCH_LIST = " << pyString(withCuda ? tc->archList : "") << "\n"
+      << "BUILD_KEY = " << pyString(key) << "\n";
+
+  // 4. A wheel (setup.py only packages; it compiles nothing and imports no torch), installed
+  // with pip for --install.
+  if (opts.wheel || opts.install) {
+    const std::string wheelDir = opts.wheel ? "dist" : "build/fusegen-wheel";
+    const std::string command =
+        "cd " + quote(dir.string()) + " && rm -rf " + quote(wheelDir) + " && " +
+        quote(opts.python) + " setup.py -q bdist_wheel -d " + wheelDir +
+        (opts.install ? " && " + quote(opts.python) +
+                            " -m pip install -q --no-deps --no-index --force-reinstall " +
+                            wheelDir + "/*.whl"
+                      : "");
+    out << "  " << (opts.install ? "packaging and installing" : "packaging") << ", " << std::fixed
+        << std::setprecision(1) << elapsed() << " s\n";
+    out.flush();
+    status = runLogged(command, log, keepTail);
+    if (status != 0) return failed(opts.install ? "packaging or installing" : "packaging", status);
   }
   out << "fusegen: "
       << (opts.wheel     ? "built a wheel of"
