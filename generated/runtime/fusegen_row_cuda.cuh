@@ -249,11 +249,13 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
       forEachItem([&](int64_t vi, auto item) {
         staticFor<P::kOutputs>([&](auto mc) {
           constexpr int m = decltype(mc)::value;
-          if constexpr (P::outKind(m) == OutKind::ColSum)
-            if (a.need[m])
+          if constexpr (P::outKind(m) == OutKind::ColSum) {
+            if (a.need[m]) {
 #pragma unroll
               for (int l = 0; l < V; ++l)
                 *partial(partials, m, vi * V + l) = colAcc[colSumSlot<P>(m)][item.value][l];
+            }
+          }
         });
       });
     }
