@@ -35,7 +35,7 @@ struct Forward {
            : m == 2 ? fg::OutKind::Row
                     : fg::OutKind::Full;
   }
-  FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : 0; }
+  FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 1 : 0; }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
   }
@@ -141,7 +141,7 @@ struct Backward {
            : m == 2 ? fg::OutKind::ColSum
                     : fg::OutKind::Full;
   }
-  FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : 0; }
+  FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 1 : 0; }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
   }

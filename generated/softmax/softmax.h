@@ -31,7 +31,9 @@ struct Forward {
            : m == 2 ? fg::OutKind::Row
                     : fg::OutKind::Full;
   }
-  FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : s == 1 ? 1 : 0; }
+  FG_HD static constexpr int reductions([[maybe_unused]] int s) {
+    return s == 0 ? 1 : s == 1 ? 1 : 0;
+  }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return s == 0 && j == 0   ? fg::Reduce::Max
            : s == 1 && j == 0 ? fg::Reduce::Sum
@@ -133,7 +135,7 @@ struct Backward {
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0 ? fg::OutKind::Full : fg::OutKind::Full;
   }
-  FG_HD static constexpr int reductions(int s) { return s == 0 ? 1 : 0; }
+  FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 1 : 0; }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
   }
