@@ -106,7 +106,7 @@ def merge(dirs, out, note):
         sys.exit("bench/run.py --merge: the runs are from different GPUs or torch versions")
     meta = dict(metas[-1])
     meta["copy_GBps"] = min(m["copy_GBps"] for m in metas)
-    dates = sorted(m["date"] for m in metas)
+    dates = sorted(d for m in metas for d in m["date"].split(" to "))  # runs may be merges
     meta["date"] = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
     meta["merged_from"] = list(dirs)
     meta["note"] = note
