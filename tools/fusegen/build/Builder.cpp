@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <optional>
 #include <regex>
 #include <sys/wait.h>
@@ -240,8 +241,30 @@ std::vector<std::string> packageOps(const fs::path& dir) {
   return ops;
 }
 
+// Where the runtime's autograd object of this package is cached: it depends only on the
+// runtime sources (copies of templates/runtime), the compiler and its flags, so every package
+// built with one torch install shares it. The name hashes all of those.
+fs::path sharedAutogradObject(const fs::path& dir, const std::string& cxx,
+                              const std::string& flags) {
+  Fnv h;
+  h.add(cxx);
+  h.add(capture(quote(cxx) + " --version 2>/dev/null"));
+  h.add(flags);
+  std::vector<fs::path> runtime;
+  for (const auto& e : fs::directory_iterator(dir / "runtime"))
+    if (e.is_regular_file()) runtime.push_back(e.path());
+  std::sort(runtime.begin(), runtime.end());
+  for (const fs::path& f : runtime) {
+    std::ifstream in(f, std::ios::binary);
+    h.add(f.filename().string());
+    h.add(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  }
+  return cacheDir() / "objects" / ("fusegen_autograd-" + h.hex() + ".o");
+}
+
 // build.ninja for the package in `dir`: every op's registration, CPU and (with CUDA) CUDA
-// sources and the shared autograd file, linked into `library`.
+// sources and the shared autograd object (compiled into fusegen's cache unless it is there
+// already), linked into `library`.
 std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
                       const fs::path& toolchainFile, const fs::path& dir, const fs::path& objectDir,
                       const fs::path& library, bool debug) {
@@ -260,10 +283,8 @@ std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
     cxxFlags.push_back("-DFUSEGEN_WITH_CUDA=1");
     nvccFlags.push_back("-DFUSEGEN_WITH_CUDA=1");
   }
-  std::vector<emit::Data> objects;
-  auto add = [&](const std::string& source, const char* rule) {
-    fs::path object = objectDir / source;
-    object.replace_extension(".o");
+  std::vector<emit::Data> objects, cached;
+  auto add = [&](const std::string& source, const char* rule, const fs::path& object) {
     emit::Data d;
     d.set("name", source);
     d.set("source", ninjaValue((dir / source).string(), true));
@@ -271,11 +292,26 @@ std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
     d.set("rule", rule);
     objects.push_back(d);
   };
-  add("runtime/fusegen_autograd.cpp", "cxx");
+  auto addOwn = [&](const std::string& source, const char* rule) {
+    fs::path object = objectDir / source;
+    add(source, rule, object.replace_extension(".o"));
+  };
+  std::vector<std::string> sharedFlags; // all but the package's own include directory
+  std::copy_if(cxxFlags.begin(), cxxFlags.end(), std::back_inserter(sharedFlags),
+               [&](const std::string& f) { return f != include; });
+  const fs::path autograd = sharedAutogradObject(dir, tc.cxx, joinFlags(sharedFlags));
+  if (fs::exists(autograd)) {
+    emit::Data d;
+    d.set("object", ninjaValue(autograd.string(), true));
+    cached.push_back(d);
+  } else {
+    fs::create_directories(autograd.parent_path());
+    add("runtime/fusegen_autograd.cpp", "cxx_shared", autograd);
+  }
   for (const std::string& op : packageOps(dir)) {
-    add(op + "/" + op + "_ops.cpp", "cxx");
-    add(op + "/" + op + "_cpu.cpp", "cxx");
-    if (withCuda) add(op + "/" + op + "_cuda.cu", "nvcc");
+    addOwn(op + "/" + op + "_ops.cpp", "cxx");
+    addOwn(op + "/" + op + "_cpu.cpp", "cxx");
+    if (withCuda) addOwn(op + "/" + op + "_cuda.cu", "nvcc");
   }
   emit::Data d;
   d.set("toolchain", toolchainFile.string());
@@ -286,6 +322,7 @@ std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
   d.set("nvcc", ninjaValue(tc.nvcc));
   d.set("nvcc_flags", joinFlags(nvccFlags));
   d.set("objects", emit::list(objects));
+  d.set("cached", emit::list(cached));
   d.set("library", ninjaValue(library.string(), true));
   d.set("library_name", library.filename().string());
   return templates.render("build/build.ninja.mustache", d);
