@@ -5,8 +5,8 @@
 //   forward<T>(in, attr, D, out) and backward<T>(in, attr, D, gout, gin): one element, in the
 //   compute type T (float for half types, double for double).
 // Plans:
-//   flat     - no [D] inputs: a grid-stride loop over 128-bit vectors (kUnroll loaded per
-//              thread before any is stored), scalar tail.
+//   flat     - no [D] inputs: one block per kThreads x kFlatUnroll 128-bit vectors (a
+//              grid-stride loop covers what 2^31 - 1 blocks do not), scalar tail.
 //   colwise  - [D] inputs, or gradients that must be summed over rows: each thread owns VEC
 //              columns (its [D] values stay in registers) and walks rows; in backward it
 //              accumulates the broadcast gradients in fp32/fp64 and writes one partial sum
