@@ -2,8 +2,10 @@
 # Measures `fusegen --build --install` on this machine (issue #5's cases) and writes
 # RESULTS/build-times.json and RESULTS/build-times.md:
 #   first build with this torch (bias_gelu)  fusegen's cache is empty too: torch is asked for
-#                                            its compilers and flags (one torch import)
-#   cold, one pointwise spec (bias_gelu)     fresh output directory, nothing built before
+#                                            its compilers and flags (one torch import) and the
+#                                            shared autograd object is compiled
+#   cold, one pointwise spec (bias_gelu)     fresh output directory, nothing of this package
+#                                            built before (fusegen's cache is warm)
 #   cold, one row spec (rmsnorm)
 #   nothing changed                          the same command again: the build key matches
 #   one spec of three changed                leaky_relu's attr default edited, then rebuilt:

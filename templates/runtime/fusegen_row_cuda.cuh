@@ -13,6 +13,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
 
 namespace fg::cuda {
 
@@ -311,16 +313,17 @@ inline void applyRowConfigOverride(RowGeometry& g, int64_t nv) {
 }
 
 // FUSEGEN_ROW_GRID=resident|rows overrides the grid rowGeometry picks for programs without
-// ColSum outputs (the knob that measured the rule there). Read once per process; -1: unset.
-inline int rowGridOverride() {
-  static const int perRow = [] {
+// ColSum outputs (the knob that measured the rule there). Read once per process.
+inline std::optional<bool> rowGridPerRowOverride() {
+  static const std::optional<bool> perRow = []() -> std::optional<bool> {
     const char* env = std::getenv("FUSEGEN_ROW_GRID");
     if (!env || !*env)
-      return -1;
-    if (std::string(env) == "resident" || std::string(env) == "rows")
-      return std::string(env) == "rows" ? 1 : 0;
-    throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_GRID='") + env +
-                             "' is not 'resident' or 'rows'");
+      return std::nullopt;
+    const std::string value = env;
+    if (value != "resident" && value != "rows")
+      throw std::runtime_error("fusegen: FUSEGEN_ROW_GRID='" + value +
+                               "' is not 'resident' or 'rows'");
+    return value == "rows";
   }();
   return perRow;
 }
@@ -425,9 +428,8 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   // inputs re-read per row, it was 0.233 instead of 0.222 (FUSEGEN_ROW_GRID sweeps it).
   int64_t blocks = (a.rows + g.rowsPerBlock - 1) / g.rowsPerBlock;
   const int64_t resident = static_cast<int64_t>(sms) * rowBlocksPerSm<P, S>(g);
-  const int override = rowGridOverride();
   const bool perRow = colSumOutputs<P>() == 0 &&
-                      (override >= 0 ? override == 1 : inputsOf<P>(Bcast::Col) == 0);
+                      rowGridPerRowOverride().value_or(inputsOf<P>(Bcast::Col) == 0);
   if (blocks > resident && !perRow)
     blocks = resident;
   g.blocks = static_cast<int>(blocks < 1 ? 1 : blocks);

@@ -4,6 +4,7 @@
 
 #include "emit/Emitters.h"
 #include "emit/Templates.h"
+#include "support/FileWriter.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -107,10 +108,8 @@ std::string buildKey(const fs::path& dir, const std::vector<std::string>& contex
   for (const std::string& c : context)
     fnv.add(c);
   for (const fs::path& f : files) {
-    std::ifstream in(dir / f, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     fnv.add(f.string());
-    fnv.add(text);
+    fnv.add(readFile((dir / f).string()));
   }
   return fnv.hex();
 }
@@ -178,6 +177,7 @@ fs::path cacheDir() {
 struct Toolchain {
   std::string torchVersion, cudaVersion, archList, ninja, cxx, nvcc;
   std::vector<std::string> cxxFlags, nvccFlags, linkFlags;
+  bool withCuda() const { return !nvcc.empty(); }
 };
 
 std::optional<Toolchain> readToolchain(const fs::path& file) {
@@ -255,9 +255,8 @@ fs::path sharedAutogradObject(const fs::path& dir, const std::string& cxx,
     if (e.is_regular_file()) runtime.push_back(e.path());
   std::sort(runtime.begin(), runtime.end());
   for (const fs::path& f : runtime) {
-    std::ifstream in(f, std::ios::binary);
     h.add(f.filename().string());
-    h.add(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+    h.add(readFile(f.string()));
   }
   return cacheDir() / "objects" / ("fusegen_autograd-" + h.hex() + ".o");
 }
@@ -268,7 +267,7 @@ fs::path sharedAutogradObject(const fs::path& dir, const std::string& cxx,
 std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
                       const fs::path& toolchainFile, const fs::path& dir, const fs::path& objectDir,
                       const fs::path& library, bool debug) {
-  const bool withCuda = !tc.nvcc.empty();
+  const bool withCuda = tc.withCuda();
   const std::string include = "-I" + (dir / "runtime").string();
   std::vector<std::string> cxxFlags = tc.cxxFlags;
   for (const char* f : {"-O3", "-DNDEBUG", "-std=c++17"})
@@ -334,14 +333,6 @@ std::string pyString(const std::string& s) {
   for (char c : s)
     out += c == '\\' || c == '\'' ? std::string("\\") + c : std::string(1, c);
   return out + "'";
-}
-
-// Writes `text` to `path` unless it already holds exactly that (ninja then sees no change).
-void writeIfChanged(const fs::path& path, const std::string& text) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.is_open() && old == text) return;
-  std::ofstream(path, std::ios::binary) << text;
 }
 
 } // namespace
@@ -487,15 +478,19 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
           : opts.install ? "building and installing"
                          : "building")
       << " fusegen_ops (torch " << tc->torchVersion
-      << (withCuda ? ", CUDA arch " + tc->archList : ", CPU only") << ", " << jobs << " jobs)\n";
+      << (tc->withCuda() ? ", CUDA arch " + tc->archList : ", CPU only") << ", " << jobs
+      << " jobs)\n";
   out.flush();
 
   // 2. Compile and link with ninja: only what changed since the last build of this package.
   const fs::path ninjaDir = dir / "build" / "ninja";
   const fs::path library = ninjaDir / "_C.abi3.so";
   fs::create_directories(ninjaDir);
-  writeIfChanged(ninjaDir / "build.ninja", ninjaFile(templates, *tc, toolchainFile, dir,
-                                                     ninjaDir / "objects", library, debug));
+  // Rewritten only when it changes, so ninja's view of it stays as it was.
+  writeFiles(ninjaDir.string(),
+             {{"build.ninja", ninjaFile(templates, *tc, toolchainFile, dir, ninjaDir / "objects",
+                                        library, debug)}},
+             {});
   const std::regex progress(R"(^\[(\d+)/(\d+)\] (compiling|linking) (\S+))");
   int status = runLogged(
       quote(tc->ninja) + " -C " + quote(ninjaDir.string()) + " -j " + std::to_string(jobs), log,
@@ -520,8 +515,8 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
   std::ofstream(dir / "fusegen_ops" / "_build_info.py")
       << "# Written by fusegen --build: what fusegen_ops._C was built against.\n"
       << "TORCH_VERSION = " << pyString(tc->torchVersion) << "\n"
-      << "CUDA_VERSION = " << (withCuda ? pyString(tc->cudaVersion) : "None") << "\n"
-      << "ARCH_LIST = " << pyString(withCuda ? tc->archList : "") << "\n"
+      << "CUDA_VERSION = " << (tc->withCuda() ? pyString(tc->cudaVersion) : "None") << "\n"
+      << "ARCH_LIST = " << pyString(tc->archList) << "\n"
       << "BUILD_KEY = " << pyString(key) << "\n";
 
   // 4. A wheel (setup.py only packages; it compiles nothing and imports no torch), installed
