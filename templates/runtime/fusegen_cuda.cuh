@@ -51,6 +51,16 @@ __device__ __forceinline__ Vec<S, V> loadVec(const void* base, I index) {
   return reinterpret_cast<const Vec<S, V>*>(static_cast<const S*>(base) + index)[0];
 }
 
+// A 128-bit load through the read-only data path, for inputs no kernel of the op writes.
+template <typename S, int V, typename I>
+__device__ __forceinline__ Vec<S, V> loadVecReadOnly(const void* base, I index) {
+  static_assert(sizeof(Vec<S, V>) == sizeof(uint4), "128-bit vectors only");
+  const uint4 bits = __ldg(reinterpret_cast<const uint4*>(static_cast<const S*>(base) + index));
+  Vec<S, V> x;
+  memcpy(&x, &bits, sizeof(x));
+  return x;
+}
+
 template <typename S, int V, typename I>
 __device__ __forceinline__ void storeVec(void* base, I index, const Vec<S, V>& x) {
   reinterpret_cast<Vec<S, V>*>(static_cast<S*>(base) + index)[0] = x;
