@@ -83,7 +83,7 @@ struct Forward {
     (void)_attr;
     (void)_D;
     const T x = _in[0];
-    const T _t0 = x / _rv[2];
+    const T _t0 = fg::div<kFast>(x, _rv[2]);
     _out[0] = _t0;
     _out[1] = T(0);
     _out[2] = T(0);
@@ -158,7 +158,7 @@ struct Backward {
       const T _grad_y = _in[3];
       const T x = _in[0];
       const T saved_stat0 = _rv[0];
-      const T _t0 = x / saved_stat0;
+      const T _t0 = fg::div<kFast>(x, saved_stat0);
       const T _t1 = _grad_y * _t0;
       _t[0] = _t1;
     }
@@ -173,7 +173,7 @@ struct Backward {
     (void)_rv;
     if constexpr (S == 0) {
       const T saved_stat0 = _rv[0];
-      const T _t0 = _red[0] / saved_stat0;
+      const T _t0 = fg::div<kFast>(_red[0], saved_stat0);
       const T _t1 = -_t0;
       const T _t2 = T(0.5) * _t0;
       const T _t3 = -_t2;
@@ -181,7 +181,7 @@ struct Backward {
       const T _t5 = _rv[2] ? _t1 : _t4;
       const T _t6 = _t5 * T(0.5);
       const T saved_stat1 = _rv[1];
-      const T _t7 = _t6 / saved_stat1;
+      const T _t7 = fg::div<kFast>(_t6, saved_stat1);
       _rv[4] = _red[0];
       _rv[5] = _t0;
       _rv[6] = _t1;
@@ -203,7 +203,7 @@ struct Backward {
     (void)_D;
     const T _grad_y = _in[3];
     const T saved_stat0 = _rv[0];
-    const T _t0 = _grad_y / saved_stat0;
+    const T _t0 = fg::div<kFast>(_grad_y, saved_stat0);
     const T x = _in[0];
     const T _t1 = _rv[12] * x;
     const T _t2 = _t0 + _t1;

@@ -81,13 +81,13 @@ struct Forward {
     (void)_D;
     (void)_rv;
     if constexpr (S == 0) {
-      _rv[0] = (_red[0] / _D);
+      _rv[0] = fg::div<kFast>(_red[0], _D);
     }
     if constexpr (S == 1) {
       const T eps = _attr[0];
-      const T _t0 = (_red[0] / _D) + eps;
+      const T _t0 = fg::div<kFast>(_red[0], _D) + eps;
       const T _t1 = fg::rsqrt<kFast>(_t0);
-      _rv[1] = (_red[0] / _D);
+      _rv[1] = fg::div<kFast>(_red[0], _D);
       _rv[2] = _t0;
       _rv[3] = _t1;
     }
@@ -208,12 +208,12 @@ struct Backward {
       const T _t1 = _t0 * saved_rstd;
       const T _t2 = _t1 * saved_rstd;
       const T _t3 = _t2 * saved_rstd;
-      const T _t4 = _t3 / _D;
+      const T _t4 = fg::div<kFast>(_t3, _D);
       const T _t5 = _red[1] * saved_rstd;
       const T _t6 = _t4 * _red[2];
       const T _t7 = _t5 + _t6;
       const T _t8 = _t7 + _t6;
-      const T _t9 = _t8 / _D;
+      const T _t9 = fg::div<kFast>(_t8, _D);
       _rv[2] = _red[0];
       _rv[3] = _t0;
       _rv[4] = _t1;

@@ -176,7 +176,7 @@ struct Backward {
     (void)_rv;
     if constexpr (S == 0) {
       const T saved_stat1 = _rv[0];
-      const T _t0 = _red[0] / saved_stat1;
+      const T _t0 = fg::div<kFast>(_red[0], saved_stat1);
       _rv[2] = _red[0];
       _rv[3] = _t0;
     }

@@ -148,7 +148,7 @@ struct Backward {
     (void)_rv;
     const T _grad_lse = _rowIn[3];
     const T saved_stat1 = _rowIn[2];
-    const T _t0 = _grad_lse / saved_stat1;
+    const T _t0 = fg::div<kFast>(_grad_lse, saved_stat1);
     const T saved_m = _rowIn[1];
     _rv[0] = _grad_lse;
     _rv[1] = saved_stat1;

@@ -60,7 +60,7 @@ struct Op {
     const T _t10 = -x;
     const T _t11 = fg::exp<kFast>(_t10);
     const T _t12 = T(1.0) + _t11;
-    const T _t13 = T(1.0) / _t12;
+    const T _t13 = fg::div<kFast>(T(1.0), _t12);
     const T _t14 = _t9 * _t13;
     const T _t15 = _t6 + _t14;
     const T _t16 = _grad_y * _t15;

@@ -65,9 +65,9 @@ struct Forward {
     (void)_rv;
     if constexpr (S == 0) {
       const T eps = _attr[0];
-      const T _t0 = (_red[0] / _D) + eps;
+      const T _t0 = fg::div<kFast>(_red[0], _D) + eps;
       const T _t1 = fg::rsqrt<kFast>(_t0);
-      _rv[0] = (_red[0] / _D);
+      _rv[0] = fg::div<kFast>(_red[0], _D);
       _rv[1] = _t0;
       _rv[2] = _t1;
     }
@@ -167,7 +167,7 @@ struct Backward {
       const T _t1 = _t0 * saved_rstd;
       const T _t2 = _t1 * saved_rstd;
       const T _t3 = _t2 * saved_rstd;
-      const T _t4 = _t3 / _D;
+      const T _t4 = fg::div<kFast>(_t3, _D);
       _rv[1] = _red[0];
       _rv[2] = _t0;
       _rv[3] = _t1;

@@ -96,7 +96,7 @@ struct Forward {
     const T x = _in[0];
     const T _t0 = x - _rv[1];
     const T _t1 = fg::exp<kFast>(_t0);
-    const T _t2 = _t1 / _rv[2];
+    const T _t2 = fg::div<kFast>(_t1, _rv[2]);
     _out[0] = _t2;
     _out[1] = T(0);
     _out[2] = T(0);
@@ -168,7 +168,7 @@ struct Backward {
       const T _t0 = x - saved_m;
       const T _t1 = fg::exp<kFast>(_t0);
       const T saved_stat1 = _rv[0];
-      const T _t2 = _t1 / saved_stat1;
+      const T _t2 = fg::div<kFast>(_t1, saved_stat1);
       const T _t3 = _grad_y * _t2;
       _t[0] = _t3;
     }
@@ -183,7 +183,7 @@ struct Backward {
     (void)_rv;
     if constexpr (S == 0) {
       const T saved_stat1 = _rv[0];
-      const T _t0 = _red[0] / saved_stat1;
+      const T _t0 = fg::div<kFast>(_red[0], saved_stat1);
       _rv[2] = _red[0];
       _rv[3] = _t0;
     }
@@ -198,7 +198,7 @@ struct Backward {
     (void)_D;
     const T _grad_y = _in[3];
     const T saved_stat1 = _rv[0];
-    const T _t0 = _grad_y / saved_stat1;
+    const T _t0 = fg::div<kFast>(_grad_y, saved_stat1);
     const T _t1 = _t0 - _rv[3];
     const T x = _in[0];
     const T saved_m = _rv[1];

@@ -41,8 +41,8 @@ struct Op {
     (void)_D;
     const T _grad_y = _gout[0];
     const T x = _in[0];
-    const T _t0 = ((x >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(x)))) /
-                  (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(x))));
+    const T _t0 = fg::div<kFast>(((x >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(x)))),
+                                 (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(x)))));
     const T _t1 = _grad_y * _t0;
     _gin[0] = _t1;
   }

@@ -82,7 +82,7 @@ TEST_F(CodePrinter, ConstantsAndLeaves) {
   Expr g = Node::makeGradOut("y", 0, ir::ShapeClass::Full);
   EXPECT_EQ(
       emit::printCpp({{"gx", call("div", {g, Node::makeDim()})}}, 0, {{g.get(), "grad_y[i]"}}),
-      "const T _grad_y = grad_y[i];\nconst T _t0 = _grad_y / _D;\ngx = _t0;\n");
+      "const T _grad_y = grad_y[i];\nconst T _t0 = fg::div<kFast>(_grad_y, _D);\ngx = _t0;\n");
 }
 
 TEST_F(CodePrinter, UnboundLeafInCppIsALogicError) {
@@ -127,7 +127,7 @@ TEST_F(CodePrinter, PrimitiveFormulasAreInlinedWithOperands) {
 
 TEST(ReductionResult, FinishFormulaOverAcc) {
   EXPECT_EQ(emit::cppReductionResult(prim("sum", 1), "acc0"), "acc0");
-  EXPECT_EQ(emit::cppReductionResult(prim("mean", 1), "acc0"), "(acc0 / _D)");
+  EXPECT_EQ(emit::cppReductionResult(prim("mean", 1), "acc0"), "fg::div<kFast>(acc0, _D)");
 }
 
 TEST(CppLiteral, RoundTripsExactly) {

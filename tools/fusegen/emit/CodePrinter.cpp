@@ -166,8 +166,8 @@ std::string cppFormula(const expr::AstPtr& a,
     for (const expr::AstPtr& x : a->args)
       args.push_back(cppFormula(x, name));
     static const std::map<std::string, const char*> infix = {
-        {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}, {"lt", "<"},
-        {"le", "<="}, {"gt", ">"},  {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
+        {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"lt", "<"},  {"le", "<="},
+        {"gt", ">"},  {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
     auto it = infix.find(a->name);
     if (it != infix.end()) return "(" + args[0] + " " + it->second + " " + args[1] + ")";
     if (a->name == "neg") return "(-" + args[0] + ")";
