@@ -286,14 +286,25 @@ class OpChecks:
 
     def benchmark_shape(self, device):
         """The benchmark's shape, (8, 4096, 4096) in bfloat16, against the reference in fp32."""
-        x = self.inputs((8, 4096), 4096, torch.bfloat16, device)
+        self.bf16_against_fp32(self.inputs((8, 4096), 4096, torch.bfloat16, device),
+                               "at 8x4096x4096")
+
+    def bf16_against_fp32(self, x, where):
+        """Outputs and gradients of bf16 inputs x against the reference run in fp32."""
         got = self.call(self.op, x)
         want = self.call(self.reference, [t.float() for t in x])
         for o, g, w in zip(self.spec.outputs, got, want):
-            self.close_normwise(g, w, torch.bfloat16, f"{self.spec.name}.{o.name} at 8x4096x4096")
+            self.close_normwise(g, w, torch.bfloat16, f"{self.spec.name}.{o.name} {where}")
         gouts = [torch.randn_like(o) for o in got]
-        self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.bfloat16,
-                         " at 8x4096x4096", ref_dtype=torch.float32)
+        self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.bfloat16, f" {where}",
+                         ref_dtype=torch.float32)
+
+    def row_lengths(self, device):
+        """bf16 rows of every length class the CUDA plans pick a different launch
+        configuration for (vectors per thread, threads per row: 32 to 1024 threads, rows kept
+        in registers or re-read), outputs and gradients against the reference in fp32."""
+        for D in (256, 1024, 4096, 8192, 16384, 32768):
+            self.bf16_against_fp32(self.inputs((3,), D, torch.bfloat16, device), f"at D={D}")
 
     def one_output_used(self, device):
         """Backward through each output alone (ops with several): the other outputs'

@@ -78,6 +78,11 @@ def test_backward_is_deterministic(device):
     CHECKS.deterministic_backward(device)
 
 
+@pytest.mark.parametrize("device", testing.DEVICES)
+def test_row_lengths_bfloat16(device):
+    CHECKS.row_lengths(device)
+
+
 @pytest.mark.parametrize("device", testing.CUDA_DEVICES)
 def test_benchmark_shape_bfloat16(device):
     CHECKS.benchmark_shape(device)
