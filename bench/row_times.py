@@ -1,0 +1,39 @@
+"""fusegen-only forward and forward+backward medians of row ops at the benchmark's large
+shapes (bf16), one line per op and shape: the quick comparison used to choose between row-plan
+variants (FUSEGEN_ROW_GRID, FUSEGEN_ROW_CONFIG, or two builds), without bench/run.py's
+comparison implementations.
+
+    FUSEGEN_ROW_GRID=rows python3 bench/row_times.py rows rmsnorm,layernorm
+"""
+import importlib
+import sys
+
+import torch
+
+import fusegen_ops  # noqa: F401  (registers the ops)
+from fusegen_ops import benchmark
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    label, ops = sys.argv[1], sys.argv[2].split(",")
+    for op in ops:
+        entry = importlib.import_module(f"fusegen_ops.{op}.bench_{op}").ENTRY
+        attrs = {a.name: a.default for a in entry.spec.attrs if a.default is not None}
+        for rows, D in [(32768, 4096), (16384, 8192), (65536, 1024)]:
+            xs = benchmark.make_inputs(entry.spec, rows, D, torch.bfloat16, "cuda", True)
+            fwd = benchmark._time(lambda: entry.op(*xs, **attrs))
+            outs = entry.op(*xs, **attrs)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            gouts = [torch.randn_like(o) for o in outs]
+
+            def step():
+                out = entry.op(*xs, **attrs)
+                torch.autograd.backward(out if isinstance(out, tuple) else (out,), gouts)
+            both = benchmark._time(step, grad_to_none=xs)
+            print(f"{label} {op} {rows}x{D} fwd {fwd:.4f} fwd+bwd {both:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
