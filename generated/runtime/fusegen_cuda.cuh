@@ -379,8 +379,14 @@ __global__ void colwiseBackward(const Args a, compute_t<S>* partials) {
   }
 }
 
-// Sums partials[chunks][D] over chunks into a [D] gradient (or over everything into a
-// scalar gradient), in a fixed order.
+// Blocks of kThreads for the column-by-column kernels below (each strides over the columns a
+// 65535-block grid does not cover).
+inline unsigned columnBlocks(int64_t D) {
+  const int64_t blocks = (D + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks > 65535 ? 65535 : blocks < 1 ? 1 : blocks);
+}
+
+// Sums partials[chunks][D] over chunks into a [D] gradient, in a fixed order.
 template <typename S>
 __global__ void finalizeCol(const compute_t<S>* partials, int chunks, int64_t D, S* out) {
   for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < D;
@@ -552,13 +558,10 @@ template <class Op, typename S, class Args> void backwardTyped(const Args& a, cu
         continue;
       compute_t<S>* p = partials + static_cast<int64_t>(reducedSlot<Op>(k)) * g.grid.y * a.D;
       if (Op::bcast(k) == Bcast::Col) {
-        int64_t blocks = (a.D + kThreads - 1) / kThreads;
-        finalizeCol<S><<<static_cast<unsigned>(blocks > 65535 ? 65535 : blocks), kThreads, 0,
-                         stream>>>(p, static_cast<int>(g.grid.y), a.D, static_cast<S*>(a.gin[k]));
+        finalizeCol<S><<<columnBlocks(a.D), kThreads, 0, stream>>>(
+            p, static_cast<int>(g.grid.y), a.D, static_cast<S*>(a.gin[k]));
       } else { // two stages: the chunks of each column (in place), then one block over D
-        const int64_t blocks = (a.D + kThreads - 1) / kThreads;
-        sumChunksInPlace<compute_t<S>><<<static_cast<unsigned>(blocks > 65535 ? 65535 : blocks),
-                                         kThreads, 0, stream>>>(
+        sumChunksInPlace<compute_t<S>><<<columnBlocks(a.D), kThreads, 0, stream>>>(
             p, static_cast<int>(g.grid.y), a.D);
         finalizeScalar<S><<<1, kThreads, 0, stream>>>(p, a.D, static_cast<S*>(a.gin[k]));
       }

@@ -163,6 +163,17 @@ inline void* currentStream(const Prepared& p) {
 #endif
 }
 
+// The CUDA plans' scratch memory (partial sums of [D] gradients) when they need any; `ptr`
+// stays null otherwise. Only plans that sum [D] gradients do, and an empty tensor would still
+// cost an allocation call per launch (about 4 us of host time at launch-bound sizes).
+inline at::Tensor allocateWorkspace(size_t bytes, const at::TensorOptions& options, void*& ptr) {
+  if (bytes == 0)
+    return {};
+  at::Tensor workspace = at::empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte));
+  ptr = workspace.data_ptr();
+  return workspace;
+}
+
 // Runs an op's forward: checks and prepares the tensors, allocates the outputs (full or
 // per-row) and calls the plan for the tensors' device.
 template <class Op, size_t N>
@@ -239,13 +250,8 @@ runBackward(const char* op, const std::array<TensorArg, N>& args, int full,
     return grads;
   if (p.device.is_cuda()) {
     TORCH_CHECK(cuda != nullptr, op, ": this package was built without CUDA");
-    // Only plans that sum [D] gradients need a workspace; an empty one would still cost an
-    // allocation call per backward (about 4 us of host time at launch-bound sizes).
-    const size_t bytes = cudaWorkspace(a);
-    at::Tensor workspace;
-    if (bytes)
-      workspace = at::empty({static_cast<int64_t>(bytes)}, p.tensors[0].options().dtype(at::kByte));
-    a.workspace = bytes ? workspace.data_ptr() : nullptr;
+    const at::Tensor workspace = allocateWorkspace(cudaWorkspace(a), p.tensors[0].options(),
+                                                   a.workspace);
     cuda(a, currentStream(p));
   } else {
     cpu(a);
@@ -294,9 +300,7 @@ runProgram(const char* op, const std::array<TensorArg, N>& args, int full,
     return outs;
   if (p.device.is_cuda()) {
     TORCH_CHECK(cuda != nullptr, op, ": this package was built without CUDA");
-    size_t bytes = cudaWorkspace(a);
-    at::Tensor workspace = at::empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte));
-    a.workspace = bytes ? workspace.data_ptr() : nullptr;
+    const at::Tensor workspace = allocateWorkspace(cudaWorkspace(a), options, a.workspace);
     cuda(a, currentStream(p));
   } else {
     cpu(a);

@@ -1,18 +1,20 @@
 // fusegen CUDA row plan: runs a row program (fusegen_row.h) with a group of threads per row:
-// a warp for short rows, up to 512 threads for long ones, several rows per block. The row
-// is read from global memory once and kept in registers (ITEMS vectors of 128 bits per
-// thread) across the reduction stages; rows too long for registers are re-read per stage
-// (ITEMS == 0) and then mostly hit in L2. [D] inputs are not kept in registers: they are
-// re-read (128-bit, read-only path) for every row and hit in L1, which leaves the registers
-// to the row and lets more rows be in flight per SM. Reductions combine in a fixed order (warp
-// shuffles, then shared memory across the group's warps), so results are deterministic.
-// ColSum outputs are accumulated per thread over the block's rows and written as one
-// partial row per block; finalizeCol (fusegen_cuda.cuh) adds the partials in order.
+// a warp for short rows, up to 512 threads for long ones (1024 for backwards with [D] sums),
+// several rows per block. The row is read from global memory once and kept in registers
+// (ITEMS vectors of 128 bits per thread) across the reduction stages; rows too long for
+// registers are re-read per stage (ITEMS == 0) and then mostly hit in L2. [D] inputs are not
+// kept in registers: they are re-read (128-bit, read-only path) for every row and hit in L1,
+// which leaves the registers to the row and lets more rows be in flight per SM. Reductions
+// combine in a fixed order (warp shuffles, then shared memory across the group's warps), so
+// results are deterministic. ColSum outputs are accumulated per thread over the block's rows
+// and written as one partial row per block; finalizeCol (fusegen_cuda.cuh) adds the partials
+// in order.
 #pragma once
 
 #include "fusegen_cuda.cuh"
 #include "fusegen_row.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -64,7 +66,7 @@ __device__ __forceinline__ void groupReduce(T (&v)[N], T* shared) {
       for (int j = 0; j < N; ++j)
         mine[warp * N + j] = v[j];
     __syncthreads();
-    // Every warp combines the group's warp values (at most 16; the other lanes hold the
+    // Every warp combines the group's warp values (at most 32; the other lanes hold the
     // identity) with a full butterfly, so every lane ends with the result: one shared load
     // per lane instead of a loop that held them all in registers.
     const int lane = threadIdx.x % 32;
@@ -484,10 +486,9 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   // row rather than kept in registers, it also wins for them: rmsnorm 0.184 against 0.194,
   // layernorm 0.186 against 0.201, add_rmsnorm 0.361 against 0.378.
   int64_t blocks = (a.rows + g.rowsPerBlock - 1) / g.rowsPerBlock;
-  const int64_t resident = static_cast<int64_t>(sms) * rowBlocksPerSm<P, S>(g);
   const bool perRow = colSumOutputs<P>() == 0 && rowGridPerRowOverride().value_or(true);
-  if (blocks > resident && !perRow)
-    blocks = resident;
+  if (!perRow)
+    blocks = std::min(blocks, static_cast<int64_t>(sms) * rowBlocksPerSm<P, S>(g));
   g.blocks = static_cast<int>(blocks < 1 ? 1 : blocks);
   return g;
 }
@@ -514,9 +515,8 @@ template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaS
     if (P::outKind(m) != OutKind::ColSum || !a.need[m] || a.D == 0)
       continue;
     const compute_t<S>* p = partials + static_cast<int64_t>(colSumSlot<P>(m)) * g.blocks * a.D;
-    int64_t blocks = (a.D + kThreads - 1) / kThreads;
-    finalizeCol<S><<<static_cast<unsigned>(blocks > 65535 ? 65535 : blocks), kThreads, 0, stream>>>(
-        p, g.blocks, a.D, static_cast<S*>(a.out[m]));
+    finalizeCol<S><<<columnBlocks(a.D), kThreads, 0, stream>>>(p, g.blocks, a.D,
+                                                               static_cast<S*>(a.out[m]));
     check(cudaGetLastError(), "ColSum finalize launch");
   }
 }
