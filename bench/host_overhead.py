@@ -19,21 +19,16 @@ from fusegen_ops import benchmark
 
 
 def steps(entry, impl, rows, D, dtype, device):
+    """benchmark.timed_steps of fusegen's op or the eager reference; the forward+backward
+    resets the input gradients, as a loop of training steps would."""
     fn = entry.op if impl == "fusegen" else entry.reference
-    attrs = {a.name: a.default for a in entry.spec.attrs if a.default is not None}
-    xs = benchmark.make_inputs(entry.spec, rows, D, dtype, device, True)
-    outs = fn(*xs, **attrs)
-    gouts = [torch.randn_like(o) for o in (outs if isinstance(outs, tuple) else (outs,))]
+    forward, forward_backward, xg = benchmark.timed_steps(entry.spec, fn, rows, D, dtype, device)
 
-    def forward():
-        return fn(*xs, **attrs)
-
-    def forward_backward():
-        out = fn(*xs, **attrs)
-        torch.autograd.backward(out if isinstance(out, tuple) else (out,), gouts)
-        for x in xs:
+    def step():
+        forward_backward()
+        for x in xg:
             x.grad = None
-    return forward, forward_backward
+    return forward, step
 
 
 def sync(device):

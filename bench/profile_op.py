@@ -41,14 +41,15 @@ def main():
             sys.exit(f"profile_op.py: Liger-Kernel has no {args.op}")
     else:
         fn = benchmark.implementations(entry)[args.impl]
-    attrs = {a.name: a.default for a in entry.spec.attrs if a.default is not None}
-    xs = benchmark.make_inputs(entry.spec, rows, D, getattr(torch, args.dtype), "cuda", True)
+    forward, forward_backward, xg = benchmark.timed_steps(entry.spec, fn, rows, D,
+                                                          getattr(torch, args.dtype), "cuda")
 
     def step():
-        out = fn(*xs, **attrs)
-        outs = out if isinstance(out, tuple) else (out,)
-        if not args.forward_only:
-            torch.autograd.backward(outs, [torch.randn_like(o) for o in outs])
+        if args.forward_only:
+            return forward()
+        forward_backward()
+        for x in xg:  # no gradient accumulation kernels in the profile
+            x.grad = None
 
     for _ in range(3):  # compiles Triton kernels, fills caches
         step()

@@ -20,18 +20,11 @@ def main():
     label, ops = sys.argv[1], sys.argv[2].split(",")
     for op in ops:
         entry = importlib.import_module(f"fusegen_ops.{op}.bench_{op}").ENTRY
-        attrs = {a.name: a.default for a in entry.spec.attrs if a.default is not None}
         for rows, D in [(32768, 4096), (16384, 8192), (65536, 1024)]:
-            xs = benchmark.make_inputs(entry.spec, rows, D, torch.bfloat16, "cuda", True)
-            fwd = benchmark._time(lambda: entry.op(*xs, **attrs))
-            outs = entry.op(*xs, **attrs)
-            outs = outs if isinstance(outs, tuple) else (outs,)
-            gouts = [torch.randn_like(o) for o in outs]
-
-            def step():
-                out = entry.op(*xs, **attrs)
-                torch.autograd.backward(out if isinstance(out, tuple) else (out,), gouts)
-            both = benchmark._time(step, grad_to_none=xs)
+            forward, step, xg = benchmark.timed_steps(entry.spec, entry.op, rows, D,
+                                                      torch.bfloat16, "cuda")
+            fwd = benchmark._time(forward)
+            both = benchmark._time(step, grad_to_none=xg)
             print(f"{label} {op} {rows}x{D} fwd {fwd:.4f} fwd+bwd {both:.4f}", flush=True)
 
 

@@ -27,7 +27,6 @@ def child(args):
     out = []
     for op in args.ops.split(","):
         entry = importlib.import_module(f"fusegen_ops.{op}.bench_{op}").ENTRY
-        attrs = {a.name: a.default for a in entry.spec.attrs if a.default is not None}
         for D in (int(d) for d in args.D.split(",")):
             items, group = args.items, args.group
             vectors = D // 8  # bf16: 8 elements per 128-bit vector
@@ -36,15 +35,9 @@ def child(args):
             if items > 0 and items * group >= 2 * vectors:
                 continue  # half the threads would idle
             rows = args.elements // D
-            x = benchmark.make_inputs(entry.spec, rows, D, torch.bfloat16, "cuda")
-            xg = benchmark.make_inputs(entry.spec, rows, D, torch.bfloat16, "cuda", True)
-            fwd = benchmark._time(lambda: entry.op(*x, **attrs))
-            o = entry.op(*xg, **attrs)
-            gouts = [torch.randn_like(t) for t in (o if isinstance(o, tuple) else (o,))]
-
-            def step():
-                r = entry.op(*xg, **attrs)
-                torch.autograd.backward(r if isinstance(r, tuple) else (r,), gouts)
+            forward, step, xg = benchmark.timed_steps(entry.spec, entry.op, rows, D,
+                                                      torch.bfloat16, "cuda")
+            fwd = benchmark._time(forward)
             both = benchmark._time(step, grad_to_none=xg)
             out.append({"op": op, "rows": rows, "D": D, "config": args.config,
                         "fwd_ms": fwd, "fwd_bwd_ms": both})

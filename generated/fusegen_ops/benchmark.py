@@ -72,23 +72,34 @@ def implementations(entry: Entry, extra: Optional[Dict[str, Callable]] = None):
     return impls
 
 
+def timed_steps(spec: OpInfo, fn: Callable, rows: int, D: int, dtype, device):
+    """What a benchmark times for fn at rows x D: (forward, forward_backward, grad_inputs).
+    forward runs on inputs that need no gradient; forward_backward on inputs that do
+    (grad_inputs, whose .grad the caller resets between runs), with fixed random output
+    gradients."""
+    attrs = {a.name: a.default for a in spec.attrs if a.default is not None}
+    x = make_inputs(spec, rows, D, dtype, device)
+    xg = make_inputs(spec, rows, D, dtype, device, requires_grad=True)
+    out = fn(*xg, **attrs)
+    gouts = [torch.randn_like(o) for o in (out if isinstance(out, tuple) else (out,))]
+
+    def forward():
+        return fn(*x, **attrs)
+
+    def forward_backward():
+        o = fn(*xg, **attrs)
+        torch.autograd.backward(o if isinstance(o, tuple) else (o,), gouts)
+    return forward, forward_backward, xg
+
+
 def bench_entry(entry: Entry, shapes: Sequence, dtype, device,
                 extra: Optional[Dict[str, Callable]] = None) -> List[dict]:
     spec = entry.spec
-    attrs = {a.name: a.default for a in spec.attrs if a.default is not None}
     rows_out = []
     for rows, D in shapes:
-        x = make_inputs(spec, rows, D, dtype, device)
-        xg = make_inputs(spec, rows, D, dtype, device, requires_grad=True)
         for name, fn in implementations(entry, extra).items():
-            fwd = _time(lambda: fn(*x, **attrs))
-            out = fn(*xg, **attrs)
-            outs = out if isinstance(out, tuple) else (out,)
-            gouts = [torch.randn_like(o) for o in outs]
-
-            def step():
-                o = fn(*xg, **attrs)
-                torch.autograd.backward(o if isinstance(o, tuple) else (o,), gouts)
+            forward, step, xg = timed_steps(spec, fn, rows, D, dtype, device)
+            fwd = _time(forward)
             both = _time(step, grad_to_none=xg)
             # Peak memory of one forward+backward beyond the inputs and output gradients.
             torch.cuda.synchronize()
