@@ -1,7 +1,8 @@
 // Tests of the support layer: Diagnostics formatting (every user error goes through it, so
 // the file:line:col, the quoted line and the caret must be exact), closestMatch (the
 // "did you mean" notes), formatDouble, and FileWriter (write-if-changed keeps incremental
-// builds incremental; stale-file removal must delete only files the generator made).
+// builds incremental; stale-file removal must delete only files the generator made; a failure
+// at any step must leave the output tree exactly as it was).
 #include "support/Diagnostics.h"
 #include "support/FileWriter.h"
 #include "support/Format.h"
@@ -13,7 +14,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 namespace fusegen {
@@ -158,6 +161,31 @@ protected:
     std::sort(out.begin(), out.end());
     return out;
   }
+  // Every path under root (relative) with what is there: a directory, or a file's
+  // modification time and contents.
+  std::map<std::string, std::string> snapshot() const {
+    std::map<std::string, std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(root_))
+      out[fs::relative(e.path(), root_).generic_string()] =
+          e.is_directory() ? "<dir>"
+                           : std::to_string(e.last_write_time().time_since_epoch().count()) + " " +
+                                 readFile(e.path().string());
+    return out;
+  }
+  // Temporaries and backups left under root.
+  std::vector<std::string> leftovers() const {
+    std::vector<std::string> out;
+    for (const std::string& f : listing())
+      if (f.find(".fusegen-") != std::string::npos) out.push_back(f);
+    return out;
+  }
+  // Ages every file by a day, so a rewrite (rather than a restore) shows in its timestamp.
+  void ageAll() const {
+    for (const auto& e : fs::recursive_directory_iterator(root_))
+      if (e.is_regular_file())
+        fs::last_write_time(e.path(), e.last_write_time() - std::chrono::hours(24));
+  }
+  std::string norm(const std::string& rel) const { return at(rel).lexically_normal().string(); }
 
   fs::path root_;
 };
@@ -216,6 +244,100 @@ TEST_F(FileWriterTest, UnchangedGeneratedFileInOwnedDirIsKept) {
   EXPECT_EQ(r.unchanged, std::vector<std::string>{"op/a.py"});
   EXPECT_TRUE(r.removed.empty());
   EXPECT_TRUE(fs::exists(at("op/a.py")));
+}
+
+// Fails the k-th step (mkdir, write, close, backup, rename) for k = 0, 1, ... until a run
+// gets through: after every failed run the tree must be exactly as before.
+TEST_F(FileWriterTest, FailureAtAnyStepLeavesTheTreeAsItWas) {
+  put("keep/same.txt", "same");
+  put("keep/old.txt", "old");
+  put("top.txt", "old top");
+  put("op/stale.py", "# @generated\n");
+  ageAll();
+  const std::vector<GeneratedFile> batch = {
+      {"keep/same.txt", "same"}, {"keep/old.txt", "new"},
+      {"new/deep/a.h", "a"},     {"new/deep/b.h", "b"},
+      {"new/c.h", "c"},          {"keep/added.txt", "added"},
+      {"top.txt", "new top"},    {"op/fresh.py", "# @generated\n"}};
+  const auto before = snapshot();
+  std::set<std::string> stepsSeen;
+  int failures = 0;
+  bool succeeded = false;
+  for (int k = 0; k < 100 && !succeeded; ++k) {
+    int n = 0;
+    auto failAtK = [&](const char* step, const fs::path& path) {
+      stepsSeen.insert(step);
+      if (n++ == k)
+        throw std::runtime_error("injected: " + std::string(step) + " " + path.string());
+    };
+    try {
+      WriteReport r = writeFiles(root(), batch, {"op"}, failAtK);
+      succeeded = true;
+      EXPECT_EQ(r.unchanged, std::vector<std::string>{"keep/same.txt"});
+      EXPECT_EQ(r.removed, std::vector<std::string>{"op/stale.py"});
+    } catch (const std::runtime_error& e) {
+      ++failures;
+      EXPECT_EQ(std::string(e.what()).rfind("injected: ", 0), 0u) << e.what();
+      EXPECT_EQ(snapshot(), before) << "after failing step " << k << " (" << e.what() << ")";
+      EXPECT_EQ(leftovers(), std::vector<std::string>{}) << "after failing step " << k;
+    }
+  }
+  ASSERT_TRUE(succeeded);
+  // 2 new directories, a write and a close per changed file (7), 2 backups, 7 renames.
+  EXPECT_EQ(failures, 2 + 2 * 7 + 2 + 7);
+  EXPECT_EQ(stepsSeen, (std::set<std::string>{"backup", "close", "mkdir", "rename", "write"}));
+  EXPECT_EQ(listing(),
+            (std::vector<std::string>{"keep/added.txt", "keep/old.txt", "keep/same.txt", "new/c.h",
+                                      "new/deep/a.h", "new/deep/b.h", "op/fresh.py", "top.txt"}));
+  for (const GeneratedFile& f : batch)
+    EXPECT_EQ(readFile(at(f.path).string()), f.text) << f.path;
+  EXPECT_EQ(snapshot().at("keep/same.txt"), before.at("keep/same.txt")); // not touched
+}
+
+TEST_F(FileWriterTest, TargetThatIsADirectoryFailsAndChangesNothing) {
+  put("keep/old.txt", "old");
+  fs::create_directories(at("pyproject.toml"));
+  const auto before = snapshot();
+  try {
+    writeFiles(root(),
+               {{"keep/old.txt", "new"}, {"new/a.h", "a"}, {"pyproject.toml", "[project]\n"}}, {});
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot replace '" + norm("pyproject.toml") + "': it is a directory");
+  }
+  EXPECT_EQ(snapshot(), before);
+}
+
+TEST_F(FileWriterTest, ParentThatIsAFileFailsAndChangesNothing) {
+  put("keep/old.txt", "old");
+  put("blocker", "a file, not a directory");
+  const auto before = snapshot();
+  try {
+    writeFiles(root(), {{"keep/old.txt", "new"}, {"new/a.h", "a"}, {"blocker/sub/b.h", "b"}}, {});
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot write '" + norm("blocker/sub/b.h") + "': '" +
+                                         norm("blocker") + "' is not a directory");
+  }
+  EXPECT_EQ(snapshot(), before);
+}
+
+// "x" and "x/y" cannot both be files: the rename of "x" fails in the middle of the commit, after
+// other files were already replaced or created.
+TEST_F(FileWriterTest, RenameFailureInTheCommitRollsBack) {
+  put("keep/old.txt", "old");
+  ageAll();
+  const auto before = snapshot();
+  try {
+    writeFiles(root(),
+               {{"keep/old.txt", "new"}, {"new/a.h", "a"}, {"x", "file"}, {"x/y", "nested"}}, {});
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cannot replace '" + norm("x") + "': ", 0), 0u)
+        << e.what();
+  }
+  EXPECT_EQ(snapshot(), before);
 }
 
 TEST_F(FileWriterTest, ReadFileOfMissingFileThrows) {
