@@ -134,8 +134,9 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
     std::set<std::string> seen;
     bool named = false, evalGiven = false;
     for (auto it = entry.begin(); it != entry.end(); ++it) {
-      std::string key = it->first.Scalar();
-      const YAML::Node& v = it->second;
+      // Copies: the iterator's pair is a temporary proxy, so a reference into it dangles.
+      const std::string key = it->first.Scalar();
+      const YAML::Node v = it->second;
       SourceLoc vloc = locOf(path, v);
       if (!seen.insert(key).second) {
         diags.error(locOf(path, it->first), "duplicate key '" + key + "'");
