@@ -262,5 +262,61 @@ TEST(ParserErrors, UnaryPlusAndMalformedNumbers) {
   EXPECT_EQ(r.output, expectedError("2x", 1, "invalid number '2x...'"));
 }
 
+// Nesting (parentheses, calls and unary minus, counted together) is limited so the
+// recursive-descent parser cannot overflow the stack; the error points at the opener that
+// goes one level past the limit. Flat chains are loops and have no limit.
+TEST(Parser, NestingUpToTheLimitParses) {
+  const int n = kMaxFormulaNesting;
+  for (const std::string open : {"(", "exp(", "-"}) {
+    std::string text;
+    for (int i = 0; i < n; ++i)
+      text += open;
+    text += "x";
+    if (open != "-") text += std::string(n, ')');
+    EXPECT_TRUE(parseOk(text)) << open;
+  }
+  // Levels of different kinds add up: n/4 + n/4 + 1 + (n/2 - 1) = n.
+  EXPECT_TRUE(parseOk(std::string(n / 4, '(') + std::string(n / 4, '-') + "exp(" +
+                      std::string(n / 2 - 1, '(') + "x" + std::string(n / 2, ')') +
+                      std::string(n / 4, ')')));
+}
+
+TEST(Parser, NestingPastTheLimitIsReportedAtTheOpener) {
+  const int n = kMaxFormulaNesting + 1;
+  const std::string message = "the formula nests deeper than " +
+                              std::to_string(kMaxFormulaNesting) +
+                              " levels (parentheses, calls and unary '-' together); name "
+                              "inner parts with 'let'";
+  for (const std::string open : {"(", "exp(", "-"}) {
+    std::string text;
+    for (int i = 0; i < n; ++i)
+      text += open;
+    text += "x";
+    if (open != "-") text += std::string(n, ')');
+    ErrorResult r = parseError(text);
+    EXPECT_TRUE(r.failed) << open;
+    EXPECT_EQ(r.errors, 1);
+    const int offset = (n - 1) * static_cast<int>(open.size());
+    EXPECT_EQ(r.output, expectedError(text, offset, message)) << open;
+  }
+  // Levels of different kinds add up.
+  std::string mixed =
+      std::string(n / 2, '(') + std::string(n - n / 2, '-') + "x" + std::string(n / 2, ')');
+  EXPECT_TRUE(parseError(mixed).failed);
+}
+
+TEST(Parser, FlatChainsHaveNoDepthLimit) {
+  std::string text = "x";
+  for (int i = 0; i < 100000; ++i)
+    text += i % 2 ? " + x" : " - x";
+  AstPtr ast = parseOk(text);
+  ASSERT_TRUE(ast);
+  int depth = 0;
+  for (const Ast* a = ast.get(); a->kind == Ast::Kind::Call; a = a->args[0].get())
+    ++depth;
+  EXPECT_EQ(depth, 100000);
+  ast.reset(); // a left-deep tree this deep is freed without recursion (ChainRelease)
+}
+
 } // namespace
 } // namespace fusegen::expr

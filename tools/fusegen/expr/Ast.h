@@ -26,6 +26,8 @@ struct Ast {
   std::vector<AstPtr> args;
   SourceLoc loc;
 
+  ~Ast(); // frees deep chains of arguments iteratively (support/ChainRelease.h)
+
   static AstPtr makeNumber(double v, SourceLoc loc);
   static AstPtr makeName(std::string name, SourceLoc loc);
   static AstPtr makeCall(std::string name, std::vector<AstPtr> args, SourceLoc loc,

@@ -1,12 +1,18 @@
 // Lexer and precedence-climbing parser for formulas.
 #include "expr/Parser.h"
 
+#include "support/ChainRelease.h"
+
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
 
 namespace fusegen::expr {
+
+Ast::~Ast() {
+  releaseChildren(args);
+}
 
 AstPtr Ast::makeNumber(double v, SourceLoc loc) {
   auto a = std::make_shared<Ast>();
@@ -159,6 +165,23 @@ private:
   SourceLoc at(const Token& t) const { return locs_[t.offset]; }
   [[noreturn]] void fail(const Token& t, const std::string& msg) { diags_.fatal(at(t), msg); }
 
+  // One level of nesting for as long as it lives: '(' , a call's arguments, a unary '-'.
+  class Nested {
+  public:
+    Nested(Parser& p, const Token& opener) : p_(p) {
+      if (++p_.depth_ > kMaxFormulaNesting)
+        p_.fail(opener, "the formula nests deeper than " + std::to_string(kMaxFormulaNesting) +
+                            " levels (parentheses, calls and unary '-' together); name inner "
+                            "parts with 'let'");
+    }
+    ~Nested() { --p_.depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+  private:
+    Parser& p_;
+  };
+
   AstPtr comparison() {
     AstPtr lhs = additive();
     static const std::pair<const char*, const char*> ops[] = {
@@ -199,6 +222,7 @@ private:
   AstPtr unary() {
     if (isPunct("-")) {
       Token t = next();
+      Nested level(*this, t);
       AstPtr operand = unary();
       if (operand->kind == Ast::Kind::Number) return Ast::makeNumber(-operand->number, at(t));
       return Ast::makeCall("neg", {operand}, at(t), "-");
@@ -213,6 +237,7 @@ private:
     if (t.kind == Token::Kind::Ident) {
       if (!isPunct("(")) return Ast::makeName(t.text, at(t));
       next();
+      Nested level(*this, t);
       std::vector<AstPtr> args;
       if (!isPunct(")")) {
         for (;;) {
@@ -233,6 +258,7 @@ private:
       return Ast::makeCall(t.text, std::move(args), at(t));
     }
     if (t.kind == Token::Kind::Punct && t.text == "(") {
+      Nested level(*this, t);
       AstPtr inner = comparison();
       if (!isPunct(")")) fail(peek(), "expected ')'");
       next();
@@ -244,6 +270,7 @@ private:
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  int depth_ = 0; // current nesting, see Nested
   const std::vector<SourceLoc>& locs_;
   Diagnostics& diags_;
 };

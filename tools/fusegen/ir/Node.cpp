@@ -1,6 +1,7 @@
 // IR node construction, hashing and printing.
 #include "ir/Node.h"
 
+#include "support/ChainRelease.h"
 #include "support/Format.h"
 
 #include <cstring>
@@ -10,6 +11,10 @@
 #include <unordered_set>
 
 namespace fusegen::ir {
+
+Node::~Node() {
+  releaseChildren(args_);
+}
 
 bool Node::isCall(const char* primName) const {
   return kind_ == NodeKind::Call && prim_->name == primName;

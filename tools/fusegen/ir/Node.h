@@ -31,6 +31,8 @@ using Expr = std::shared_ptr<const Node>;
 
 class Node {
 public:
+  ~Node(); // frees deep chains of arguments iteratively (support/ChainRelease.h)
+
   NodeKind kind() const { return kind_; }
   ValueType type() const { return type_; }
   ShapeClass shape() const { return shape_; }
