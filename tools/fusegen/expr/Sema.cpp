@@ -15,52 +15,147 @@ std::string describe(const AstPtr& ast) {
 }
 } // namespace
 
-ir::Expr Sema::lower(const AstPtr& ast, const Scope& scope) {
-  switch (ast->kind) {
-  case Ast::Kind::Number:
-    return ir::Node::makeConst(ast->number);
-  case Ast::Kind::Name: {
-    auto it = scope.find(ast->name);
-    if (it != scope.end()) return it->second;
-    std::string msg = "unknown name '" + ast->name + "'";
-    if (lib_.find(ast->name))
-      msg += "; '" + ast->name + "' is a function, call it as " + ast->name + "(...)";
-    diags_.error(ast->loc, msg);
-    std::vector<std::string> candidates;
-    for (const auto& [n, e] : scope)
-      candidates.push_back(n);
-    std::string guess = closestMatch(ast->name, candidates);
-    if (!guess.empty()) diags_.note(ast->loc, "did you mean '" + guess + "'?");
-    return nullptr;
+struct Sema::CallFrame {
+  const AstPtr& ast;
+  const cxx::UserFunction* function = nullptr; // a user function to inline, or
+  const prims::Primitive* prim = nullptr;      // the primitive called
+  std::vector<ir::Expr> args;                  // lowered so far
+  bool ok = true;
+};
+
+ir::Expr Sema::lower(const AstPtr& root, const Scope& scope) {
+  auto leaf = [&](const AstPtr& a) {
+    return a->kind == Ast::Kind::Number ? ir::Node::makeConst(a->number) : lowerName(a, scope);
+  };
+  if (root->kind != Ast::Kind::Call) return leaf(root);
+  std::vector<CallFrame> stack;
+  if (!enterCall(root, stack)) return nullptr;
+  for (;;) {
+    CallFrame& top = stack.back();
+    // A user function stops at its first bad argument; a primitive lowers (and checks) them
+    // all, so every independent mistake is reported.
+    if (top.args.size() < top.ast->args.size() && (top.ok || !top.function)) {
+      const AstPtr& arg = top.ast->args[top.args.size()];
+      if (arg->kind != Ast::Kind::Call)
+        acceptArg(top, leaf(arg));
+      else if (!enterCall(arg, stack))
+        acceptArg(stack.back(), nullptr);
+      continue;
+    }
+    ir::Expr value = top.ok ? finishCall(top) : nullptr;
+    stack.pop_back();
+    if (stack.empty()) return value;
+    acceptArg(stack.back(), value);
   }
-  case Ast::Kind::Call:
-    return lowerCall(ast, scope);
-  }
+}
+
+ir::Expr Sema::lowerName(const AstPtr& ast, const Scope& scope) {
+  auto it = scope.find(ast->name);
+  if (it != scope.end()) return it->second;
+  std::string msg = "unknown name '" + ast->name + "'";
+  if (lib_.find(ast->name))
+    msg += "; '" + ast->name + "' is a function, call it as " + ast->name + "(...)";
+  diags_.error(ast->loc, msg);
+  std::vector<std::string> candidates;
+  for (const auto& [n, e] : scope)
+    candidates.push_back(n);
+  std::string guess = closestMatch(ast->name, candidates);
+  if (!guess.empty()) diags_.note(ast->loc, "did you mean '" + guess + "'?");
   return nullptr;
 }
 
-ir::Expr Sema::inlineFunction(const cxx::UserFunction& f, const AstPtr& call, const Scope& scope) {
-  if (call->args.size() != f.params.size()) {
-    diags_.error(call->loc, "'" + f.name + "' takes " + std::to_string(f.params.size()) +
-                                " argument(s), got " + std::to_string(call->args.size()));
-    diags_.note(f.loc, "'" + f.name + "' is defined here");
-    return nullptr;
-  }
-  if (inlineDepth_ > 32) {
-    diags_.error(call->loc, "'" + f.name + "' calls itself; recursion cannot be inlined");
-    return nullptr;
-  }
-  Scope inner;
-  for (size_t i = 0; i < f.params.size(); ++i) {
-    ir::Expr a = lower(call->args[i], scope);
-    if (!a) return nullptr;
-    if (a->type() == ir::ValueType::Bool) {
-      diags_.error(call->args[i]->loc, "a condition cannot be passed to '" + f.name + "'");
-      return nullptr;
+bool Sema::enterCall(const AstPtr& ast, std::vector<CallFrame>& stack) {
+  if (functions_ && ast->op.empty()) {
+    auto f = functions_->find(ast->name);
+    if (f != functions_->end()) {
+      const cxx::UserFunction& fn = f->second;
+      if (ast->args.size() != fn.params.size()) {
+        diags_.error(ast->loc, "'" + fn.name + "' takes " + std::to_string(fn.params.size()) +
+                                   " argument(s), got " + std::to_string(ast->args.size()));
+        diags_.note(fn.loc, "'" + fn.name + "' is defined here");
+        return false;
+      }
+      if (inlineDepth_ > 32) {
+        diags_.error(ast->loc, "'" + fn.name + "' calls itself; recursion cannot be inlined");
+        return false;
+      }
+      stack.push_back(CallFrame{ast, &fn, nullptr, {}, true});
+      return true;
     }
-    inner[f.params[i]] = a;
   }
-  ++inlineDepth_;
+  std::vector<const prims::Primitive*> overloads = lib_.overloads(ast->name);
+  if (overloads.empty()) {
+    diags_.error(ast->loc, "unknown function '" + ast->name + "'");
+    std::string guess = closestMatch(ast->name, lib_.names());
+    if (!guess.empty()) diags_.note(ast->loc, "did you mean '" + guess + "'?");
+    return false;
+  }
+  const prims::Primitive* prim = lib_.find(ast->name, ast->args.size());
+  std::sort(overloads.begin(), overloads.end(),
+            [](const prims::Primitive* a, const prims::Primitive* b) {
+              return a->params.size() < b->params.size();
+            });
+  if (!prim) {
+    std::string counts, signatures;
+    for (size_t i = 0; i < overloads.size(); ++i) {
+      const char* sep = i == 0 ? "" : i + 1 == overloads.size() ? " or " : ", ";
+      counts += sep + std::to_string(overloads[i]->params.size());
+      signatures += (i ? ", " : "") + overloads[i]->signature();
+    }
+    bool one = overloads.size() == 1 && overloads[0]->params.size() == 1;
+    diags_.error(ast->loc, "'" + ast->name + "' takes " + counts + " argument" + (one ? "" : "s") +
+                               ", got " + std::to_string(ast->args.size()) + "; " +
+                               (overloads.size() == 1 ? "signature is " : "signatures are ") +
+                               signatures);
+    return false;
+  }
+  stack.push_back(CallFrame{ast, nullptr, prim, {}, true});
+  return true;
+}
+
+void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
+  const size_t i = frame.args.size();
+  frame.args.push_back(a);
+  const SourceLoc& loc = frame.ast->args[i]->loc;
+  auto fail = [&](const std::string& msg) {
+    diags_.error(loc, msg);
+    frame.ok = false;
+  };
+  if (!a) {
+    frame.ok = false;
+  } else if (frame.function) {
+    if (a->type() == ir::ValueType::Bool)
+      fail("a condition cannot be passed to '" + frame.function->name + "'");
+  } else {
+    const prims::Primitive& prim = *frame.prim;
+    const prims::Param& param = prim.params[i];
+    if (param.kind == prims::ParamKind::Bool && a->type() != ir::ValueType::Bool)
+      fail("argument '" + param.name + "' of " + describe(frame.ast) +
+           " must be a condition (a comparison such as x > 0)");
+    else if (param.kind != prims::ParamKind::Bool && a->type() == ir::ValueType::Bool)
+      fail("a condition cannot be used as a value (argument '" + param.name + "' of " +
+           describe(frame.ast) + "); use where(cond, a, b)");
+    else if (param.kind == prims::ParamKind::Const && !a->isConstant())
+      fail("argument '" + param.name + "' of '" + prim.name +
+           "' must be a constant or an attr, not a tensor expression");
+    else if (frame.ok && prim.kind == prims::PrimKind::Reduction &&
+             (a->shape() == ir::ShapeClass::Row || a->shape() == ir::ShapeClass::Scalar))
+      fail("'" + prim.name + "' reduces over the last dim, but its argument has shape " +
+           spec::shapeClassSpelling(a->shape()) + " (one value per row or less)");
+  }
+}
+
+ir::Expr Sema::finishCall(CallFrame& frame) {
+  if (frame.function) return inlineFunction(*frame.function, frame.ast, std::move(frame.args));
+  return ir::Node::makeCall(frame.prim, std::move(frame.args));
+}
+
+ir::Expr Sema::inlineFunction(const cxx::UserFunction& f, const AstPtr& call,
+                              std::vector<ir::Expr> args) {
+  Scope inner;
+  for (size_t i = 0; i < f.params.size(); ++i)
+    inner[f.params[i]] = args[i];
+  ++inlineDepth_; // bounded above (enterCall), so this recursion is too
   ir::Expr out = lower(f.body, inner);
   // Stated derivatives (FUSEGEN_DERIVATIVE): with_grad(body, arg, derivative(args), ...).
   std::vector<ir::Expr> withGrad{out};
@@ -91,82 +186,6 @@ ir::Expr Sema::inlineFunction(const cxx::UserFunction& f, const AstPtr& call, co
   if (!out) diags_.note(call->loc, "in the call of '" + f.name + "' here");
   return out;
 }
-
-ir::Expr Sema::lowerCall(const AstPtr& ast, const Scope& scope) {
-  if (functions_ && ast->op.empty()) {
-    auto f = functions_->find(ast->name);
-    if (f != functions_->end()) return inlineFunction(f->second, ast, scope);
-  }
-  std::vector<const prims::Primitive*> overloads = lib_.overloads(ast->name);
-  if (overloads.empty()) {
-    diags_.error(ast->loc, "unknown function '" + ast->name + "'");
-    std::string guess = closestMatch(ast->name, lib_.names());
-    if (!guess.empty()) diags_.note(ast->loc, "did you mean '" + guess + "'?");
-    return nullptr;
-  }
-  const prims::Primitive* prim = lib_.find(ast->name, ast->args.size());
-  std::sort(overloads.begin(), overloads.end(),
-            [](const prims::Primitive* a, const prims::Primitive* b) {
-              return a->params.size() < b->params.size();
-            });
-  if (!prim) {
-    std::string counts, signatures;
-    for (size_t i = 0; i < overloads.size(); ++i) {
-      const char* sep = i == 0 ? "" : i + 1 == overloads.size() ? " or " : ", ";
-      counts += sep + std::to_string(overloads[i]->params.size());
-      signatures += (i ? ", " : "") + overloads[i]->signature();
-    }
-    bool one = overloads.size() == 1 && overloads[0]->params.size() == 1;
-    diags_.error(ast->loc, "'" + ast->name + "' takes " + counts + " argument" + (one ? "" : "s") +
-                               ", got " + std::to_string(ast->args.size()) + "; " +
-                               (overloads.size() == 1 ? "signature is " : "signatures are ") +
-                               signatures);
-    return nullptr;
-  }
-  std::vector<ir::Expr> args;
-  bool ok = true;
-  for (size_t i = 0; i < ast->args.size(); ++i) {
-    ir::Expr a = lower(ast->args[i], scope);
-    if (!a) {
-      ok = false;
-      continue;
-    }
-    const prims::Param& param = prim->params[i];
-    const SourceLoc& loc = ast->args[i]->loc;
-    if (param.kind == prims::ParamKind::Bool && a->type() != ir::ValueType::Bool) {
-      diags_.error(loc, "argument '" + param.name + "' of " + describe(ast) +
-                            " must be a condition (a comparison such as x > 0)");
-      ok = false;
-    } else if (param.kind != prims::ParamKind::Bool && a->type() == ir::ValueType::Bool) {
-      diags_.error(loc, "a condition cannot be used as a value (argument '" + param.name + "' of " +
-                            describe(ast) + "); use where(cond, a, b)");
-      ok = false;
-    } else if (param.kind == prims::ParamKind::Const && !a->isConstant()) {
-      diags_.error(loc, "argument '" + param.name + "' of '" + prim->name +
-                            "' must be a constant or an attr, not a tensor expression");
-      ok = false;
-    }
-    if (ok && prim->kind == prims::PrimKind::Reduction &&
-        (a->shape() == ir::ShapeClass::Row || a->shape() == ir::ShapeClass::Scalar)) {
-      diags_.error(loc, "'" + prim->name +
-                            "' reduces over the last dim, but its argument has shape " +
-                            spec::shapeClassSpelling(a->shape()) + " (one value per row or less)");
-      ok = false;
-    }
-    args.push_back(a);
-  }
-  if (!ok) return nullptr;
-  return ir::Node::makeCall(prim, std::move(args));
-}
-
-namespace {
-
-void collectLeaves(const ir::Expr& e, std::set<std::string>& used) {
-  for (const ir::Node* n : ir::topoOrder({e}))
-    if (n->kind() == ir::NodeKind::Input) used.insert(n->name());
-}
-
-} // namespace
 
 std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::PrimitiveLibrary& lib,
                                     Diagnostics& diags, const cxx::UserFunctions* functions) {
@@ -211,7 +230,6 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     scope[b.name] = e;
     lets.emplace_back(&b, e);
   }
-  std::set<std::string> usedInputs;
   for (const spec::Binding& b : spec.outputs) {
     ir::Expr e = lowerBinding(b);
     if (!e) continue;
@@ -230,20 +248,24 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
                                     "; outputs must be [..., D] or per-row [...]");
       continue;
     }
-    collectLeaves(e, usedInputs);
     fn.outputs.push_back({b.name, e});
   }
   if (diags.errorCount() != errorsBefore) return std::nullopt;
+  std::vector<ir::Expr> outputValues;
+  for (const ir::FunctionOutput& o : fn.outputs)
+    outputValues.push_back(o.value);
+  std::set<const ir::Node*> used; // every node the outputs reach, found in one walk
+  std::set<std::string> usedInputs;
+  for (const ir::Node* n : ir::topoOrder(outputValues)) {
+    used.insert(n);
+    if (n->kind() == ir::NodeKind::Input) usedInputs.insert(n->name());
+  }
   for (const spec::Input& in : spec.inputs)
     if (!usedInputs.count(in.name))
       diags.error(in.loc, "input '" + in.name + "' is not used by any output");
-  for (const auto& [binding, e] : lets) {
-    bool used = false;
-    for (const ir::FunctionOutput& o : fn.outputs)
-      for (const ir::Node* n : ir::topoOrder({o.value}))
-        used |= n == e.get();
-    if (!used) diags.warning(binding->loc, "let '" + binding->name + "' is not used by any output");
-  }
+  for (const auto& [binding, e] : lets)
+    if (!used.count(e.get()))
+      diags.warning(binding->loc, "let '" + binding->name + "' is not used by any output");
   if (diags.errorCount() != errorsBefore) return std::nullopt;
   // Share equal subexpressions across outputs, so each value is computed once (the lets
   // go through the same pass so they keep naming the nodes the outputs use).

@@ -24,13 +24,21 @@ public:
        const cxx::UserFunctions* functions = nullptr)
       : lib_(lib), diags_(diags), functions_(functions) {}
 
-  // Returns null when an error was reported.
+  // Returns null when an error was reported. Walks the tree with an explicit stack, so a
+  // long flat chain (a left-deep tree of any depth) cannot overflow the call stack.
   ir::Expr lower(const AstPtr& ast, const Scope& scope);
 
 private:
-  ir::Expr lowerCall(const AstPtr& ast, const Scope& scope);
+  struct CallFrame; // a call whose arguments are being lowered
 
-  ir::Expr inlineFunction(const cxx::UserFunction& f, const AstPtr& call, const Scope& scope);
+  ir::Expr lowerName(const AstPtr& ast, const Scope& scope);
+  // Pushes a call's frame, or reports why it cannot be called and returns false.
+  bool enterCall(const AstPtr& ast, std::vector<CallFrame>& stack);
+  // Appends one lowered argument (null: failed) and checks it against the parameter.
+  void acceptArg(CallFrame& frame, ir::Expr arg);
+  ir::Expr finishCall(CallFrame& frame);
+  ir::Expr inlineFunction(const cxx::UserFunction& f, const AstPtr& call,
+                          std::vector<ir::Expr> args);
 
   const prims::PrimitiveLibrary& lib_;
   Diagnostics& diags_;

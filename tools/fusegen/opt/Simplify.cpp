@@ -9,10 +9,22 @@
 
 namespace fusegen::opt {
 
-ir::Expr Simplifier::call(const char* primName, std::vector<ir::Expr> args) const {
+ir::Expr Simplifier::call(const char* primName, std::vector<ir::Expr> args) {
   const prims::Primitive* p = lib_.find(primName, args.size());
   if (!p) throw std::logic_error(std::string("the primitive library lacks '") + primName + "'");
-  return rewrite(ir::Node::makeCall(p, std::move(args)));
+  ir::Expr result = rewrite(ir::Node::makeCall(p, std::move(args)));
+  remember(result, result);
+  return result;
+}
+
+ir::Expr Simplifier::simplified(const ir::Expr& e) const {
+  auto it = done_.find(e.get());
+  return it == done_.end() ? e : it->second.second;
+}
+
+void Simplifier::remember(const ir::Expr& e, const ir::Expr& result) {
+  done_.emplace(e.get(), std::make_pair(e, result));
+  done_.emplace(result.get(), std::make_pair(result, result)); // results are simplified
 }
 
 namespace {
@@ -37,7 +49,7 @@ bool linearFinish(const expr::AstPtr& f) {
 } // namespace
 
 // Rewrites one Call node whose arguments are already simplified.
-ir::Expr Simplifier::rewrite(const ir::Expr& e) const {
+ir::Expr Simplifier::rewrite(const ir::Expr& e) {
   if (e->kind() != ir::NodeKind::Call) return e;
   const auto& a = e->args();
   const std::string& p = e->prim()->name;
@@ -102,20 +114,31 @@ ir::Expr Simplifier::rewrite(const ir::Expr& e) const {
   return e;
 }
 
-ir::Expr Simplifier::simplify(const ir::Expr& root) const {
-  std::unordered_map<const ir::Node*, ir::Expr> done; // rewritten calls; leaves stay as they are
-  auto get = [&done](const ir::Expr& e) {
-    auto it = done.find(e.get());
-    return it == done.end() ? e : it->second;
+ir::Expr Simplifier::simplify(const ir::Expr& root) {
+  // Post-order with an explicit stack that does not enter nodes simplified before.
+  auto pending = [this](const ir::Expr& e) {
+    return e->kind() == ir::NodeKind::Call && !done_.count(e.get());
   };
-  for (const ir::Node* n : ir::topoOrder({root})) {
-    if (n->kind() != ir::NodeKind::Call) continue;
+  std::vector<std::pair<ir::Expr, size_t>> stack;
+  if (pending(root)) stack.emplace_back(root, 0);
+  while (!stack.empty()) {
+    const ir::Expr node = stack.back().first;
+    size_t& next = stack.back().second;
+    if (next < node->args().size()) {
+      const ir::Expr& a = node->args()[next++];
+      if (pending(a)) stack.emplace_back(a, 0);
+      continue;
+    }
+    stack.pop_back();
     std::vector<ir::Expr> args;
-    for (const ir::Expr& a : n->args())
-      args.push_back(get(a));
-    done[n] = rewrite(ir::Node::makeCall(n->prim(), std::move(args)));
+    bool same = true;
+    for (const ir::Expr& a : node->args()) {
+      args.push_back(simplified(a));
+      same = same && args.back().get() == a.get();
+    }
+    remember(node, rewrite(same ? node : ir::Node::makeCall(node->prim(), std::move(args))));
   }
-  return get(root);
+  return simplified(root);
 }
 
 std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {

@@ -8,6 +8,8 @@
 #include "ir/Node.h"
 #include "prims/PrimitiveLibrary.h"
 
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace fusegen::opt {
@@ -15,13 +17,22 @@ namespace fusegen::opt {
 class Simplifier {
 public:
   explicit Simplifier(const prims::PrimitiveLibrary& lib) : lib_(lib) {}
-  ir::Expr simplify(const ir::Expr& e) const;
+  // `e` with every call rewritten, arguments first. A node that no rule changes keeps its
+  // identity, and every result is remembered for the simplifier's lifetime, so a node
+  // shared by many expressions (reverse mode's adjoints all share the forward DAG) is
+  // visited once: the work is proportional to the new nodes, not to the tree they unfold to.
+  ir::Expr simplify(const ir::Expr& e);
   // Builds prim(args) and simplifies just that node (arguments are assumed simplified).
-  ir::Expr call(const char* prim, std::vector<ir::Expr> args) const;
+  ir::Expr call(const char* prim, std::vector<ir::Expr> args);
 
 private:
-  ir::Expr rewrite(const ir::Expr& e) const;
+  ir::Expr rewrite(const ir::Expr& e);
+  ir::Expr simplified(const ir::Expr& e) const; // e's result, e itself for leaves
+  void remember(const ir::Expr& e, const ir::Expr& result);
+
   const prims::PrimitiveLibrary& lib_;
+  // node -> (the node, kept alive so its address is not reused; its simplified form)
+  std::unordered_map<const ir::Node*, std::pair<ir::Expr, ir::Expr>> done_;
 };
 
 // Returns `roots` rebuilt so that structurally equal subtrees are one node. Nodes are kept
