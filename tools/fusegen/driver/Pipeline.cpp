@@ -9,6 +9,7 @@
 #include "plan/KernelPlan.h"
 #include "spec/SpecLoader.h"
 #include "support/FileWriter.h"
+#include "support/SourceFile.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -44,22 +45,53 @@ struct Compiled {
   plan::KernelPlan plan;
 };
 
-std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveLibrary& lib,
-                                Diagnostics& diags) {
-  std::optional<spec::OpSpec> spec = spec::loadSpec(path, diags);
+// The path of the spec's `functions:` header: a file below the spec's folder, named relative
+// to it, reached neither through `..` nor through a link out of the folder (a spec may come
+// from anywhere; it must not make fusegen read, or hand Clang, files of the rest of the
+// machine). Errors are reported at the `functions:` value.
+std::optional<std::string> functionsHeader(const std::string& specPath, const spec::OpSpec& spec,
+                                           Diagnostics& diags) {
+  PathProblem problem;
+  std::optional<std::string> header =
+      resolveInside(fs::path(specPath).parent_path().string(), spec.functions, problem);
+  if (header) return header;
+  const std::string name = "the functions header '" + spec.functions + "'";
+  switch (problem) {
+  case PathProblem::Absolute:
+    diags.error(spec.functionsLoc,
+                name + " is an absolute path; name a file relative to the spec's folder");
+    break;
+  case PathProblem::Escapes:
+    diags.error(spec.functionsLoc, name + " is outside the spec's folder; it must be a file "
+                                          "in that folder or below it");
+    break;
+  case PathProblem::LinkEscapes:
+    diags.error(spec.functionsLoc, name + " leads out of the spec's folder through a symbolic "
+                                          "link; it must be a file in that folder or below it");
+    break;
+  case PathProblem::Empty:
+  case PathProblem::None:
+    diags.error(spec.functionsLoc, "'functions' must name a header file");
+    break;
+  }
+  return std::nullopt;
+}
+
+std::optional<Compiled> compileText(const std::string& path, const std::string& text,
+                                    const prims::PrimitiveLibrary& lib, Diagnostics& diags) {
+  std::optional<spec::OpSpec> spec = spec::loadSpecFromString(path, text, diags);
   if (!spec) return std::nullopt;
   std::optional<cxx::UserFunctions> functions;
   if (!spec->functions.empty()) {
-    const std::string header =
-        (fs::path(path).parent_path() / spec->functions).lexically_normal().string();
-    std::string text;
-    try {
-      text = readFile(header);
-    } catch (const std::exception& e) {
-      diags.error(spec->functionsLoc, std::string("cannot read the functions header: ") + e.what());
+    std::optional<std::string> header = functionsHeader(path, *spec, diags);
+    if (!header) return std::nullopt;
+    std::string error;
+    std::optional<std::string> text = readSourceFile(*header, error);
+    if (!text) {
+      diags.error(spec->functionsLoc, "cannot read the functions header: " + error);
       return std::nullopt;
     }
-    functions = cxx::importFunctions(header, text, diags);
+    functions = cxx::importFunctions(*header, *text, diags);
     if (!functions) return std::nullopt;
   }
   std::optional<ir::Function> fn =
@@ -74,7 +106,28 @@ std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveL
   return Compiled{std::move(*spec), std::move(*fn), std::move(*grad), std::move(*plan)};
 }
 
+std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveLibrary& lib,
+                                Diagnostics& diags) {
+  std::string error;
+  std::optional<std::string> text = readSourceFile(path, error);
+  if (!text) {
+    diags.error(SourceLoc{path, 0, 0}, error);
+    return std::nullopt;
+  }
+  return compileText(path, *text, lib, diags);
+}
+
 } // namespace
+
+std::optional<std::vector<GeneratedFile>> generateOne(const std::string& path,
+                                                      const std::string& text,
+                                                      const prims::PrimitiveLibrary& lib,
+                                                      const emit::Templates& templates,
+                                                      Diagnostics& diags) {
+  std::optional<Compiled> c = compileText(path, text, lib, diags);
+  if (!c) return std::nullopt;
+  return emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->plan}, templates);
+}
 
 std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string>& specPaths,
                                                    const prims::PrimitiveLibrary& lib,

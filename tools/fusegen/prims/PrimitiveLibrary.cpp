@@ -6,6 +6,7 @@
 #include "spec/SpecLoader.h"
 #include "support/FileWriter.h"
 #include "support/FormulaLocator.h"
+#include "support/SourceFile.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -271,12 +272,16 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
 
 std::optional<PrimitiveLibrary> PrimitiveLibrary::load(const std::string& path,
                                                        Diagnostics& diags) {
-  try {
-    return loadFromString(path, readFile(path), diags);
-  } catch (const std::runtime_error& e) {
-    diags.error(SourceLoc{path, 0, 0}, e.what());
+  std::string error;
+  std::optional<std::string> text = readSourceFile(path, error);
+  if (!text) {
+    diags.error(SourceLoc{path, 0, 0}, error);
     return std::nullopt;
   }
+  // The nesting limit and the one-document rule of specs, reported with a location.
+  diags.addFile(path, *text);
+  if (!spec::checkYamlStructure(path, *text, diags)) return std::nullopt;
+  return loadFromString(path, *text, diags);
 }
 
 const Primitive* PrimitiveLibrary::find(const std::string& name) const {

@@ -2,16 +2,18 @@
 // report through Diagnostics and keep going, so one run shows every structural mistake.
 #include "spec/SpecLoader.h"
 
-#include "support/FileWriter.h"
 #include "support/FormulaLocator.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 namespace fusegen::spec {
 
@@ -30,6 +32,101 @@ const std::set<std::string> kReservedNames = {
     "else",  "for",    "while",  "def",  "class",       "return", "lambda", "None", "True",
     "False", "import", "from",   "in",   "is",          "int",    "float",  "bool", "double",
     "auto",  "const",  "struct", "void", "T",           "D",      "torch",  "F",    "Tensor"};
+
+// Whether `text` has an ASCII control character (or DEL) other than those in `allowed`.
+bool hasControlChar(const std::string& text, std::string_view allowed) {
+  for (char c : text)
+    if ((static_cast<unsigned char>(c) < 0x20 || c == 0x7f) &&
+        allowed.find(c) == std::string_view::npos)
+      return true;
+  return false;
+}
+
+// A name as messages quote it: long ones cut, so a 5,000-character name is not repeated.
+std::string shown(const std::string& name) {
+  return name.size() <= 40 ? name : name.substr(0, 32) + "...";
+}
+
+std::string tooLong(const std::string& what, const std::string& name) {
+  return what + " name '" + shown(name) + "' is " + std::to_string(name.size()) +
+         " characters long; the limit is " + std::to_string(kMaxNameLength);
+}
+
+// Walks the YAML events, counting nesting; stops at the first collection too deep.
+class DepthChecker : public YAML::EventHandler {
+public:
+  struct TooDeep {
+    YAML::Mark mark;
+  };
+  std::optional<YAML::Mark> firstDocument, secondDocument;
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    (firstDocument ? secondDocument : firstDocument) = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    enter(mark);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    enter(mark);
+  }
+  void OnMapEnd() override { --depth_; }
+
+private:
+  void enter(const YAML::Mark& mark) {
+    if (++depth_ > kMaxYamlDepth) throw TooDeep{mark};
+  }
+  int depth_ = 0;
+};
+
+// The offset of the first byte of `text` that is not part of valid UTF-8 (or is NUL), or
+// npos. yaml-cpp would decode UTF-16 and UTF-32 and pass broken bytes into names and docs,
+// and diagnostics count columns in bytes of UTF-8 lines.
+size_t firstNonUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80             ? 1
+               : (c & 0xE0) == 0xC0 ? 2
+               : (c & 0xF0) == 0xE0 ? 3
+               : (c & 0xF8) == 0xF0 ? 4
+                                    : 0;
+    if (c == 0 || n == 0 || i + n > text.size()) return i;
+    unsigned cp = n == 1 ? c : n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
+    for (size_t k = 1; k < n; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+      return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+SourceLoc locOfOffset(const std::string& path, std::string_view text, size_t offset) {
+  const size_t lineStart = text.rfind('\n', offset == 0 ? 0 : offset - 1);
+  const size_t begin = lineStart == std::string_view::npos || offset == 0 ? 0 : lineStart + 1;
+  int line = 1;
+  for (size_t i = 0; i < begin; ++i)
+    line += text[i] == '\n';
+  return SourceLoc{path, line, static_cast<int>(offset - begin) + 1};
+}
+
+SourceLoc locOfMark(const std::string& path, const YAML::Mark& m) {
+  if (m.line < 0) return SourceLoc{path, 0, 0};
+  return SourceLoc{path, m.line + 1, m.column + 1};
+}
 
 class Reader {
 public:
@@ -127,6 +224,8 @@ std::optional<ShapeClass> parseShape(Reader& r, const YAML::Node& n, const YAML:
   return std::nullopt;
 }
 
+constexpr double kMaxExactInt = 9007199254740992.0; // 2^53
+
 bool parseNumber(const std::string& text, double& value) {
   std::istringstream in(text);
   in >> value;
@@ -194,6 +293,14 @@ void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec
                     attrTypeName(attr.type));
         continue;
       }
+      // Defaults are kept as doubles and printed as int64 literals: beyond 2^53 the value
+      // is no longer exact, and past int64 its conversion is undefined.
+      if (attr.type == AttrType::Int && std::fabs(attr.defaultValue) > kMaxExactInt) {
+        r.error(*defaultNode, "default '" + text + "' of attr '" + name +
+                                  "' is out of range; an int default is at most 2^53 "
+                                  "(9007199254740992) in magnitude");
+        continue;
+      }
       attr.hasDefault = true;
     }
     spec.attrs.push_back(attr);
@@ -242,6 +349,11 @@ void readReferences(Reader& r, const YAML::Node& n, const YAML::Node& section, O
       r.error(value, key, "reference for '" + key.Scalar() + "' must be a PyTorch expression");
       continue;
     }
+    if (hasControlChar(value.Scalar(), "\t")) {
+      r.error(value,
+              "reference for '" + key.Scalar() + "' must be one line, without control characters");
+      continue;
+    }
     spec.references.push_back(Reference{key.Scalar(), value.Scalar(), r.loc(key)});
   }
 }
@@ -249,6 +361,10 @@ void readReferences(Reader& r, const YAML::Node& n, const YAML::Node& section, O
 void checkNames(Reader& r, OpSpec& spec) {
   std::map<std::string, SourceLoc> defined;
   auto define = [&](const std::string& name, const SourceLoc& loc, const char* what) {
+    if (name.size() > kMaxNameLength) {
+      r.diags().error(loc, tooLong(what, name));
+      return;
+    }
     if (!isIdentifier(name)) {
       r.diags().error(loc, std::string(what) + " name '" + name + "' is not an identifier");
       return;
@@ -282,15 +398,46 @@ void checkNames(Reader& r, OpSpec& spec) {
 
 } // namespace
 
+bool checkYamlStructure(const std::string& path, const std::string& text, Diagnostics& diags) {
+  if (size_t bad = firstNonUtf8(text); bad != std::string_view::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
+    diags.error(locOfOffset(path, text, bad),
+                std::string("the file is not UTF-8 text (byte ") + byte + ")");
+    return false;
+  }
+  std::istringstream in(text);
+  DepthChecker checker;
+  try {
+    YAML::Parser parser(in);
+    while (!checker.secondDocument && parser.HandleNextDocument(checker)) {
+    }
+  } catch (const DepthChecker::TooDeep& e) {
+    diags.error(locOfMark(path, e.mark),
+                "YAML nested more than " + std::to_string(kMaxYamlDepth) + " levels deep");
+    return false;
+  } catch (const YAML::Exception& e) {
+    diags.error(locOfMark(path, e.mark), "invalid YAML: " + e.msg);
+    return false;
+  }
+  if (checker.secondDocument) {
+    diags.error(locOfMark(path, *checker.secondDocument),
+                "a second YAML document; the file must hold only one");
+    return false;
+  }
+  return true;
+}
+
 std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::string& text,
                                          Diagnostics& diags) {
   diags.addFile(path, text);
   int errorsBefore = diags.errorCount();
   Reader r(path, text, diags);
+  if (!checkYamlStructure(path, text, diags)) return std::nullopt;
   YAML::Node root;
   try {
     root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
+  } catch (const YAML::Exception& e) { // not expected: checkYamlStructure parsed the same text
     diags.error(r.loc(e.mark), "invalid YAML: " + e.msg);
     return std::nullopt;
   }
@@ -308,11 +455,20 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
       haveOp = true;
       spec.name = value.IsScalar() ? value.Scalar() : "";
       spec.nameLoc = r.loc(value.IsNull() ? key : value);
-      if (!isIdentifier(spec.name) || spec.name.find("__") != std::string::npos)
+      if (spec.name.size() > kMaxNameLength)
+        r.error(value, key, tooLong("op", spec.name));
+      else if (!isIdentifier(spec.name) || spec.name.find("__") != std::string::npos)
         r.error(value, key,
                 "op name '" + spec.name + "' must be an identifier (letters, digits, _)");
     } else if (k == "doc") {
-      if (r.expectKind(value, key, YAML::NodeType::Scalar, "'doc'")) spec.doc = value.Scalar();
+      if (r.expectKind(value, key, YAML::NodeType::Scalar, "'doc'")) {
+        spec.doc = value.Scalar();
+        // It is quoted into Python and C++ sources, where a NUL or other control character
+        // (an escape such as "\0" in a quoted YAML string) breaks them.
+        if (hasControlChar(spec.doc, "\n\t"))
+          r.error(value, "'doc' must not contain control characters other than newlines and "
+                         "tabs");
+      }
     } else if (k == "inputs") {
       haveInputs = true;
       readInputs(r, value, key, spec);
@@ -328,7 +484,15 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
       readDtypes(r, value, key, spec);
     } else if (k == "functions") {
       if (r.expectKind(value, key, YAML::NodeType::Scalar, "'functions'")) {
-        spec.functions = value.Scalar();
+        // The folder rules (relative, inside the spec's folder) are checked where the
+        // header is read (driver/Pipeline.cpp); here, what makes a sane file name at all.
+        const std::string& f = value.Scalar();
+        if (f.empty())
+          r.error(value, "'functions' must name a header file");
+        else if (hasControlChar(f, "") || f.find_first_of("\"\\") != std::string::npos)
+          r.error(value, "the functions header's path must not contain control characters, "
+                         "quotes or backslashes");
+        spec.functions = f;
         spec.functionsLoc = r.loc(value);
       }
     } else if (k == "reference") {
@@ -350,17 +514,6 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
   checkNames(r, spec);
   if (diags.errorCount() != errorsBefore) return std::nullopt;
   return spec;
-}
-
-std::optional<OpSpec> loadSpec(const std::string& path, Diagnostics& diags) {
-  std::string text;
-  try {
-    text = readFile(path);
-  } catch (const std::exception& e) {
-    diags.error(SourceLoc{path, 0, 0}, e.what());
-    return std::nullopt;
-  }
-  return loadSpecFromString(path, text, diags);
 }
 
 } // namespace fusegen::spec
