@@ -2,6 +2,7 @@
 // golden check. A run either produces every file or reports errors and produces none.
 #pragma once
 
+#include "emit/Templates.h"
 #include "prims/PrimitiveLibrary.h"
 #include "support/Diagnostics.h"
 #include "support/FileWriter.h"
@@ -26,6 +27,16 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
                                                    const prims::PrimitiveLibrary& lib,
                                                    const Options& opts, Diagnostics& diags,
                                                    std::vector<std::string>* opNames = nullptr);
+
+// The files of one spec given as text, as `generate` makes them (without the package
+// files), having run every stage: load, lower, differentiate, plan, emit. Nothing is
+// written; `path` locates diagnostics and the spec's `functions:` header. The fuzz target
+// (tests/fuzz) drives the compiler through this.
+std::optional<std::vector<GeneratedFile>> generateOne(const std::string& path,
+                                                      const std::string& text,
+                                                      const prims::PrimitiveLibrary& lib,
+                                                      const emit::Templates& templates,
+                                                      Diagnostics& diags);
 
 // Names of the op directories already present in `outputDir`.
 std::vector<std::string> existingOps(const std::string& outputDir);
