@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -85,6 +87,33 @@ TEST(FunctionImporter, NamedDerivativeMustBeDefinedWithTheSameParameters) {
             std::string::npos)
       << err.str();
   EXPECT_NE(err.str().find("'g', a derivative of 'f', takes 1 parameter(s)"), std::string::npos)
+      << err.str();
+}
+
+// Clang would follow an #include to any file on the machine, so every spelling of one is
+// refused before Clang runs, at the line of the directive; other directives are fine.
+TEST(FunctionImporter, InclusionsAreRefusedInEverySpelling) {
+  const std::string body = "__host__ __device__ inline float f(float x) { return x; }\n";
+  for (const auto& [text, line] : std::vector<std::pair<std::string, int>>{
+           {"#include \"/etc/hostname\"\n", 1},
+           {"  #  include </dev/zero>\n", 1},
+           {"// a comment\n#\\\ninclude \"x.h\"\n", 2},
+           {"#include_next <a.h>\n", 1},
+           {"#import \"a.h\"\n", 1},
+           {"\n#if __has_include(\"/etc/passwd\")\n#endif\n", 2}}) {
+    std::ostringstream err;
+    Diagnostics diags(err);
+    EXPECT_FALSE(importFunctions("h.cuh", text + body, diags)) << text;
+    EXPECT_EQ(diags.errorCount(), 1) << text;
+    EXPECT_EQ(err.str().rfind("h.cuh:" + std::to_string(line) + ":", 0), 0u) << err.str();
+  }
+  std::ostringstream err;
+  Diagnostics diags(err);
+  EXPECT_TRUE(importFunctions("h.cuh",
+                              "#pragma once\n#ifndef FUSEGEN_DERIVATIVE\n#define "
+                              "FUSEGEN_DERIVATIVE(...)\n#endif\n" +
+                                  body,
+                              diags))
       << err.str();
 }
 

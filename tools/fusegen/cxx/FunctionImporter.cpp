@@ -10,6 +10,8 @@
 #include <clang/Frontend/ASTUnit.h>
 #include <clang/Tooling/Tooling.h>
 
+#include <cctype>
+
 namespace fusegen::cxx {
 
 namespace {
@@ -224,12 +226,63 @@ private:
   std::map<const clang::ValueDecl*, expr::AstPtr> locals_;
 };
 
+// A header is self-contained: Clang would follow an #include (or answer __has_include) to
+// any file on the machine, so those are refused before Clang sees the text. Directives are
+// found on logical lines (backslash-newlines joined), with spaces allowed around the '#'.
+bool rejectInclusions(const std::string& path, const std::string& text, Diagnostics& diags) {
+  bool ok = true;
+  int line = 1;
+  size_t start = 0;
+  while (start < text.size()) {
+    // One logical line: [start, end), spanning physical lines that end in a backslash.
+    size_t end = start;
+    int lines = 1;
+    while (end < text.size() && text[end] != '\n') {
+      if (text[end] == '\\' && end + 1 < text.size() && text[end + 1] == '\n') {
+        ++lines;
+        ++end;
+      }
+      ++end;
+    }
+    std::string logical;
+    for (size_t i = start; i < end; ++i)
+      if (!(text[i] == '\\' && i + 1 < end && text[i + 1] == '\n') && text[i] != '\n')
+        logical += text[i];
+    size_t hash = logical.find_first_not_of(" \t");
+    if (hash != std::string::npos && logical[hash] == '#') {
+      size_t word = logical.find_first_not_of(" \t", hash + 1);
+      std::string directive;
+      while (word != std::string::npos && word < logical.size() &&
+             (std::isalpha(static_cast<unsigned char>(logical[word])) || logical[word] == '_'))
+        directive += logical[word++];
+      if (directive == "include" || directive == "include_next" || directive == "import" ||
+          directive == "embed") {
+        diags.error(SourceLoc{path, line, static_cast<int>(hash) + 1},
+                    "a functions header cannot #" + directive +
+                        " other files; it must be self-contained (the math functions are "
+                        "declared for it)");
+        ok = false;
+      }
+    }
+    size_t probe = logical.find("__has_include");
+    if (probe != std::string::npos) {
+      diags.error(SourceLoc{path, line, static_cast<int>(probe) + 1},
+                  "a functions header cannot use __has_include; it must be self-contained");
+      ok = false;
+    }
+    line += lines;
+    start = end + 1;
+  }
+  return ok;
+}
+
 } // namespace
 
 std::optional<UserFunctions> importFunctions(const std::string& path, const std::string& text,
                                              Diagnostics& diags) {
   diags.addFile(path, text);
   int errorsBefore = diags.errorCount();
+  if (!rejectInclusions(path, text, diags)) return std::nullopt;
   const std::string code = prelude() + "#line 1 \"" + path + "\"\n" + text;
   std::unique_ptr<clang::ASTUnit> unit = clang::tooling::buildASTFromCodeWithArgs(
       code,
