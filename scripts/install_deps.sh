@@ -5,7 +5,10 @@
 set -euo pipefail
 
 APT_PACKAGES=(cmake ninja-build g++ python3 libyaml-cpp-dev libcli11-dev libkainjow-mustache-dev
-              libgtest-dev libclang-cpp16-dev libclang-16-dev llvm-16-dev)
+              libgtest-dev libclang-cpp16-dev libclang-16-dev llvm-16-dev
+              # the sanitizer build (build-asan) and the fuzz target: clang-14 with its
+              # ASan/UBSan/libFuzzer runtimes, and llvm-symbolizer for readable reports
+              clang-14 libclang-rt-14-dev llvm-14)
 # torch is pinned to the version on the GPU machine, so CI compiles what runs there.
 TORCH_VERSION=${FUSEGEN_TORCH_VERSION:-2.11.0}
 PYTHON=${PYTHON:-python3}
