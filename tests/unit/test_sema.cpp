@@ -241,19 +241,56 @@ TEST(Sema, LetsAreSharedNodes) {
   EXPECT_TRUE(y->args()[0]->isCall("exp"));
 }
 
-TEST(Sema, NameClashingWithAPrimitive) {
-  Lowered r = lowerSpec(spec("  exp: [..., D]\n", "  y: exp * 2\n"));
-  EXPECT_TRUE(r.specLoaded);
+// A name and a call are told apart by the parentheses: inputs, attrs, lets and outputs may be
+// named like primitives (torch.native_layer_norm returns `mean` and `rstd`).
+TEST(Sema, NamesLikePrimitivesAreNamesAndCallsAreCalls) {
+  Lowered r = lowerSpec(spec("  exp: [..., D]\n  max: []\n",
+                             "  mean: mean(exp)\n"
+                             "  relu: exp(exp) * max(sum, max)\n",
+                             "attrs:\n  sum: {type: float, default: 0.5}\n"
+                             "let:\n  min: min(exp, max)\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  EXPECT_EQ(r.errors, 0);
+  const ir::Expr& mean = output(r, "mean");
+  ASSERT_TRUE(mean->isCall("mean"));
+  EXPECT_EQ(mean->args()[0]->kind(), ir::NodeKind::Input);
+  EXPECT_EQ(mean->args()[0]->name(), "exp");
+  const ir::Expr& relu = output(r, "relu");
+  ASSERT_TRUE(relu->isCall("mul"));
+  ASSERT_TRUE(relu->args()[0]->isCall("exp"));
+  EXPECT_EQ(relu->args()[0]->args()[0]->name(), "exp");
+  ASSERT_TRUE(relu->args()[1]->isCall("max"));
+  EXPECT_EQ(relu->args()[1]->args()[0]->kind(), ir::NodeKind::Attr);
+  EXPECT_EQ(relu->args()[1]->args()[1]->name(), "max");
+  // A primitive's name without parentheses is still not a value when nothing is named so.
+  r = lowerSpec(spec("  x: [..., D]\n", "  y: x * sigmoid\n"));
   EXPECT_FALSE(r.fn);
-  EXPECT_EQ(r.errors, 1);
-  EXPECT_TRUE(contains(r.messages,
-                       "t.yaml:3:3: error: name 'exp' clashes with the primitive function 'exp'\n"))
+  EXPECT_TRUE(contains(r.messages, "error: unknown name 'sigmoid'; 'sigmoid' is a function, "
+                                   "call it as sigmoid(...)\n"))
       << r.messages;
-  r = lowerSpec(spec("  x: [..., D]\n", "  relu: x * 2\n"));
-  EXPECT_FALSE(r.fn);
-  EXPECT_TRUE(contains(
-      r.messages, "t.yaml:5:3: error: name 'relu' clashes with the primitive function 'relu'\n"))
-      << r.messages;
+}
+
+// Names the generated code prints verbatim next to its own: keywords of Python and C++,
+// C macros, and the generated code's names are reserved, and say so.
+TEST(Sema, NamesTheGeneratedCodeUsesAreReserved) {
+  struct Case {
+    const char* name;
+    const char* what;
+  } cases[] = {{"new", "input"},   {"with", "input"},  {"kFast", "input"},
+               {"kPass", "input"}, {"SPEC", "input"},  {"tuple", "input"},
+               {"NAN", "input"},   {"errno", "input"}, {"static", "input"}};
+  for (const Case& c : cases) {
+    Lowered r = lowerSpec(spec(std::string("  x: [..., D]\n  ") + c.name + ": [..., D]\n",
+                               std::string("  y: x * ") + c.name + "\n"));
+    EXPECT_FALSE(r.fn) << c.name;
+    EXPECT_TRUE(contains(r.messages, std::string("t.yaml:4:3: error: ") + c.what + " name '" +
+                                         c.name + "' is reserved\n"))
+        << r.messages;
+  }
+  // Names the generated C++ uses for its own declarations are qualified there, so free.
+  Lowered r = lowerSpec(spec("  out: [..., D]\n  Forward: [D]\n  grads: []\n  S: [...]\n",
+                             "  Op: out * Forward * grads * S\n"));
+  EXPECT_TRUE(r.fn) << r.messages;
 }
 
 TEST(Sema, AttrsAreUsableAsConstParameters) {

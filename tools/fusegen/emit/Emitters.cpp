@@ -380,12 +380,12 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("full_input", std::to_string(op.plan.fullInput));
   d.set("cpp_dtypes", join(cppDtypes, ", "));
   d.set("attr_values", join(attrValues, ", "));
-  d.set("forward_return", tupleValue("out", nFwdOut));
+  d.set("forward_return", tupleValue("_out", nFwdOut));
   d.set("backward_return_type", tupleType("at::Tensor", nIn, true));
   d.set("backward_params", join(bwdParams, ", "));
   d.set("n_backward_tensors", std::to_string(nIn + nSaved + nOut));
   d.set("backward_tensor_args", join(bwdTensorArgs, ", "));
-  d.set("backward_return", tupleValue("grads", nIn));
+  d.set("backward_return", tupleValue("_grads", nIn));
   d.set("saved_list", savedNames.empty() ? std::string("none") : join(savedNames, ", "));
 
   std::vector<std::string> schemaAll = schemaArgs;

@@ -194,31 +194,27 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   fn.name = spec.name;
   Scope scope;
   scope["D"] = ir::Node::makeDim(); // the length of the last dim
-  auto checkClash = [&](const std::string& name, const SourceLoc& loc) {
-    if (lib.find(name))
-      diags.error(loc, "name '" + name + "' clashes with the primitive function '" + name + "'");
-  };
+  // Names and calls are told apart by the parentheses, so an input, attr, let or output may be
+  // named like a primitive (`mean` and `rstd`, as torch.native_layer_norm names its outputs).
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const spec::Input& in = spec.inputs[i];
-    checkClash(in.name, in.loc);
     ir::Expr node = ir::Node::makeInput(in.name, static_cast<int>(i), in.shape);
     fn.inputs.push_back({in.name, in.shape, node});
     scope[in.name] = node;
   }
   for (size_t i = 0; i < spec.attrs.size(); ++i) {
     const spec::Attr& a = spec.attrs[i];
-    checkClash(a.name, a.loc);
     ir::Expr node = ir::Node::makeAttr(a.name, static_cast<int>(i));
     fn.attrs.push_back({a, node});
     scope[a.name] = node;
   }
+  // A call names a primitive or a C++ function: one name cannot be both.
   if (functions)
     for (const auto& [name, f] : *functions)
       if (lib.find(name))
         diags.error(f.loc, "function '" + name + "' has the name of a primitive; rename it");
   Sema sema(lib, diags, functions);
   auto lowerBinding = [&](const spec::Binding& b) -> ir::Expr {
-    checkClash(b.name, b.loc);
     AstPtr ast = parseFormula(b.formula, b.charLocs, diags);
     if (!ast) return nullptr;
     return sema.lower(ast, scope);

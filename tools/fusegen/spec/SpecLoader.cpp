@@ -26,12 +26,35 @@ bool isIdentifier(const std::string& s) {
 
 namespace {
 
-// Names the generated Python and C++ need for themselves or that read as keywords.
+// Names that cannot name an input, attr, let or output, because the generated code prints
+// those names verbatim (C++ parameters and locals, Python parameters and locals, the schema)
+// next to these: Python and C++ keywords (C++20's too, and the alternative operator tokens),
+// standard C macros the generated C++ sees, and the names the generated code itself uses
+// where the spec's names are in scope. (Primitives' names are free: calls have parentheses.
+// Names beginning with '_' are reserved as well.)
 const std::set<std::string> kReservedNames = {
-    "grad",  "result", "self",   "ctx",  "output_mask", "and",    "or",     "not",  "if",
-    "else",  "for",    "while",  "def",  "class",       "return", "lambda", "None", "True",
-    "False", "import", "from",   "in",   "is",          "int",    "float",  "bool", "double",
-    "auto",  "const",  "struct", "void", "T",           "D",      "torch",  "F",    "Tensor"};
+    // Python keywords
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
+    // C++ keywords and alternative tokens
+    "alignas", "alignof", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "case", "catch",
+    "char", "char8_t", "char16_t", "char32_t", "co_await", "co_return", "co_yield", "compl",
+    "concept", "const", "const_cast", "consteval", "constexpr", "constinit", "decltype", "default",
+    "delete", "do", "double", "dynamic_cast", "enum", "explicit", "export", "extern", "false",
+    "float", "friend", "goto", "inline", "int", "long", "mutable", "namespace", "new", "noexcept",
+    "not_eq", "nullptr", "operator", "or_eq", "private", "protected", "public", "register",
+    "reinterpret_cast", "requires", "short", "signed", "sizeof", "static", "static_assert",
+    "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true",
+    "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+    "wchar_t", "xor", "xor_eq",
+    // standard C macros (object-like) the generated C++ includes
+    "EOF", "INFINITY", "NAN", "NULL", "errno",
+    // the formula language, and names of the generated code: T, kFast and kPass (template
+    // parameters of the element functions), the Python module's torch, F, Tensor, SPEC, tuple
+    "D", "grad", "result", "self", "ctx", "output_mask", "T", "kFast", "kPass", "torch", "F",
+    "Tensor", "SPEC", "tuple"};
 
 // Whether `text` has an ASCII control character (or DEL) other than those in `allowed`.
 bool hasControlChar(const std::string& text, std::string_view allowed) {
