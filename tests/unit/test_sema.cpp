@@ -1,10 +1,11 @@
 // Tests of spec loading + expr::lowerOp (name resolution, type and shape checks): shape-class
 // joins, and every user-facing Sema error with its exact text and location. These are the
 // checks that turn a wrong spec into a clear message instead of a kernel that does not
-// compile or silently broadcasts the wrong way.
+// compile or silently broadcasts the wrong way. Last, how the row plan takes [] inputs.
 #include "TestUtil.h"
 
 #include "ir/Node.h"
+#include "plan/KernelPlan.h"
 
 #include <gtest/gtest.h>
 
@@ -384,6 +385,62 @@ TEST(Sema, ValidSpecLowersToTheExpectedDag) {
   EXPECT_EQ(r.fn->name, "t");
   EXPECT_EQ(ir::printDag({{"y", r.fn->outputs[0].value}}),
             "%0 = add(x, bias)  [..., D]\n%1 = gelu_tanh(%0)  [..., D]\ny = %1\n");
+}
+
+// ---- [] inputs next to reductions: the row plan sums their gradients ----
+
+struct Planned {
+  std::optional<plan::KernelPlan> plan;
+  std::string messages;
+};
+
+Planned planSpec(const std::string& text) {
+  Lowered l = lowerSpec(text);
+  if (!l.fn) throw std::runtime_error("lowering failed:\n" + l.messages);
+  std::ostringstream out;
+  Diagnostics diags(out);
+  std::optional<spec::OpSpec> s = spec::loadSpecFromString("t.yaml", text, diags);
+  Planned p;
+  p.plan = plan::planOp(*s, *l.fn, gradientOf(*l.fn), diags);
+  p.messages = out.str();
+  return p;
+}
+
+const plan::RowProgram::Output& backwardOutput(const Planned& p, const std::string& name) {
+  for (const plan::RowProgram::Output& o : p.plan->backward.outputs)
+    if (o.name == name) return o;
+  throw std::runtime_error("no backward output " + name);
+}
+
+TEST(Plan, ScalarInputsOfRowPlansAreReadPerRowAndTheirGradientsSummed) {
+  using TotalOf = plan::RowProgram::TotalOf;
+  // w scales elements, e sits in a per-row value, s inside a reduction's argument.
+  Planned p = planSpec(spec("  x: [..., D]\n  w: []\n  e: []\n  s: []\n",
+                            "  y: w * x * rsqrt(mean(x * x + s) + e * e)\n"));
+  ASSERT_TRUE(p.plan) << p.messages;
+  EXPECT_EQ(p.plan->kind, plan::PlanKind::Row);
+  for (const char* name : {"grad_w", "grad_e", "grad_s"})
+    EXPECT_EQ(backwardOutput(p, name).kind, plan::OutKind::Total) << name;
+  EXPECT_EQ(backwardOutput(p, "grad_w").totalOf, TotalOf::Elements);
+  EXPECT_EQ(backwardOutput(p, "grad_e").totalOf, TotalOf::Rows);
+  // s's adjoint is mean's grad / D, one value per row standing for each element.
+  EXPECT_EQ(backwardOutput(p, "grad_s").totalOf, TotalOf::RowsTimesD);
+  // The [] inputs are per-row values of the forward (read once, by rowPre).
+  int scalars = 0;
+  for (size_t i = 0; i < p.plan->forward.rowValues.size(); ++i)
+    if (p.plan->forward.rowValues[i]->kind() == ir::NodeKind::Input) {
+      EXPECT_EQ(p.plan->forward.rowValueStage[i], -1);
+      ++scalars;
+    }
+  EXPECT_EQ(scalars, 3);
+}
+
+TEST(Plan, ScalarInputUsedPerElementAndPerRowIsAnError) {
+  Planned p = planSpec(spec("  x: [..., D]\n  w: []\n", "  y: x * w - mean(x) * w\n"));
+  EXPECT_FALSE(p.plan);
+  EXPECT_TRUE(contains(p.messages, "t.yaml:4:3: error: 0-dim input 'w' is used both in "
+                                   "per-element values and directly in per-row values"))
+      << p.messages;
 }
 
 } // namespace

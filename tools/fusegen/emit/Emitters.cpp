@@ -119,6 +119,8 @@ const char* outKindName(plan::OutKind k) {
     return "fg::OutKind::Row";
   case plan::OutKind::ColSum:
     return "fg::OutKind::ColSum";
+  case plan::OutKind::Total:
+    return "fg::OutKind::Total";
   }
   return "";
 }
@@ -163,7 +165,8 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
     const plan::RowProgram::Input& in = p.inputs[k];
     inBcast.push_back(bcastName(in.shape));
     inputList.push_back(in.name + " " + spec::shapeClassSpelling(in.shape));
-    if (in.shape == ir::ShapeClass::Row)
+    // [...] and [] inputs are read per row (rowPre), the others per element.
+    if (in.shape == ir::ShapeClass::Row || in.shape == ir::ShapeClass::Scalar)
       rowPre[in.leaf.get()] = "_rowIn[" + std::to_string(k) + "]";
     else
       element[in.leaf.get()] = "_in[" + std::to_string(k) + "]";
@@ -171,9 +174,10 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
   std::vector<std::string> outKinds, outputList;
   for (const plan::RowProgram::Output& o : p.outputs) {
     outKinds.push_back(outKindName(o.kind));
-    outputList.push_back(o.name + (o.kind == plan::OutKind::Full  ? " [..., D]"
-                                   : o.kind == plan::OutKind::Row ? " [...]"
-                                                                  : " [D] (sum over rows)"));
+    outputList.push_back(o.name + (o.kind == plan::OutKind::Full     ? " [..., D]"
+                                   : o.kind == plan::OutKind::Row    ? " [...]"
+                                   : o.kind == plan::OutKind::ColSum ? " [D] (sum over rows)"
+                                                                     : " [] (sum over all)"));
   }
   auto rowValuesBefore = [&](Bindings b, int stage) {
     for (size_t i = 0; i < p.rowValues.size(); ++i)
@@ -228,16 +232,25 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
     stages.push_back(x);
   }
   d.set("stages", list(stages));
+  // Row outputs and the Total sums of per-row values are per-row values, the others element
+  // values (the runtime sums a Total output's values of both; one of them is zero).
   std::vector<Assignment> elem, rowOut;
+  std::string timesD;
   for (size_t m = 0; m < p.outputs.size(); ++m) {
     const plan::RowProgram::Output& o = p.outputs[m];
     const std::string target = "_out[" + std::to_string(m) + "]";
-    elem.push_back({target, o.kind == plan::OutKind::Row ? nullptr : o.value});
-    rowOut.push_back({target, o.kind == plan::OutKind::Row ? o.value : nullptr});
+    const bool perRow =
+        o.kind == plan::OutKind::Row ||
+        (o.kind == plan::OutKind::Total && o.totalOf != plan::RowProgram::TotalOf::Elements);
+    elem.push_back({target, perRow ? nullptr : o.value});
+    rowOut.push_back({target, perRow ? o.value : nullptr});
+    if (o.kind == plan::OutKind::Total && o.totalOf == plan::RowProgram::TotalOf::RowsTimesD)
+      timesD += "    // the value of each of the row's D elements (none when D == 0)\n    " +
+                target + " = _D > T(0) ? " + target + " * _D : T(0);\n";
   }
   const int all = static_cast<int>(p.stages.size());
   d.set("elem", printCpp(elem, 4, rowValuesBefore(element, all)));
-  d.set("row_out", printCpp(rowOut, 4, rowValuesBefore(attrs, all)));
+  d.set("row_out", printCpp(rowOut, 4, rowValuesBefore(attrs, all)) + timesD);
   return templates.render("op/row_program.mustache", d);
 }
 

@@ -60,9 +60,13 @@ bool stageProgram(RowProgram& p, const std::string& what, const SourceLoc& loc,
     return false;
   }
   p.stages.assign(maxDepth, {});
-  // Row values in topological order, so each is computed after what it uses.
+  // Row values in topological order, so each is computed after what it uses. A [] value that
+  // depends on a [] input is one too: read once per row by rowPre, it is in scope everywhere
+  // (the per-row code has no element inputs).
   for (const ir::Node* n : ir::topoOrder(roots)) {
-    if (n->shape() != ir::ShapeClass::Row) continue;
+    const bool perRow = n->shape() == ir::ShapeClass::Row ||
+                        (n->shape() == ir::ShapeClass::Scalar && !n->isConstant());
+    if (!perRow) continue;
     const int d = depth.at(n);
     if (isReduction(n)) p.stages[d - 1].reductions.push_back(owner.at(n));
     p.rowValues.push_back(owner.at(n));
@@ -118,10 +122,55 @@ std::vector<SavedStat> chooseSaved(const ir::Function& fn, const autodiff::Gradi
   return saved;
 }
 
+// Where each [] input is used, from the forward: reverse mode gives a [] value the sum of its
+// uses' adjoints, per element for a use by a [..., D] or [D] value, per row for a use by a
+// per-row value. Its gradient is then summed over all elements, or over rows; uses of both
+// kinds give an adjoint that neither sum is right for. Uses through which no gradient flows
+// (conditions, detach: a derivative rule of 0) do not count.
+enum ScalarUse { kUnused = 0, kElementUse = 1, kRowUse = 2, kBothUses = 3 };
+
+bool carriesGradient(const ir::Node* n, size_t arg) {
+  const expr::AstPtr& rule = n->prim()->grads[arg];
+  return rule && !(rule->kind == expr::Ast::Kind::Number && rule->number == 0);
+}
+
+std::vector<int> scalarUses(const ir::Function& fn) {
+  std::vector<ir::Expr> roots;
+  for (const ir::FunctionOutput& o : fn.outputs)
+    roots.push_back(o.value);
+  std::vector<int> uses(fn.inputs.size(), kUnused);
+  std::unordered_map<const ir::Node*, std::vector<int>> from; // [] node -> its [] inputs
+  for (const ir::Node* n : ir::topoOrder(roots)) {
+    const bool scalar = n->shape() == ir::ShapeClass::Scalar;
+    if (n->kind() == ir::NodeKind::Input && scalar) from[n] = {n->index()};
+    for (size_t k = 0; k < n->args().size(); ++k) {
+      auto it = from.find(n->args()[k].get());
+      if (it == from.end() || !carriesGradient(n, k)) continue;
+      for (int i : it->second) {
+        if (scalar) {
+          std::vector<int>& mine = from[n];
+          if (std::find(mine.begin(), mine.end(), i) == mine.end()) mine.push_back(i);
+        } else {
+          uses[i] |= n->shape() == ir::ShapeClass::Row ? kRowUse : kElementUse;
+        }
+      }
+    }
+  }
+  return uses;
+}
+
 OutKind gradKind(ir::ShapeClass s) {
-  return s == ir::ShapeClass::Full  ? OutKind::Full
-         : s == ir::ShapeClass::Row ? OutKind::Row
-                                    : OutKind::ColSum;
+  switch (s) {
+  case ir::ShapeClass::Full:
+    return OutKind::Full;
+  case ir::ShapeClass::Row:
+    return OutKind::Row;
+  case ir::ShapeClass::Col:
+    return OutKind::ColSum;
+  case ir::ShapeClass::Scalar:
+    break;
+  }
+  return OutKind::Total;
 }
 
 } // namespace
@@ -149,18 +198,22 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     if (s == ir::ShapeClass::Full && plan.fullInput < 0) plan.fullInput = static_cast<int>(i);
     plan.hasColInputs = plan.hasColInputs || s == ir::ShapeClass::Col;
     plan.reducedGrad.push_back(s == ir::ShapeClass::Col || s == ir::ShapeClass::Scalar);
-    if (rowPlan && s == ir::ShapeClass::Scalar)
-      diags.error(spec.inputs[i].loc,
-                  "input '" + fn.inputs[i].name +
-                      "' is a 0-dim tensor []; ops with reductions or per-row values take "
-                      "scalars as attrs (attrs: {" +
-                      fn.inputs[i].name + ": {type: float}})");
   }
   if (plan.fullInput < 0)
     diags.error(spec.inputs.front().loc,
                 "op '" + spec.name +
                     "' needs at least one input of shape [..., D]: it defines the "
                     "shape of the outputs");
+  const std::vector<int> uses = rowPlan ? scalarUses(fn) : std::vector<int>(fn.inputs.size());
+  for (size_t i = 0; i < fn.inputs.size(); ++i)
+    if (uses[i] == kBothUses)
+      diags.error(spec.inputs[i].loc,
+                  "0-dim input '" + fn.inputs[i].name +
+                      "' is used both in per-element values and directly in per-row values; "
+                      "the row plan sums the gradient of a [] input over one kind only: use "
+                      "it in one kind only (inside a reduction counts as per element: mean(x * " +
+                      fn.inputs[i].name + ") rather than mean(x) * " + fn.inputs[i].name +
+                      "), or make it an attr");
   if (diags.errorCount() != errorsBefore) return std::nullopt;
   if (!rowPlan) return plan;
 
@@ -191,8 +244,14 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   for (const ir::Expr& g : grad.inputGrads)
     grads.push_back(g ? ir::substitute(g, replace) : nullptr);
   grads = opt::cse(grads);
-  for (size_t i = 0; i < fn.inputs.size(); ++i)
-    b.outputs.push_back({"grad_" + fn.inputs[i].name, gradKind(fn.inputs[i].shape), grads[i]});
+  for (size_t i = 0; i < fn.inputs.size(); ++i) {
+    RowProgram::Output o{"grad_" + fn.inputs[i].name, gradKind(fn.inputs[i].shape), grads[i]};
+    // A [] input's adjoint is per row where its uses are, else per element; a per-element
+    // adjoint of one value per row is summed as D times that value, not D additions.
+    if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full)
+      o.totalOf = uses[i] == kRowUse ? RowProgram::TotalOf::Rows : RowProgram::TotalOf::RowsTimesD;
+    b.outputs.push_back(o);
+  }
 
   SourceLoc loc = spec.outputs.front().formulaLoc;
   if (!stageProgram(f, "forward", loc, diags) || !stageProgram(b, "derived backward", loc, diags))
@@ -226,9 +285,14 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
     out << (p.stages.empty() ? "" : ")") << ", " << p.rowValues.size() << " per-row value(s)\n";
     for (const RowProgram::Output& o : p.outputs)
       out << "    output " << o.name << ": "
-          << (o.kind == OutKind::Full  ? "[..., D]"
-              : o.kind == OutKind::Row ? "[...]"
-                                       : "[D] sum over rows (partials + finalize)")
+          << (o.kind == OutKind::Full     ? "[..., D]"
+              : o.kind == OutKind::Row    ? "[...]"
+              : o.kind == OutKind::ColSum ? "[D] sum over rows (partials + finalize)"
+              : o.totalOf == RowProgram::TotalOf::Rows
+                  ? "[] sum over rows of a per-row value (partials + finalize)"
+              : o.totalOf == RowProgram::TotalOf::RowsTimesD
+                  ? "[] sum over rows of D times a per-row value (partials + finalize)"
+                  : "[] sum over rows and columns (partials + finalize)")
           << (o.value ? "" : " (zero)") << "\n";
   };
   program("forward", plan.forward);

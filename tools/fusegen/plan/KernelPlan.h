@@ -7,6 +7,9 @@
 //              elementwise outputs, with the row kept on chip.
 // Save-vs-recompute: a row plan's forward also returns the per-row statistics the backward
 // needs (rstd, mean, the max and sum of a softmax); everything elementwise is recomputed.
+// [] inputs of a row plan are per-row values read once (rowPre): their gradients are sums
+// over every element (OutKind::Total), accumulated like the [D] sums (partials + finalize),
+// or over rows when the input is used only in per-row values (its adjoint is then per row).
 #pragma once
 
 #include "autodiff/ReverseMode.h"
@@ -23,19 +26,26 @@ namespace fusegen::plan {
 
 enum class PlanKind { Pointwise, Row };
 
-enum class OutKind { Full, Row, ColSum };
+// How a row program writes an output: one value per element, one per row, the sum over rows
+// of an element value (a [D] gradient), or its sum over all rows and columns (a [] gradient).
+enum class OutKind { Full, Row, ColSum, Total };
 
 // One direction (forward or backward) of a row plan.
 struct RowProgram {
   struct Input {
     std::string name;     // argument name in the generated code
-    ir::ShapeClass shape; // Full, Col or Row
+    ir::ShapeClass shape; // Full, Col, Row or Scalar
     ir::Expr leaf;        // the Input / GradOut node it binds
   };
+  // What a Total output's value is. Elements: an element value, summed over rows and columns
+  // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row
+  // value standing for each element of its row, so D times it is summed over rows (rowOut).
+  enum class TotalOf { Elements, Rows, RowsTimesD };
   struct Output {
     std::string name;
     OutKind kind;
     ir::Expr value; // null: identically zero
+    TotalOf totalOf = TotalOf::Elements;
   };
   struct Stage {
     std::vector<ir::Expr> reductions; // combined in one pass over the row
@@ -43,8 +53,10 @@ struct RowProgram {
   std::vector<Input> inputs;
   std::vector<Output> outputs;
   std::vector<Stage> stages;
-  std::vector<ir::Expr> rowValues; // per-row values kept in registers, in computation order
-  std::vector<int> rowValueStage;  // -1: before the first stage; s: after stage s
+  // Per-row values kept in registers, in computation order: the [...] nodes, and the []
+  // nodes that depend on a [] input (computed once per row by rowPre, like a [...] input).
+  std::vector<ir::Expr> rowValues;
+  std::vector<int> rowValueStage; // -1: before the first stage; s: after stage s
 };
 
 struct SavedStat {
