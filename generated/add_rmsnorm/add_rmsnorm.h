@@ -40,7 +40,7 @@ struct Forward {
     return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
   }
 
-  // Per-row values that need no reduction.
+  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
@@ -49,15 +49,15 @@ struct Forward {
     (void)_rv;
   }
 
-  // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T, bool kFast>
+  // Per element: the terms the reductions of pass kPass combine.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
     (void)_t;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T x = _in[0];
       const T residual = _in[1];
       const T _t0 = x + residual;
@@ -66,14 +66,14 @@ struct Forward {
     }
   }
 
-  // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T, bool kFast>
+  // Per row, after pass kPass: its reductions' results and the values that depend on them.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
     (void)_D;
     (void)_rv;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T eps = _attr[0];
       const T _t0 = fg::div<kFast>(_red[0], _D) + eps;
       const T _t1 = fg::rsqrt<kFast>(_t0);
@@ -83,7 +83,7 @@ struct Forward {
     }
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] sums.
+  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
   template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
@@ -101,7 +101,7 @@ struct Forward {
     _out[2] = T(0);
   }
 
-  // Per row: the values of the [...] outputs.
+  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
   template <typename T, bool kFast>
   FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
@@ -146,7 +146,7 @@ struct Backward {
     return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
   }
 
-  // Per-row values that need no reduction.
+  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
@@ -157,15 +157,15 @@ struct Backward {
     _rv[0] = saved_rstd;
   }
 
-  // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T, bool kFast>
+  // Per element: the terms the reductions of pass kPass combine.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
     (void)_t;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T _grad_y = _in[4];
       const T weight = _in[2];
       const T _t0 = _grad_y * weight;
@@ -177,14 +177,14 @@ struct Backward {
     }
   }
 
-  // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T, bool kFast>
+  // Per row, after pass kPass: its reductions' results and the values that depend on them.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
     (void)_D;
     (void)_rv;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
       const T saved_rstd = _rv[0];
       const T _t1 = _t0 * saved_rstd;
@@ -200,7 +200,7 @@ struct Backward {
     }
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] sums.
+  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
   template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
@@ -227,7 +227,7 @@ struct Backward {
     _out[2] = _t8;
   }
 
-  // Per row: the values of the [...] outputs.
+  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
   template <typename T, bool kFast>
   FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;

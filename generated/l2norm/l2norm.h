@@ -34,7 +34,7 @@ struct Forward {
     return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
   }
 
-  // Per-row values that need no reduction.
+  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
@@ -43,29 +43,29 @@ struct Forward {
     (void)_rv;
   }
 
-  // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T, bool kFast>
+  // Per element: the terms the reductions of pass kPass combine.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
     (void)_t;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T x = _in[0];
       const T _t0 = x * x;
       _t[0] = _t0;
     }
   }
 
-  // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T, bool kFast>
+  // Per row, after pass kPass: its reductions' results and the values that depend on them.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
     (void)_D;
     (void)_rv;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T _t0 = fg::sqrt<kFast>(_red[0]);
       const T eps = _attr[0];
       const T _t1 = (_t0 > eps) ? _t0 : eps;
@@ -75,7 +75,7 @@ struct Forward {
     }
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] sums.
+  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
   template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
@@ -89,7 +89,7 @@ struct Forward {
     _out[2] = T(0);
   }
 
-  // Per row: the values of the [...] outputs.
+  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
   template <typename T, bool kFast>
   FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
@@ -128,7 +128,7 @@ struct Backward {
     return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
   }
 
-  // Per-row values that need no reduction.
+  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
@@ -146,15 +146,15 @@ struct Backward {
     _rv[3] = _t1;
   }
 
-  // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T, bool kFast>
+  // Per element: the terms the reductions of pass kPass combine.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
     (void)_t;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T _grad_y = _in[3];
       const T x = _in[0];
       const T saved_stat0 = _rv[0];
@@ -164,14 +164,14 @@ struct Backward {
     }
   }
 
-  // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T, bool kFast>
+  // Per row, after pass kPass: its reductions' results and the values that depend on them.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
     (void)_D;
     (void)_rv;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T saved_stat0 = _rv[0];
       const T _t0 = fg::div<kFast>(_red[0], saved_stat0);
       const T _t1 = -_t0;
@@ -194,7 +194,7 @@ struct Backward {
     }
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] sums.
+  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
   template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
@@ -211,7 +211,7 @@ struct Backward {
     _out[0] = _t3;
   }
 
-  // Per row: the values of the [...] outputs.
+  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
   template <typename T, bool kFast>
   FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;

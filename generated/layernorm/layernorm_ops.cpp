@@ -25,23 +25,27 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Backward::Args&) = nullptr;
 constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 #endif
 
+// The functions below take the spec's names as parameters, which hide any unqualified name:
+// their bodies name the op's own declarations through this alias.
+namespace _op = fusegen_ops::layernorm;
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor>
 forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
-  std::vector<at::Tensor> out = fg::glue::runProgram<Forward>(
+  std::vector<at::Tensor> _out = fg::glue::runProgram<_op::Forward>(
       "fusegen::layernorm",
       std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
                                          fg::glue::TensorArg{"weight", weight, fg::Bcast::Col},
                                          fg::glue::TensorArg{"bias", bias, fg::Bcast::Col}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, {true, true, true},
-      &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
-  return std::make_tuple(out[0], out[1], out[2]);
+      &_op::forwardCpu, _op::kForwardCudaWorkspace, _op::kForwardCuda);
+  return std::make_tuple(_out[0], _out[1], _out[2]);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor>
 backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& weight,
          const at::Tensor& bias, const at::Tensor& saved_mu, const at::Tensor& saved_rstd,
          double eps, std::array<bool, 3> output_mask) {
-  std::vector<at::Tensor> grads = fg::glue::runProgram<Backward>(
+  std::vector<at::Tensor> _grads = fg::glue::runProgram<_op::Backward>(
       "fusegen::layernorm_backward",
       std::array<fg::glue::TensorArg, 6>{
           fg::glue::TensorArg{"x", x, fg::Bcast::Full},
@@ -51,8 +55,8 @@ backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& weigh
           fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Row},
           fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, output_mask,
-      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
-  return std::make_tuple(grads[0], grads[1], grads[2]);
+      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+  return std::make_tuple(_grads[0], _grads[1], _grads[2]);
 }
 
 } // namespace

@@ -39,7 +39,7 @@ struct Forward {
                               : fg::Reduce::Sum;
   }
 
-  // Per-row values that need no reduction.
+  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
@@ -48,19 +48,19 @@ struct Forward {
     (void)_rv;
   }
 
-  // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T, bool kFast>
+  // Per element: the terms the reductions of pass kPass combine.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
     (void)_t;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T x = _in[0];
       _t[0] = x;
     }
-    if constexpr (S == 1) {
+    if constexpr (kPass == 1) {
       const T x = _in[0];
       const T _t0 = x - _rv[1];
       const T _t1 = fg::exp<kFast>(_t0);
@@ -68,26 +68,26 @@ struct Forward {
     }
   }
 
-  // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T, bool kFast>
+  // Per row, after pass kPass: its reductions' results and the values that depend on them.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
     (void)_D;
     (void)_rv;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T _t0 = _red[0];
       _rv[0] = _red[0];
       _rv[1] = _t0;
     }
-    if constexpr (S == 1) {
+    if constexpr (kPass == 1) {
       const T _t0 = fg::log<kFast>(_red[0]);
       _rv[2] = _red[0];
       _rv[3] = _t0;
     }
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] sums.
+  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
   template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
@@ -102,7 +102,7 @@ struct Forward {
     _out[2] = T(0);
   }
 
-  // Per row: the values of the [...] outputs.
+  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
   template <typename T, bool kFast>
   FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
@@ -140,7 +140,7 @@ struct Backward {
     return s == 0 && j == 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
   }
 
-  // Per-row values that need no reduction.
+  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
@@ -153,28 +153,28 @@ struct Backward {
     _rv[1] = saved_m;
   }
 
-  // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T, bool kFast>
+  // Per element: the terms the reductions of pass kPass combine.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
     (void)_t;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T _grad_y = _in[3];
       _t[0] = _grad_y;
     }
   }
 
-  // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T, bool kFast>
+  // Per row, after pass kPass: its reductions' results and the values that depend on them.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
     (void)_D;
     (void)_rv;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T saved_stat1 = _rv[0];
       const T _t0 = fg::div<kFast>(_red[0], saved_stat1);
       _rv[2] = _red[0];
@@ -182,7 +182,7 @@ struct Backward {
     }
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] sums.
+  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
   template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
@@ -199,7 +199,7 @@ struct Backward {
     _out[0] = _t3;
   }
 
-  // Per row: the values of the [...] outputs.
+  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
   template <typename T, bool kFast>
   FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;

@@ -39,7 +39,7 @@ struct Forward {
                               : fg::Reduce::Sum;
   }
 
-  // Per-row values that need no reduction.
+  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
@@ -48,19 +48,19 @@ struct Forward {
     (void)_rv;
   }
 
-  // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T, bool kFast>
+  // Per element: the terms the reductions of pass kPass combine.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
     (void)_t;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T x = _in[0];
       _t[0] = x;
     }
-    if constexpr (S == 1) {
+    if constexpr (kPass == 1) {
       const T x = _in[0];
       const T _t0 = x - _rv[1];
       const T _t1 = fg::exp<kFast>(_t0);
@@ -68,19 +68,19 @@ struct Forward {
     }
   }
 
-  // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T, bool kFast>
+  // Per row, after pass kPass: its reductions' results and the values that depend on them.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
     (void)_D;
     (void)_rv;
-    if constexpr (S == 0) {
+    if constexpr (kPass == 0) {
       const T _t0 = _red[0];
       _rv[0] = _red[0];
       _rv[1] = _t0;
     }
-    if constexpr (S == 1) {
+    if constexpr (kPass == 1) {
       const T _t0 = fg::log<kFast>(_red[0]);
       const T _t1 = _rv[1] + _t0;
       _rv[2] = _red[0];
@@ -89,7 +89,7 @@ struct Forward {
     }
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] sums.
+  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
   template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
@@ -101,7 +101,7 @@ struct Forward {
     _out[2] = T(0);
   }
 
-  // Per row: the values of the [...] outputs.
+  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
   template <typename T, bool kFast>
   FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;
@@ -139,7 +139,7 @@ struct Backward {
     return s + j < 0 ? fg::Reduce::Sum : fg::Reduce::Sum;
   }
 
-  // Per-row values that need no reduction.
+  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
     (void)_rowIn;
@@ -156,8 +156,8 @@ struct Backward {
     _rv[3] = saved_m;
   }
 
-  // Per element: the terms the reductions of pass S combine.
-  template <int S, typename T, bool kFast>
+  // Per element: the terms the reductions of pass kPass combine.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
     (void)_in;
     (void)_rv;
@@ -166,8 +166,8 @@ struct Backward {
     (void)_t;
   }
 
-  // Per row, after pass S: its reductions' results and the values that depend on them.
-  template <int S, typename T, bool kFast>
+  // Per row, after pass kPass: its reductions' results and the values that depend on them.
+  template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
     (void)_red;
     (void)_attr;
@@ -175,7 +175,7 @@ struct Backward {
     (void)_rv;
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] sums.
+  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
   template <typename T, bool kFast>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_in;
@@ -190,7 +190,7 @@ struct Backward {
     _out[0] = _t2;
   }
 
-  // Per row: the values of the [...] outputs.
+  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
   template <typename T, bool kFast>
   FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
     (void)_rv;

@@ -25,18 +25,22 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Backward::Args&) = nullptr;
 constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 #endif
 
+// The functions below take the spec's names as parameters, which hide any unqualified name:
+// their bodies name the op's own declarations through this alias.
+namespace _op = fusegen_ops::logsumexp;
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x) {
-  std::vector<at::Tensor> out = fg::glue::runProgram<Forward>(
+  std::vector<at::Tensor> _out = fg::glue::runProgram<_op::Forward>(
       "fusegen::logsumexp",
       std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", x, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, {true, true, true},
-      &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
-  return std::make_tuple(out[0], out[1], out[2]);
+      &_op::forwardCpu, _op::kForwardCudaWorkspace, _op::kForwardCuda);
+  return std::make_tuple(_out[0], _out[1], _out[2]);
 }
 
 at::Tensor backward(const at::Tensor& _grad_lse, const at::Tensor& x, const at::Tensor& saved_m,
                     const at::Tensor& saved_stat1, std::array<bool, 1> output_mask) {
-  std::vector<at::Tensor> grads = fg::glue::runProgram<Backward>(
+  std::vector<at::Tensor> _grads = fg::glue::runProgram<_op::Backward>(
       "fusegen::logsumexp_backward",
       std::array<fg::glue::TensorArg, 4>{
           fg::glue::TensorArg{"x", x, fg::Bcast::Full},
@@ -44,8 +48,8 @@ at::Tensor backward(const at::Tensor& _grad_lse, const at::Tensor& x, const at::
           fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
           fg::glue::TensorArg{"grad_lse", _grad_lse, fg::Bcast::Row}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
-      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
-  return grads[0];
+      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+  return _grads[0];
 }
 
 } // namespace

@@ -184,13 +184,15 @@ template <class P, typename S> struct RowRunner {
     }
   }
 
-  // Runs rows [r0, r1); ColSum values go to colPartial[slot * D + c].
-  void rows(int64_t r0, int64_t r1, T* colPartial) const {
+  // Runs rows [r0, r1); ColSum values go to colPartial[slot * D + c], Total values (elem's
+  // summed per row first, plus rowOut's) to totalPartial[slot].
+  void rows(int64_t r0, int64_t r1, T* colPartial, T* totalPartial) const {
     for (int64_t row = r0; row < r1; ++row) {
       T rv[atLeastOne<P::kRowValues>()];
+      T rowTotal[atLeastOne<totalOutputs<P>()>()] = {};
       T rowIn[P::kInputs];
       for (int k = 0; k < P::kInputs; ++k)
-        rowIn[k] = P::inBcast(k) == Bcast::Row ? toCompute(static_cast<const S*>(a.in[k])[row]) : T(0);
+        rowIn[k] = P::inBcast(k) == Bcast::Row ? toCompute(static_cast<const S*>(a.in[k])[row]) : scalar[k];
       P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
       stage<0>(row, rv);
       for (int64_t c = 0; c < a.D; ++c) {
@@ -203,13 +205,18 @@ template <class P, typename S> struct RowRunner {
             static_cast<S*>(a.out[m])[row * a.D + c] = fromCompute<S>(out[m]);
           if (P::outKind(m) == OutKind::ColSum)
             colPartial[static_cast<int64_t>(slot++) * a.D + c] += out[m];
+          if (P::outKind(m) == OutKind::Total)
+            rowTotal[totalSlot<P>(m)] += out[m];
         }
       }
       T out[P::kOutputs];
       P::template rowOut<T, isHalf<S>()>(rv, attr, Dval, out);
-      for (int m = 0; m < P::kOutputs; ++m)
+      for (int m = 0; m < P::kOutputs; ++m) {
         if (P::outKind(m) == OutKind::Row && a.need[m])
           static_cast<S*>(a.out[m])[row] = fromCompute<S>(out[m]);
+        if (P::outKind(m) == OutKind::Total)
+          totalPartial[totalSlot<P>(m)] += rowTotal[totalSlot<P>(m)] + out[m];
+      }
     }
   }
 };
@@ -220,29 +227,38 @@ template <class P, typename S> void rowRunTyped(const typename P::Args& a) {
   int colSums = 0;
   for (int m = 0; m < P::kOutputs; ++m)
     colSums += P::outKind(m) == OutKind::ColSum;
-  // Fixed chunks of rows, each with its own partial ColSum rows, added in chunk order.
+  constexpr int totals = atLeastOne<totalOutputs<P>()>();
+  // Fixed chunks of rows, each with its own partial ColSum rows and Total values, added in
+  // chunk order.
   constexpr int64_t kMaxChunks = 256;
   const int64_t rowsPerChunk =
       std::max({int64_t(1), kGrain / std::max<int64_t>(a.D, 1), (a.rows + kMaxChunks - 1) / kMaxChunks});
   const int64_t chunks = (a.rows + rowsPerChunk - 1) / rowsPerChunk;
   std::vector<T> partials(static_cast<size_t>(std::max(colSums, 1)) * chunks * a.D, T(0));
+  std::vector<T> totalPartials(static_cast<size_t>(totals) * chunks, T(0));
   at::parallel_for(0, chunks, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j)
       runner.rows(j * rowsPerChunk, std::min(a.rows, (j + 1) * rowsPerChunk),
-                  partials.data() + static_cast<size_t>(j) * std::max(colSums, 1) * a.D);
+                  partials.data() + static_cast<size_t>(j) * std::max(colSums, 1) * a.D,
+                  totalPartials.data() + static_cast<size_t>(j) * totals);
   });
   int slot = 0;
   for (int m = 0; m < P::kOutputs; ++m) {
-    if (P::outKind(m) != OutKind::ColSum)
-      continue;
-    if (a.need[m])
-      for (int64_t c = 0; c < a.D; ++c) {
-        T s = T(0);
-        for (int64_t j = 0; j < chunks; ++j)
-          s += partials[(static_cast<size_t>(j) * std::max(colSums, 1) + slot) * a.D + c];
-        static_cast<S*>(a.out[m])[c] = fromCompute<S>(s);
-      }
-    ++slot;
+    if (P::outKind(m) == OutKind::ColSum) {
+      if (a.need[m])
+        for (int64_t c = 0; c < a.D; ++c) {
+          T s = T(0);
+          for (int64_t j = 0; j < chunks; ++j)
+            s += partials[(static_cast<size_t>(j) * std::max(colSums, 1) + slot) * a.D + c];
+          static_cast<S*>(a.out[m])[c] = fromCompute<S>(s);
+        }
+      ++slot;
+    } else if (P::outKind(m) == OutKind::Total && a.need[m]) {
+      T s = T(0);
+      for (int64_t j = 0; j < chunks; ++j)
+        s += totalPartials[static_cast<size_t>(j) * totals + totalSlot<P>(m)];
+      static_cast<S*>(a.out[m])[0] = fromCompute<S>(s);
+    }
   }
 }
 

@@ -9,7 +9,10 @@
 // combine in a fixed order (warp shuffles, then shared memory across the group's warps), so
 // results are deterministic. ColSum outputs are accumulated per thread over the block's rows
 // and written as one partial row per block; finalizeCol (fusegen_cuda.cuh) adds the partials
-// in order.
+// in order. Total outputs (gradients of [] inputs: elem's values, plus rowOut's for those
+// used per row) are accumulated the same way in one register per thread, combined across the
+// block in a fixed order into one partial per block, and finalizeScalar adds those. [] inputs
+// are read once per thread and passed to rowPre.
 #pragma once
 
 #include "fusegen_cuda.cuh"
@@ -95,9 +98,12 @@ template <class P, typename S> constexpr int rowCacheWordsPerItem() {
 // The register budget of a variant, as threads resident per SM: 1536 (40 registers) for
 // float-computed row caches of at most 8 words, which fit without spilling (nvcc -Xptxas -v
 // on every shipped row program), else 1024 (64 registers).
+// (Total accumulators take one more register each.)
 template <class P, typename S, int ITEMS> constexpr int rowThreadsPerSm() {
-  return ITEMS > 0 && ITEMS * rowCacheWordsPerItem<P, S>() <= 8 && sizeof(compute_t<S>) == 4 ? 1536
-                                                                                             : 1024;
+  return ITEMS > 0 && ITEMS * rowCacheWordsPerItem<P, S>() + totalOutputs<P>() <= 8 &&
+                 sizeof(compute_t<S>) == 4
+             ? 1536
+             : 1024;
 }
 
 template <class P, typename S, int V, int ITEMS> struct RowKernel {
@@ -110,6 +116,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
   T Dval;
   Vec<S, V> cache[atLeastOne<inputsOf<P>(Bcast::Full)>()][kItems]; // the row (ITEMS > 0)
   T colAcc[atLeastOne<colSumOutputs<P>()>()][kItems][V];
+  T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
 
   __device__ RowKernel(const typename P::Args& args) : a(args) {
@@ -207,6 +214,37 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
     return partials + (static_cast<int64_t>(colSumSlot<P>(m)) * gridDim.x + blockIdx.x) * a.D + c;
   }
 
+  // The block's partial of each Total output (after the ColSum partials): the threads' sums
+  // combined in a fixed order, butterflies within each warp, then the warps' values (at most
+  // 32, in shared memory) by warp 0. Every thread of the block calls it.
+  __device__ void writeTotals(T* shared, T* partials) {
+    constexpr int N = totalOutputs<P>();
+    const int thread = threadIdx.y * blockDim.x + threadIdx.x;
+    const int lane = thread % 32, warp = thread / 32, warps = blockDim.x * blockDim.y / 32;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2)
+        totalAcc[j] += __shfl_xor_sync(0xffffffffu, totalAcc[j], offset);
+    if (lane == 0)
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        shared[warp * N + j] = totalAcc[j];
+    __syncthreads();
+    if (warp == 0) {
+      T* totals = partials + static_cast<int64_t>(colSumOutputs<P>()) * gridDim.x * a.D;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        T r = lane < warps ? shared[lane * N + j] : T(0);
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2)
+          r += __shfl_xor_sync(0xffffffffu, r, offset);
+        if (lane == 0)
+          totals[static_cast<int64_t>(j) * gridDim.x + blockIdx.x] = r;
+      }
+    }
+  }
+
   __device__ void run(T* shared, T* partials) {
     // ColSum accumulators belong to fixed columns: set up once per block.
 #pragma unroll
@@ -216,6 +254,9 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
 #pragma unroll
         for (int l = 0; l < V; ++l)
           colAcc[m][i][l] = T(0);
+#pragma unroll
+    for (int j = 0; j < atLeastOne<totalOutputs<P>()>(); ++j)
+      totalAcc[j] = T(0);
 
     const int rowsPerBlock = blockDim.y;
     for (int64_t base = static_cast<int64_t>(blockIdx.x) * rowsPerBlock; base < a.rows;
@@ -226,9 +267,9 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
       T rowIn[P::kInputs];
 #pragma unroll
       for (int k = 0; k < P::kInputs; ++k)
-        rowIn[k] = P::inBcast(k) == Bcast::Row && active
-                       ? toCompute(static_cast<const S*>(a.in[k])[row])
-                       : T(0);
+        rowIn[k] = P::inBcast(k) != Bcast::Row ? scalar[k] // [] inputs; 0 for the others
+                   : active                    ? toCompute(static_cast<const S*>(a.in[k])[row])
+                                               : T(0);
       if (active) {
         P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
         if constexpr (ITEMS > 0)
@@ -262,6 +303,8 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
                 colAcc[colSumSlot<P>(m)][item.value][l] += out[m];
               else if (a.need[m])
                 *partial(partials, m, vi * V + l) += out[m];
+            } else if constexpr (P::outKind(m) == OutKind::Total) {
+              totalAcc[totalSlot<P>(m)] += out[m];
             }
           });
         }
@@ -276,9 +319,12 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
         T out[P::kOutputs];
         P::template rowOut<T, isHalf<S>()>(rv, attr, Dval, out);
 #pragma unroll
-        for (int m = 0; m < P::kOutputs; ++m)
+        for (int m = 0; m < P::kOutputs; ++m) {
           if (P::outKind(m) == OutKind::Row && a.need[m])
             static_cast<S*>(a.out[m])[row] = fromCompute<S>(out[m]);
+          if (P::outKind(m) == OutKind::Total) // the per-row part (zero for element sums)
+            totalAcc[totalSlot<P>(m)] += out[m];
+        }
       }
     }
     if constexpr (ITEMS > 0) {
@@ -295,6 +341,8 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
         });
       });
     }
+    if constexpr (totalOutputs<P>() > 0)
+      writeTotals(shared, partials);
   }
 };
 
@@ -373,9 +421,11 @@ inline std::optional<bool> rowGridPerRowOverride() {
   return perRow;
 }
 
-// Shared memory for combining reductions across the warps of each row's group.
+// Shared memory for combining reductions across the warps of each row's group, and the
+// Total outputs across the block's warps.
 template <class P, typename S> size_t rowShared(const RowGeometry& g) {
-  return sizeof(compute_t<S>) * g.rowsPerBlock * (g.group / 32) * maxReductions<P>();
+  return sizeof(compute_t<S>) * g.rowsPerBlock * (g.group / 32) *
+         std::max(maxReductions<P>(), totalOutputs<P>());
 }
 
 // Calls f with the rowProgram variant g selects: 128-bit vectors with `items` of them kept in
@@ -479,26 +529,30 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   if (aligned)
     applyRowConfigOverride<P>(g, nv);
   g.rowsPerBlock = colSumOutputs<P>() > 0 ? 1 : (g.group >= 256 ? 1 : 256 / g.group);
-  // The grid. With ColSum outputs: as many blocks as fit on the device at once (the occupancy
-  // calculator: registers, shared memory, threads), each looping over rows; more would only
-  // add partial rows. The others get a block per row group, scheduled as SMs free up. On the
+  // The grid. With ColSum or Total outputs: as many blocks as fit on the device at once (the
+  // occupancy calculator: registers, shared memory, threads), each looping over rows; more
+  // would only add partials. The others get a block per row group, scheduled as SMs free up. On the
   // H100 (bf16, 32768x4096; FUSEGEN_ROW_GRID sweeps it) that ran softmax's forward in 0.218 ms
   // instead of 0.252 and l2norm's in 0.184 instead of 0.198; since [D] inputs are re-read per
   // row rather than kept in registers, it also wins for them: rmsnorm 0.184 against 0.194,
   // layernorm 0.186 against 0.201, add_rmsnorm 0.361 against 0.378.
   int64_t blocks = (a.rows + g.rowsPerBlock - 1) / g.rowsPerBlock;
-  const bool perRow = colSumOutputs<P>() == 0 && rowGridPerRowOverride().value_or(true);
+  const bool perRow = colSumOutputs<P>() == 0 && totalOutputs<P>() == 0 &&
+                      rowGridPerRowOverride().value_or(true);
   if (!perRow)
     blocks = std::min(blocks, static_cast<int64_t>(sms) * rowBlocksPerSm<P, S>(g));
   g.blocks = static_cast<int>(blocks < 1 ? 1 : blocks);
   return g;
 }
 
+// Partials: [ColSum outputs][blocks][D], then [Total outputs][blocks]. Total outputs need
+// theirs even when D == 0 (a sum over no columns, still written).
 template <class P, typename S> size_t rowWorkspaceTyped(const typename P::Args& a) {
-  if (colSumOutputs<P>() == 0 || a.rows * a.D == 0)
+  if (a.rows == 0 || (totalOutputs<P>() == 0 && (colSumOutputs<P>() == 0 || a.D == 0)))
     return 0;
   RowGeometry g = rowGeometry<P, S>(a, smCount());
-  return sizeof(compute_t<S>) * colSumOutputs<P>() * static_cast<size_t>(g.blocks) * a.D;
+  return sizeof(compute_t<S>) * static_cast<size_t>(g.blocks) *
+         (colSumOutputs<P>() * static_cast<size_t>(a.D) + totalOutputs<P>());
 }
 
 template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaStream_t stream) {
@@ -519,6 +573,14 @@ template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaS
     finalizeCol<S><<<columnBlocks(a.D), kThreads, 0, stream>>>(p, g.blocks, a.D,
                                                                static_cast<S*>(a.out[m]));
     check(cudaGetLastError(), "ColSum finalize launch");
+  }
+  const compute_t<S>* totals = partials + static_cast<int64_t>(colSumOutputs<P>()) * g.blocks * a.D;
+  for (int m = 0; m < P::kOutputs; ++m) {
+    if (P::outKind(m) != OutKind::Total || !a.need[m])
+      continue;
+    finalizeScalar<S><<<1, kThreads, 0, stream>>>(totals + static_cast<int64_t>(totalSlot<P>(m)) * g.blocks,
+                                                  g.blocks, static_cast<S*>(a.out[m]));
+    check(cudaGetLastError(), "Total finalize launch");
   }
 }
 

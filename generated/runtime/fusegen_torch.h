@@ -123,7 +123,9 @@ Prepared prepare(const char* op, const std::array<TensorArg, N>& args, int full,
               "' must have at least 1 dim (its last dim is D), but is 0-dim");
   p.D = ref.dim() >= 1 ? ref.size(-1) : 1;
   p.fullShape = ref.sizes().vec();
-  p.rows = p.D == 0 ? 0 : ref.numel() / p.D;
+  p.rows = 1; // the leading dims: rows exist with D == 0 too (their reductions are empty)
+  for (size_t i = 0; i + 1 < p.fullShape.size(); ++i)
+    p.rows *= p.fullShape[i];
   for (const TensorArg& a : args) {
     const at::Tensor& t = a.tensor;
     switch (a.bcast) {
@@ -260,7 +262,8 @@ runBackward(const char* op, const std::array<TensorArg, N>& args, int full,
 }
 
 // Runs a row program (fusegen_row.h): checks and prepares the tensors, allocates the outputs
-// by kind (Full, Row, or a [D] ColSum), skipping those not in `need`, and calls the plan.
+// by kind (Full, Row, a [D] ColSum or a [] Total), skipping those not in `need`, and calls
+// the plan.
 template <class P, size_t N>
 std::vector<at::Tensor>
 runProgram(const char* op, const std::array<TensorArg, N>& args, int full,
@@ -291,6 +294,8 @@ runProgram(const char* op, const std::array<TensorArg, N>& args, int full,
       t = at::empty({0}, options);
     else if (P::outKind(m) == OutKind::ColSum) // a sum over no rows is zero
       t = empty ? at::zeros({p.D}, options) : at::empty({p.D}, options);
+    else if (P::outKind(m) == OutKind::Total)
+      t = empty ? at::zeros({}, options) : at::empty({}, options);
     else
       t = at::empty(P::outKind(m) == OutKind::Row ? rowShape : p.fullShape, options);
     a.out[m] = need[m] ? t.data_ptr() : nullptr;

@@ -22,26 +22,30 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Op::BackwardArgs&) = nullptr;
 constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 #endif
 
+// The functions below take the spec's names as parameters, which hide any unqualified name:
+// their bodies name the op's own declarations through this alias.
+namespace _op = fusegen_ops::swiglu;
+
 at::Tensor forward(const at::Tensor& gate, const at::Tensor& up) {
-  std::vector<at::Tensor> out = fg::glue::runForward<Op>(
+  std::vector<at::Tensor> _out = fg::glue::runForward<_op::Op>(
       "fusegen::swiglu",
       std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"gate", gate, fg::Bcast::Full},
                                          fg::glue::TensorArg{"up", up, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &forwardCpu,
-      kForwardCuda);
-  return out[0];
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &_op::forwardCpu,
+      _op::kForwardCuda);
+  return _out[0];
 }
 
 std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& gate,
                                             const at::Tensor& up, std::array<bool, 2> output_mask) {
-  std::vector<at::Tensor> grads = fg::glue::runBackward<Op>(
+  std::vector<at::Tensor> _grads = fg::glue::runBackward<_op::Op>(
       "fusegen::swiglu_backward",
       std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"gate", gate, fg::Bcast::Full},
                                          fg::glue::TensorArg{"up", up, fg::Bcast::Full},
                                          fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
-      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
-  return std::make_tuple(grads[0], grads[1]);
+      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+  return std::make_tuple(_grads[0], _grads[1]);
 }
 
 } // namespace
