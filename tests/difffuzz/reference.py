@@ -1,0 +1,380 @@
+"""The independent reference and the error model.
+
+`print_reference(spec)` prints PyTorch code from the fuzzer's own DAG of a spec (lang.py) with
+the fuzzer's own spellings (prims.TORCH). Every primitive call is printed as
+`_M.f(name, lambda: <spelling>, *args)`, so one printed function runs under two models:
+
+- Exact: runs the spellings in float64; gradients by torch.autograd. The values the op must
+  match. Nothing of fusegen's is used.
+- MonteCarlo (the error model, for tolerances only): runs fusegen's *documented computation*
+  in float64 -- each primitive's `eval:` formula and `grad:` rules from primitives.yaml,
+  with every builtin operation's result multiplied by (1 + 2u r), r uniform in [-1, 1] and u
+  the unit roundoff of the dtype the op computes in; sums over a row get an extra
+  u sqrt(n) sum|terms|; per-row values and outputs are perturbed at the storage dtype's u
+  (fusegen stores the per-row values its backward reads in the input dtype); values beyond
+  the compute or storage range become inf. Monte Carlo arithmetic (Parker 1997): the spread
+  of a few runs around the same model's unperturbed run (u = 0) measures how far an honest
+  implementation of that computation in that precision may land -- cancellation inside a
+  formula (1 + tanh(z) in gelu_tanh, 1 - tanh^2 in its derivative), branch flips and long
+  sums included. The tolerance is a multiple of that spread (checker.py). Since the spread
+  is measured around the model's own centre, not around the Exact value, an eval formula or
+  a rule that computes something else still fails the value check.
+"""
+import math
+from typing import Dict, List
+
+import torch
+
+import lang
+import prims as P
+from lang import CONST, FULL, ROW, Node, Spec
+from prims import TORCH
+
+
+# ---- printing ---------------------------------------------------------------------------------
+
+class _Printer:
+    def __init__(self, spec: Spec):
+        self.spec = spec
+        self.lines: List[str] = []
+        self.names: Dict[int, str] = {}
+        self.k = 0
+
+    def tmp(self):
+        self.k += 1
+        return f"t{self.k}"
+
+    def emit(self, n: Node, cls_memo, params=None) -> str:
+        key = id(n)
+        if key in self.names:
+            return self.names[key]
+        if n.op == "input":
+            return n.name
+        if n.op == "param":
+            return params[n.name]
+        v = self.tmp()
+        if n.op == "attr":
+            self.lines.append(f"{v} = _M.c(float({n.name}))")
+        elif n.op == "D":
+            self.lines.append(f"{v} = _M.c(D)")
+        elif n.op == "num":
+            self.lines.append(f"{v} = _M.c({float(n.value)!r})")
+        else:
+            args = [self.emit(a, cls_memo, params) for a in n.args]
+            fn = self.spec.functions.get(n.name)
+            if fn is not None:
+                expr = f"_fn_{n.name}(_M, {', '.join(args)})"
+                if fn.derivatives:
+                    parts = [expr]
+                    for a, d in zip(args, fn.derivatives):
+                        parts += [a, f"_fn_{d}(_M, {', '.join(args)})"]
+                    expr = f"_M.f('with_grad', lambda: _M.with_grad({', '.join(parts)}), {', '.join(parts)})"
+            else:
+                key2 = (n.name, len(args))
+                if key2 not in TORCH:
+                    raise KeyError(f"no PyTorch spelling for {n.name}/{len(args)}")
+                expr = TORCH[key2].format(*args)
+                if not lang.is_reduction(*key2):
+                    expr = f"_M.f({n.name!r}, lambda: {expr}, {', '.join(args)})"
+            cls = lang.shape_class(n, self.spec, cls_memo, None if params is None else {k: CONST for k in params})
+            self.lines.append(f"{v} = _M.p({expr}, {cls!r})" if cls == ROW else f"{v} = {expr}")
+        self.names[key] = v
+        return v
+
+
+def print_reference(spec: Spec) -> str:
+    """Python source of `reference(_M, *inputs, **attrs)` returning the list of outputs."""
+    out = ["# The difffuzz reference of " + spec.op + ", printed by tests/difffuzz/reference.py",
+           "import torch", ""]
+    for fn in spec.functions.values():
+        p = _Printer(spec)
+        res = p.emit(fn.body, {}, {q: q for q in fn.params})
+        out.append(f"def _fn_{fn.name}(_M, {', '.join(fn.params)}):")
+        out += ["    " + l for l in p.lines]
+        out.append(f"    return {res}")
+        out.append("")
+    p = _Printer(spec)
+    full_input = next(name for name, c in spec.inputs if c == FULL)
+    sig = ", ".join(name for name, _ in spec.inputs)
+    kw = ", ".join(a.name if a.default is None else f"{a.name}={a.default!r}" for a in spec.attrs)
+    out.append(f"def reference(_M, {sig}{', *, ' + kw if kw else ''}):")
+    body = [f"lead = tuple({full_input}.shape[:-1])",
+            f"full = tuple({full_input}.shape)",
+            f"D = float({full_input}.shape[-1])",
+            "_M.D = D"]
+    for name, c in spec.inputs:
+        if c == ROW:
+            body.append(f"{name} = {name}.unsqueeze(-1)")
+    memo = {}
+    results = []
+    for name, n in spec.outputs:
+        v = p.emit(n, memo)
+        results.append((v, lang.shape_class(n, spec, memo)))
+    body += p.lines
+    outs = []
+    for v, c in results:
+        if c == ROW:
+            outs.append(f"_M.out({v}.expand(*lead, 1)[..., 0])")
+        else:
+            outs.append(f"_M.out({v}.expand(full))")
+    body.append(f"return [{', '.join(outs)}]")
+    out += ["    " + l for l in body]
+    return "\n".join(out) + "\n"
+
+
+def compile_reference(spec: Spec):
+    src = print_reference(spec)
+    g: Dict[str, object] = {}
+    exec(compile(src, f"<difffuzz reference {spec.op}>", "exec"), g)
+    return g["reference"], src
+
+
+# ---- the exact model ----------------------------------------------------------------------------
+
+class _RedExtreme(torch.autograd.Function):
+    """max/min over the last dim whose gradient reaches every extremal element in full (the
+    documented rule; torch.amax would split it at a tie)."""
+
+    @staticmethod
+    def forward(ctx, t, is_max):
+        r = t.amax(-1, keepdim=True) if is_max else t.amin(-1, keepdim=True)
+        ctx.save_for_backward(t, r)
+        return r
+
+    @staticmethod
+    def backward(ctx, g):
+        t, r = ctx.saved_tensors
+        return torch.where(t == r, g, torch.zeros_like(g)), None
+
+
+def _with_grad(value, *pairs):
+    """value, with the gradient in each x stated as dx (no gradient through value or dx)."""
+    out = value.detach()
+    for x, dx in zip(pairs[0::2], pairs[1::2]):
+        term = x * dx.detach()
+        out = out + (term - term.detach())
+    return out
+
+
+class Exact:
+    u_compute = u_store = 0.0
+    tiny_store = 0.0
+
+    def __init__(self, device="cpu"):
+        self.device = device
+        self.D = 1.0
+
+    def c(self, v):
+        return torch.tensor(float(v), dtype=torch.float64, device=self.device)
+
+    def f(self, name, spelled, *args):
+        return spelled()
+
+    def p(self, t, cls=None):
+        return t
+
+    def out(self, t):
+        return t
+
+    def pow(self, x, p):
+        return torch.pow(x, float(p))
+
+    def red(self, kind, t):
+        if kind == "sum":
+            return t.sum(-1, keepdim=True)
+        if kind == "mean":
+            return t.mean(-1, keepdim=True)
+        return _RedExtreme.apply(t, kind == "max")
+
+    with_grad = staticmethod(_with_grad)
+
+
+# ---- the Monte Carlo model ------------------------------------------------------------------------
+
+# (unit roundoff, largest finite, smallest subnormal) of each dtype
+DTYPE_INFO = {
+    torch.float64: (2.0 ** -53, 1.7976931348623157e308, 5e-324),
+    torch.float32: (2.0 ** -24, 3.4028234663852886e38, 1.401298464324817e-45),
+    torch.bfloat16: (2.0 ** -8, 3.3895313892515355e38, 9.183549615799121e-41),
+    torch.float16: (2.0 ** -11, 65504.0, 5.960464477539063e-08),
+}
+# Half types compute in float32 with approximate math allowed (fusegen_runtime.h's kFast):
+# their compute roundoff is taken 8x float32's.
+HALF_COMPUTE_U = 2.0 ** -21
+
+BUILTINS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b, "neg": lambda a: -a,
+    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+    "select": lambda c, a, b: torch.where(c, a, b),
+    "exp": torch.exp, "expm1": torch.expm1, "log": torch.log, "log1p": torch.log1p,
+    "tanh": torch.tanh, "erf": torch.erf, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+    "abs": torch.abs, "pow": torch.pow,
+}
+
+_PARSED: Dict[tuple, object] = {}
+_LIB: Dict[tuple, P.Prim] = {}
+
+
+def _library():
+    if not _LIB:
+        for p in P.load_primitives():
+            _LIB[p.key] = p
+    return _LIB
+
+
+def _ast(text, names):
+    key = (text, tuple(names))
+    if key not in _PARSED:
+        scope = {n: Node("param", name=n) for n in names}
+        _PARSED[key] = lang.parse_formula(text, scope)
+    return _PARSED[key]
+
+
+class _PrimOp(torch.autograd.Function):
+    """A primitive as fusegen documents it: forward by its eval formula, backward by its grad
+    rules, every operation perturbed."""
+
+    @staticmethod
+    def forward(ctx, model, prim, *args):
+        ctx.model, ctx.prim, ctx.args = model, prim, args
+        env = {q.name: a for q, a in zip(prim.params, args)}
+        with torch.no_grad():
+            if prim.eval is None:
+                raise KeyError(f"{prim.signature()} has no eval formula")
+            y = model.evaluate(_ast(prim.eval, [q.name for q in prim.params]), env, builtins=True)
+        ctx.result = y
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        model, prim = ctx.model, ctx.prim
+        names = [q.name for q in prim.params]
+        env = {q.name: a.detach() if torch.is_tensor(a) else a for q, a in zip(prim.params, ctx.args)}
+        env.update(grad=g, result=ctx.result, D=model.c(model.D))
+        out = []
+        with torch.no_grad():
+            for i, (q, a) in enumerate(zip(prim.params, ctx.args)):
+                rule = prim.grads.get(q.name)
+                if q.kind != "value" or not ctx.needs_input_grad[2 + i] or rule is None:
+                    out.append(None)
+                    continue
+                r = model.evaluate(_ast(rule, names + ["grad", "result", "D"]), env, builtins=False)
+                out.append(model.reduce_to(r, a.shape))
+        return (None, None, *out)
+
+
+class MonteCarlo(Exact):
+    AMP = 2.0  # perturbations up to 2u
+
+    def __init__(self, dtype, device="cpu", seed=0, u_scale=1.0, emulate_range=True):
+        super().__init__(device)
+        self.dtype = dtype
+        half = dtype in (torch.float16, torch.bfloat16)
+        cdt = torch.float32 if half else dtype
+        self.u_compute = (HALF_COMPUTE_U if half else DTYPE_INFO[cdt][0]) * u_scale
+        self.max_compute = DTYPE_INFO[cdt][1] if emulate_range else math.inf
+        self.tiny_compute = DTYPE_INFO[cdt][2] * u_scale
+        u_store, max_store, tiny_store = DTYPE_INFO[dtype]
+        self.u_store, self.tiny_store = u_store * u_scale, tiny_store * u_scale
+        self.max_store = max_store if emulate_range else math.inf
+        self.u_row = self.u_store if half else 0.0  # per-row values stored in the input dtype
+        self.gen = torch.Generator(device=device)
+        self.gen.manual_seed(seed)
+        _library()
+
+    def _r(self, t):
+        return torch.rand(t.shape, generator=self.gen, dtype=torch.float64, device=t.device) * 2 - 1
+
+    def perturb(self, t, u, limit=None, tiny=None):
+        limit = self.max_compute if limit is None else limit
+        tiny = self.tiny_compute if tiny is None else tiny
+        if u == 0 and tiny == 0:
+            y = t
+        else:
+            y = t * (1 + self.AMP * u * self._r(t)) + tiny * self._r(t)
+        if math.isfinite(limit):
+            y = torch.where(y.abs() > limit, y * math.inf, y)
+        return y
+
+    def evaluate(self, n: Node, env, builtins: bool):
+        """A formula of primitives.yaml over tensors, each operation perturbed. In eval
+        formulas calls are builtins; in grad rules they are primitives (their eval formulas)."""
+        if n.op == "num":
+            return self.perturb(self.c(n.value), self.u_compute)
+        if n.op == "param":
+            v = env[n.name]
+            return v if torch.is_tensor(v) else self.c(v)
+        args = [self.evaluate(a, env, builtins) for a in n.args]
+        if builtins or (n.name, len(args)) not in _LIB:
+            fn = BUILTINS.get(n.name)
+            if fn is None:
+                raise KeyError(f"unknown builtin {n.name}")
+            r = fn(*args)
+            return r if r.dtype == torch.bool else self.perturb(r, self.u_compute)
+        prim = _LIB[(n.name, len(args))]
+        if prim.kind == "reduction" or prim.eval is None:
+            raise KeyError(f"rule calls {prim.signature()}, which the model cannot evaluate")
+        inner = {q.name: a for q, a in zip(prim.params, args)}
+        return self.evaluate(_ast(prim.eval, [q.name for q in prim.params]), inner, builtins=True)
+
+    def reduce_to(self, g, shape):
+        """g summed to an argument's shape, the sum over a row with its roundoff."""
+        shape = tuple(shape)
+        if tuple(g.shape) == shape:
+            return g
+        g = g.expand(torch.broadcast_shapes(g.shape, shape))
+        if tuple(g.shape) == shape:
+            return g
+        out = g
+        if len(shape) == 0 or shape[-1] == 1 and g.dim() and g.shape[-1] != 1:
+            n = g.shape[-1] if g.dim() else 1
+            s = g.sum(-1, keepdim=True)
+            s = s + self.u_compute * math.sqrt(max(n, 1)) * g.abs().sum(-1, keepdim=True) * self._r(s)
+            out = s
+        return out.sum_to_size(shape) if shape else out.sum()
+
+    def f(self, name, spelled, *args):
+        key = (name, len(args))
+        prim = _LIB.get(key)
+        if prim is None:
+            raise KeyError(f"the model has no primitive {name}/{len(args)}")
+        if prim.returns_bool:
+            env = {q.name: a for q, a in zip(prim.params, args)}
+            return self.evaluate(_ast(prim.eval, [q.name for q in prim.params]), env, builtins=True)
+        if prim.name == "detach":
+            return args[0].detach()
+        targs = [a if torch.is_tensor(a) else self.c(a) for a in args]
+        return _PrimOp.apply(self, prim, *targs)
+
+    def p(self, t, cls=None):
+        if cls == ROW and self.u_row and t.dtype != torch.bool:
+            return _Store.apply(t, self, self.u_row, self.max_store, self.tiny_store)
+        return t
+
+    def out(self, t):
+        return _Store.apply(t, self, self.u_store, self.max_store, self.tiny_store)
+
+    def red(self, kind, t):
+        r = super().red(kind, t)
+        if kind in ("sum", "mean") and self.u_compute:
+            n = max(t.shape[-1], 1) if t.dim() else 1
+            err = self.u_compute * math.sqrt(n) * t.detach().abs().sum(-1, keepdim=True)
+            if kind == "mean":
+                err = err / n
+            r = r + err * self._r(r)
+        return r
+
+
+class _Store(torch.autograd.Function):
+    """Rounding to the storage dtype, forward and backward."""
+
+    @staticmethod
+    def forward(ctx, t, model, u, limit, tiny):
+        ctx.model, ctx.u, ctx.limit, ctx.tiny = model, u, limit, tiny
+        return model.perturb(t, u, limit, tiny)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.model.perturb(g, ctx.u, ctx.limit, ctx.tiny), None, None, None, None
