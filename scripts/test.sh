@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every test, from a fresh machine: fusegen's unit tests, error catalog and golden check
-# (ctest), then the generated ops of every shipped spec built and installed (their CUDA
-# kernels compiled too when a CUDA toolkit is present) and tested on CPU (pytest; on a
-# GPU machine also on CUDA). Prints each runner's closing line; exits non-zero on failure.
+# (ctest); the same again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan,
+# clang-14), with a 60 s seeded run of the fuzz target (tests/fuzz); then the generated ops
+# of every shipped spec built and installed (their CUDA kernels compiled too when a CUDA
+# toolkit is present) and tested on CPU (pytest; on a GPU machine also on CUDA). Prints each
+# runner's closing line; exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -10,6 +12,15 @@ bash scripts/build_fusegen.sh
 
 echo "== ctest: unit tests, error catalog, golden files"
 (cd build && ctest --output-on-failure -j 2)
+
+echo "== ctest under ASan + UBSan (build-asan): unit tests, error catalog, golden files, fuzz seeds"
+CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DFUSEGEN_SANITIZE=ON -DFUSEGEN_FUZZ=ON >/dev/null
+ninja -C build-asan -j "${FUSEGEN_JOBS:-2}"
+(cd build-asan && ctest --output-on-failure -j 2 -R '^(unit|errors|golden|fuzz)\.')
+
+echo "== fuzz: tests/fuzz/fuzz_spec for 60 s from the seed corpus (scripts/fuzz.sh --ci)"
+bash scripts/fuzz.sh --ci 60
 
 echo "== building the generated ops of every shipped spec"
 ./build/fusegen --build --install -o generated -j "${FUSEGEN_JOBS:-2}"
