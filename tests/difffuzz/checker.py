@@ -282,6 +282,11 @@ class SpecChecker:
                             (torch.float16, (8,), 33), (torch.float16, (2, 3), 1)]:
             if dt in self.dtypes:
                 plan.append((dt, lead, D, kw0))
+        # Bigger rows: several chunks of the CPU plan; on CUDA, the launch configurations of
+        # long rows (block-wide and re-reading row plans).
+        big = ([(torch.float32, (5,), 1000), (torch.bfloat16, (3,), 4096), (torch.float64, (2,), 2049),
+                (torch.float32, (1500,), 40)] if self.device == "cuda" else [(torch.float32, (700,), 50)])
+        plan += [(dt, lead, D, kw0) for dt, lead, D in big if dt in self.dtypes]
         for dt, lead, D, kw in plan:
             backward = "backward" not in skips and not (
                 "half_backward" in skips and dt in (torch.float16, torch.bfloat16))
@@ -334,7 +339,8 @@ def main(argv=None):
                             skip_known=args.skip_known)
             c.run()
             rec.update(failures=c.failures, checks=c.checks, unchecked=c.unchecked,
-                       fallback=c.fallback, elements=c.elements, skipped=c.skipped)
+                       fallback=c.fallback, elements=c.elements, skipped=c.skipped,
+                       known=sorted(c.known_skips()))
         except Exception as e:  # noqa: BLE001
             rec["failures"] = [{"check": "checker", "error": f"{type(e).__name__}: {e}",
                                 "traceback": traceback.format_exc()[-2000:]}]

@@ -208,7 +208,7 @@ def run_batch(paths, args, out):
     """run.py's pipeline on the given spec files; returns {op: result}."""
     import run
     ns = types.SimpleNamespace(out=out, fusegen=args.fusegen, jobs=args.jobs, device=args.device, seed=1,
-                               first=0, regressions=False, specs=None, reuse=True, features=None, no_features=None,
+                               first=0, regressions=False, specs=None, also_regressions=False, reuse=True, features=None, no_features=None,
                                skip_known=False, count=len(paths))
     b = run.Batch(ns)
     if os.path.exists(b.spec_dir):

@@ -213,6 +213,11 @@ BUILTINS = {
     "abs": torch.abs, "pow": torch.pow,
 }
 
+# Roundoffs per builtin: + - * / sqrt correctly rounded; the other math functions within
+# 2 ulp, pow within 4 (glibc's and CUDA's accuracy tables), and the fuzzer's Exact value
+# comes from PyTorch's own implementations of them.
+UNITS = {"exp": 4, "expm1": 4, "log": 4, "log1p": 4, "tanh": 4, "erf": 4, "rsqrt": 4, "pow": 8}
+
 _PARSED: Dict[tuple, object] = {}
 _LIB: Dict[tuple, P.Prim] = {}
 
@@ -284,6 +289,12 @@ class MonteCarlo(Exact):
         self.gen.manual_seed(seed)
         _library()
 
+    def c(self, v):
+        """A constant of the spec (a number, an attr, D) as the kernels see it: rounded to the
+        compute type (perturbed in the Monte Carlo runs, exact in the centre run)."""
+        t = torch.tensor(float(v), dtype=torch.float64, device=self.device)
+        return self.perturb(t, self.u_compute) if self.u_compute else t
+
     def _r(self, t):
         return torch.rand(t.shape, generator=self.gen, dtype=torch.float64, device=t.device) * 2 - 1
 
@@ -312,7 +323,7 @@ class MonteCarlo(Exact):
             if fn is None:
                 raise KeyError(f"unknown builtin {n.name}")
             r = fn(*args)
-            return r if r.dtype == torch.bool else self.perturb(r, self.u_compute)
+            return r if r.dtype == torch.bool else self.perturb(r, self.u_compute * UNITS.get(n.name, 1))
         prim = _LIB[(n.name, len(args))]
         if prim.kind == "reduction" or prim.eval is None:
             raise KeyError(f"rule calls {prim.signature()}, which the model cannot evaluate")
