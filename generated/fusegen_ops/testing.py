@@ -274,10 +274,24 @@ class OpChecks:
                                                        "but .* must have the same dtype"):
                     self.call(self.op, bad)
             if a.shape in (FULL, COL):
+                # One more column. Changing D of the input that defines it is a mismatch only
+                # for the other inputs whose shape holds D ([..., D] and [D] ones); with none
+                # (e.g. x [..., D] and s [...]) the op takes the new D.
                 bad[i] = torch.cat([good[i], good[i][..., :1]], dim=-1)
-                if i != self.spec.full_input() or len(good) > 1:
+                holds_D = [j for j, b in enumerate(self.spec.inputs) if j != i and b.shape in (FULL, COL)]
+                if i != self.spec.full_input() or holds_D:
                     with pytest.raises(RuntimeError, match=rf"argument '{culprit}' must have"):
                         self.call(self.op, bad)
+                else:
+                    self.call(self.op, bad)  # accepted
+            elif a.shape == ROW:  # one more row than the [..., D] inputs
+                bad[i] = torch.cat([good[i], good[i][:1]])
+                with pytest.raises(RuntimeError, match=rf"argument '{a.name}' must have shape"):
+                    self.call(self.op, bad)
+            elif a.shape == SCALAR:
+                bad[i] = good[i].reshape(1)
+                with pytest.raises(RuntimeError, match=rf"argument '{a.name}' must be a 0-dim"):
+                    self.call(self.op, bad)
             if device == "cuda" and len(good) > 1:
                 bad[i] = good[i].cpu()
                 with pytest.raises(RuntimeError, match=r"argument '.*' is on .*; all tensor "
