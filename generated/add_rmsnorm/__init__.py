@@ -8,7 +8,8 @@ Spec:
     residual_out = h
 
 `add_rmsnorm(...)` calls torch.ops.fusegen.add_rmsnorm; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -44,6 +45,54 @@ def reference(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06
     y = _t6
     residual_out = _t0
     return y, residual_out
+
+
+def error_bounds(_r, _grads, x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    residual = _r.exact(residual)
+    weight = _r.exact(weight)
+    _t0 = (x + residual)
+    _t1 = (_t0 * _t0)
+    _t2 = (_r.sum(_t1) / _D)
+    _t3 = (_t2 + eps)
+    _t4 = _r.rsqrt(_t3)
+    _t5 = (_t0 * _t4)
+    _t6 = (_t5 * weight)
+    y = _t6
+    residual_out = _t0
+    _s0 = _t4
+    _outputs = (_r.result(y, "[..., D]"), _r.result(residual_out, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _grad_residual_out = _r.exact(_grads[1])
+    _s0 = _r.stored(_s0)
+    _b0 = (_grad_y * weight)
+    _b1 = (_b0 * _s0)
+    _b2 = (_grad_residual_out + _b1)
+    _b3 = (x + residual)
+    _b4 = (_b0 * _b3)
+    _b5 = _r.sum(_b4)
+    _b6 = (-0.5 * _b5)
+    _b7 = (_b6 * _s0)
+    _b8 = (_b7 * _s0)
+    _b9 = (_b8 * _s0)
+    _b10 = (_b9 / _D)
+    _b11 = (_b10 * _b3)
+    _b12 = (_b2 + _b11)
+    _b13 = (_b12 + _b11)
+    _b14 = (_b3 * _s0)
+    _b15 = (_grad_y * _b14)
+    _g0 = _b13
+    _g1 = _b13
+    _g2 = _b15
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[..., D]"), _r.result(_g2, "[D]"),)
 
 
 def independent(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06):

@@ -5,7 +5,8 @@ Spec:
     y = gelu_tanh(x + bias)
 
 `bias_gelu(...)` calls torch.ops.fusegen.bias_gelu; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -35,6 +36,47 @@ def reference(x: Tensor, bias: Tensor) -> Tensor:
     _t1 = torch.nn.functional.gelu(_t0, approximate='tanh')
     y = _t1
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor, bias: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    bias = _r.exact(bias)
+    _t0 = (x + bias)
+    _t1 = ((0.5 * _t0) * (1.0 + _r.tanh((0.7978845608028654 * (_t0 + (((0.044715 * _t0) * _t0) * _t0))))))
+    y = _t1
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = (x + bias)
+    _b1 = (0.044715 * _b0)
+    _b2 = (_b1 * _b0)
+    _b3 = (_b2 * _b0)
+    _b4 = (_b0 + _b3)
+    _b5 = (0.7978845608028654 * _b4)
+    _b6 = _r.tanh(_b5)
+    _b7 = (1.0 + _b6)
+    _b8 = (0.5 * _b7)
+    _b9 = (0.5 * _b0)
+    _b10 = (_b6 * _b6)
+    _b11 = (1.0 - _b10)
+    _b12 = (_b9 * _b11)
+    _b13 = (_b12 * 0.7978845608028654)
+    _b14 = (0.134145 * _b0)
+    _b15 = (_b14 * _b0)
+    _b16 = (1.0 + _b15)
+    _b17 = (_b13 * _b16)
+    _b18 = (_b8 + _b17)
+    _b19 = (_grad_y * _b18)
+    _g0 = _b19
+    _g1 = _b19
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[D]"),)
 
 
 def independent(x: Tensor, bias: Tensor):

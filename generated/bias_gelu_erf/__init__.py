@@ -5,7 +5,8 @@ Spec:
     y = gelu(x + bias)
 
 `bias_gelu_erf(...)` calls torch.ops.fusegen.bias_gelu_erf; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -35,6 +36,39 @@ def reference(x: Tensor, bias: Tensor) -> Tensor:
     _t1 = torch.nn.functional.gelu(_t0)
     y = _t1
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor, bias: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    bias = _r.exact(bias)
+    _t0 = (x + bias)
+    _t1 = ((0.5 * _t0) * (1.0 + _r.erf((_t0 * 0.7071067811865476))))
+    y = _t1
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = (x + bias)
+    _b1 = (_b0 * 0.7071067811865476)
+    _b2 = _r.erf(_b1)
+    _b3 = (1.0 + _b2)
+    _b4 = (0.5 * _b3)
+    _b5 = (_b0 * 0.3989422804014327)
+    _b6 = (-0.5 * _b0)
+    _b7 = (_b6 * _b0)
+    _b8 = _r.exp(_b7)
+    _b9 = (_b5 * _b8)
+    _b10 = (_b4 + _b9)
+    _b11 = (_grad_y * _b10)
+    _g0 = _b11
+    _g1 = _b11
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[D]"),)
 
 
 def independent(x: Tensor, bias: Tensor):

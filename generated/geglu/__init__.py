@@ -5,7 +5,8 @@ Spec:
     y = gelu_tanh(gate) * up
 
 `geglu(...)` calls torch.ops.fusegen.geglu; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -35,6 +36,49 @@ def reference(gate: Tensor, up: Tensor) -> Tensor:
     _t1 = (_t0 * up)
     y = _t1
     return y
+
+
+def error_bounds(_r, _grads, gate: Tensor, up: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = gate.shape[-1] if gate.dim() else 1
+    gate = _r.exact(gate)
+    up = _r.exact(up)
+    _t0 = ((0.5 * gate) * (1.0 + _r.tanh((0.7978845608028654 * (gate + (((0.044715 * gate) * gate) * gate))))))
+    _t1 = (_t0 * up)
+    y = _t1
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = (_grad_y * up)
+    _b1 = (0.044715 * gate)
+    _b2 = (_b1 * gate)
+    _b3 = (_b2 * gate)
+    _b4 = (gate + _b3)
+    _b5 = (0.7978845608028654 * _b4)
+    _b6 = _r.tanh(_b5)
+    _b7 = (1.0 + _b6)
+    _b8 = (0.5 * _b7)
+    _b9 = (0.5 * gate)
+    _b10 = (_b6 * _b6)
+    _b11 = (1.0 - _b10)
+    _b12 = (_b9 * _b11)
+    _b13 = (_b12 * 0.7978845608028654)
+    _b14 = (0.134145 * gate)
+    _b15 = (_b14 * gate)
+    _b16 = (1.0 + _b15)
+    _b17 = (_b13 * _b16)
+    _b18 = (_b8 + _b17)
+    _b19 = (_b0 * _b18)
+    _b20 = ((0.5 * gate) * (1.0 + _r.tanh((0.7978845608028654 * (gate + (((0.044715 * gate) * gate) * gate))))))
+    _b21 = (_grad_y * _b20)
+    _g0 = _b19
+    _g1 = _b21
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[..., D]"),)
 
 
 def independent(gate: Tensor, up: Tensor):

@@ -5,7 +5,8 @@ Spec:
     y = x / max(sqrt(sum(x * x)), eps)
 
 `l2norm(...)` calls torch.ops.fusegen.l2norm; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -38,6 +39,49 @@ def reference(x: Tensor, *, eps: float = 1e-12) -> Tensor:
     _t4 = (x / _t3)
     y = _t4
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor, *, eps: float = 1e-12):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    _t0 = (x * x)
+    _t1 = _r.sum(_t0)
+    _t2 = _r.sqrt(_t1)
+    _t3 = _r.select((_t2 > eps), _t2, eps)
+    _t4 = (x / _t3)
+    y = _t4
+    _s0 = _t3
+    _s1 = _t2
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _s0 = _r.stored(_s0)
+    _s1 = _r.stored(_s1)
+    _b0 = (_grad_y / _s0)
+    _b1 = (_s1 > eps)
+    _b2 = (x / _s0)
+    _b3 = (_grad_y * _b2)
+    _b4 = _r.sum(_b3)
+    _b5 = (_b4 / _s0)
+    _b6 = (-_b5)
+    _b7 = (_s1 == eps)
+    _b8 = (0.5 * _b5)
+    _b9 = (-_b8)
+    _b10 = _r.select(_b7, _b9, 0.0)
+    _b11 = _r.select(_b1, _b6, _b10)
+    _b12 = (_b11 * 0.5)
+    _b13 = (_b12 / _s1)
+    _b14 = (_b13 * x)
+    _b15 = (_b0 + _b14)
+    _b16 = (_b15 + _b14)
+    _g0 = _b16
+    return _outputs, (_r.result(_g0, "[..., D]"),)
 
 
 def independent(x: Tensor, *, eps: float = 1e-12):

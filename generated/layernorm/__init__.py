@@ -8,7 +8,8 @@ Spec:
     y = xc * rstd * weight + bias
 
 `layernorm(...)` calls torch.ops.fusegen.layernorm; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -45,6 +46,63 @@ def reference(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) ->
     _t8 = (_t7 + bias)
     y = _t8
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    weight = _r.exact(weight)
+    bias = _r.exact(bias)
+    _t0 = (_r.sum(x) / _D)
+    _t1 = (x - _t0)
+    _t2 = (_t1 * _t1)
+    _t3 = (_r.sum(_t2) / _D)
+    _t4 = (_t3 + eps)
+    _t5 = _r.rsqrt(_t4)
+    _t6 = (_t1 * _t5)
+    _t7 = (_t6 * weight)
+    _t8 = (_t7 + bias)
+    y = _t8
+    _s0 = _t0
+    _s1 = _t5
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _s0 = _r.stored(_s0)
+    _s1 = _r.stored(_s1)
+    _b0 = (_grad_y * weight)
+    _b1 = (_b0 * _s1)
+    _b2 = (x - _s0)
+    _b3 = (_b0 * _b2)
+    _b4 = _r.sum(_b3)
+    _b5 = (-0.5 * _b4)
+    _b6 = (_b5 * _s1)
+    _b7 = (_b6 * _s1)
+    _b8 = (_b7 * _s1)
+    _b9 = (_b8 / _D)
+    _b10 = (_b9 * _b2)
+    _b11 = (_b1 + _b10)
+    _b12 = (_b11 + _b10)
+    _b13 = _r.sum(_b0)
+    _b14 = (_b13 * _s1)
+    _b15 = _r.sum(_b2)
+    _b16 = (_b9 * _b15)
+    _b17 = (_b14 + _b16)
+    _b18 = (_b17 + _b16)
+    _b19 = (_b18 / _D)
+    _b20 = (_b12 - _b19)
+    _b21 = (_b2 * _s1)
+    _b22 = (_grad_y * _b21)
+    _g0 = _b20
+    _g1 = _b22
+    _g2 = _grad_y
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[D]"), _r.result(_g2, "[D]"),)
 
 
 def independent(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05):

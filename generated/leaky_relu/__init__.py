@@ -5,7 +5,8 @@ Spec:
     y = leaky_relu(x, negative_slope)
 
 `leaky_relu(...)` calls torch.ops.fusegen.leaky_relu; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -34,6 +35,27 @@ def reference(x: Tensor, *, negative_slope: float = 0.01) -> Tensor:
     _t0 = torch.nn.functional.leaky_relu(x, negative_slope)
     y = _t0
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor, *, negative_slope: float = 0.01):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    _t0 = _r.select((x > 0.0), x, (x * negative_slope))
+    y = _t0
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = (x > 0.0)
+    _b1 = (_grad_y * negative_slope)
+    _b2 = _r.select(_b0, _grad_y, _b1)
+    _g0 = _b2
+    return _outputs, (_r.result(_g0, "[..., D]"),)
 
 
 def independent(x: Tensor, *, negative_slope: float = 0.01):

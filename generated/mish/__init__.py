@@ -5,7 +5,8 @@ Spec:
     y = mish(x)
 
 `mish(...)` calls torch.ops.fusegen.mish; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -41,6 +42,48 @@ def reference(x: Tensor) -> Tensor:
     _t7 = (x * _t6)
     y = _t7
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    _t0 = _r.select((x > 0.0), x, 0.0)
+    _t1 = _r.abs(x)
+    _t2 = (-_t1)
+    _t3 = _r.exp(_t2)
+    _t4 = _r.log1p(_t3)
+    _t5 = (_t0 + _t4)
+    _t6 = _r.tanh(_t5)
+    _t7 = (x * _t6)
+    y = _t7
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = _r.select((x > 0.0), x, 0.0)
+    _b1 = _r.abs(x)
+    _b2 = (-_b1)
+    _b3 = _r.exp(_b2)
+    _b4 = _r.log1p(_b3)
+    _b5 = (_b0 + _b4)
+    _b6 = _r.tanh(_b5)
+    _b7 = (_b6 * _b6)
+    _b8 = (1.0 - _b7)
+    _b9 = (x * _b8)
+    _b10 = (-x)
+    _b11 = _r.exp(_b10)
+    _b12 = (1.0 + _b11)
+    _b13 = (1.0 / _b12)
+    _b14 = (_b9 * _b13)
+    _b15 = (_b6 + _b14)
+    _b16 = (_grad_y * _b15)
+    _g0 = _b16
+    return _outputs, (_r.result(_g0, "[..., D]"),)
 
 
 def independent(x: Tensor):

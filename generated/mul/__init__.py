@@ -5,7 +5,8 @@ Spec:
     y = a * b
 
 `mul(...)` calls torch.ops.fusegen.mul; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -34,6 +35,28 @@ def reference(a: Tensor, b: Tensor) -> Tensor:
     _t0 = (a * b)
     y = _t0
     return y
+
+
+def error_bounds(_r, _grads, a: Tensor, b: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = a.shape[-1] if a.dim() else 1
+    a = _r.exact(a)
+    b = _r.exact(b)
+    _t0 = (a * b)
+    y = _t0
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = (_grad_y * b)
+    _b1 = (_grad_y * a)
+    _g0 = _b0
+    _g1 = _b1
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[..., D]"),)
 
 
 def independent(a: Tensor, b: Tensor):

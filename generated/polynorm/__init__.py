@@ -7,7 +7,8 @@ Spec:
     y = w0 * x3 * rsqrt(mean(x3 * x3) + eps) + w1 * x2 * rsqrt(mean(x2 * x2) + eps) + w2 * x * rsqrt(mean(x * x) + eps) + b
 
 `polynorm(...)` calls torch.ops.fusegen.polynorm; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -57,6 +58,108 @@ def reference(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: 
     _t21 = (_t20 + b)
     y = _t21
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: float = 1e-06):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    w0 = _r.exact(w0)
+    w1 = _r.exact(w1)
+    w2 = _r.exact(w2)
+    b = _r.exact(b)
+    _t0 = (x * x)
+    _t1 = (_t0 * x)
+    _t2 = (w0 * _t1)
+    _t3 = (_t1 * _t1)
+    _t4 = (_r.sum(_t3) / _D)
+    _t5 = (_t4 + eps)
+    _t6 = _r.rsqrt(_t5)
+    _t7 = (_t2 * _t6)
+    _t8 = (w1 * _t0)
+    _t9 = (_t0 * _t0)
+    _t10 = (_r.sum(_t9) / _D)
+    _t11 = (_t10 + eps)
+    _t12 = _r.rsqrt(_t11)
+    _t13 = (_t8 * _t12)
+    _t14 = (_t7 + _t13)
+    _t15 = (w2 * x)
+    _t16 = (_r.sum(_t0) / _D)
+    _t17 = (_t16 + eps)
+    _t18 = _r.rsqrt(_t17)
+    _t19 = (_t15 * _t18)
+    _t20 = (_t14 + _t19)
+    _t21 = (_t20 + b)
+    y = _t21
+    _s0 = _t18
+    _s1 = _t6
+    _s2 = _t12
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _s0 = _r.stored(_s0)
+    _s1 = _r.stored(_s1)
+    _s2 = _r.stored(_s2)
+    _b0 = (_grad_y * _s0)
+    _b1 = (_b0 * w2)
+    _b2 = (x * x)
+    _b3 = (_b2 * x)
+    _b4 = (w0 * _b3)
+    _b5 = (_grad_y * _b4)
+    _b6 = _r.sum(_b5)
+    _b7 = (-0.5 * _b6)
+    _b8 = (_b7 * _s1)
+    _b9 = (_b8 * _s1)
+    _b10 = (_b9 * _s1)
+    _b11 = (_b10 / _D)
+    _b12 = (_b11 * _b3)
+    _b13 = (_b12 + _b12)
+    _b14 = (_grad_y * _s1)
+    _b15 = (_b14 * w0)
+    _b16 = (_b13 + _b15)
+    _b17 = (_b16 * _b2)
+    _b18 = (_b1 + _b17)
+    _b19 = (w2 * x)
+    _b20 = (_grad_y * _b19)
+    _b21 = _r.sum(_b20)
+    _b22 = (-0.5 * _b21)
+    _b23 = (_b22 * _s0)
+    _b24 = (_b23 * _s0)
+    _b25 = (_b24 * _s0)
+    _b26 = (_b25 / _D)
+    _b27 = (w1 * _b2)
+    _b28 = (_grad_y * _b27)
+    _b29 = _r.sum(_b28)
+    _b30 = (-0.5 * _b29)
+    _b31 = (_b30 * _s2)
+    _b32 = (_b31 * _s2)
+    _b33 = (_b32 * _s2)
+    _b34 = (_b33 / _D)
+    _b35 = (_b34 * _b2)
+    _b36 = (_b26 + _b35)
+    _b37 = (_b36 + _b35)
+    _b38 = (_grad_y * _s2)
+    _b39 = (_b38 * w1)
+    _b40 = (_b37 + _b39)
+    _b41 = (_b16 * x)
+    _b42 = (_b40 + _b41)
+    _b43 = (_b42 * x)
+    _b44 = (_b18 + _b43)
+    _b45 = (_b44 + _b43)
+    _b46 = (_b14 * _b3)
+    _b47 = (_b38 * _b2)
+    _b48 = (_b0 * x)
+    _g0 = _b45
+    _g1 = _b46
+    _g2 = _b47
+    _g3 = _b48
+    _g4 = _grad_y
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[]"), _r.result(_g2, "[]"), _r.result(_g3, "[]"), _r.result(_g4, "[]"),)
 
 
 def independent(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: float = 1e-06):

@@ -5,7 +5,8 @@ Spec:
     y = relu_squared(x)
 
 `relu_squared(...)` calls torch.ops.fusegen.relu_squared; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -36,6 +37,31 @@ def reference(x: Tensor) -> Tensor:
     _t2 = (_t1 * _t1)
     y = _t2
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    _t0 = (x > 0.0)
+    _t1 = _r.select(_t0, x, 0.0)
+    _t2 = (_t1 * _t1)
+    y = _t2
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = (x > 0.0)
+    _b1 = _r.select(_b0, x, 0.0)
+    _b2 = (_grad_y * _b1)
+    _b3 = (_b2 + _b2)
+    _b4 = _r.select(_b0, _b3, 0.0)
+    _g0 = _b4
+    return _outputs, (_r.result(_g0, "[..., D]"),)
 
 
 def independent(x: Tensor):

@@ -5,7 +5,8 @@ Spec:
     y = x + alpha * h
 
 `rezero(...)` calls torch.ops.fusegen.rezero; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -35,6 +36,31 @@ def reference(x: Tensor, h: Tensor, alpha: Tensor) -> Tensor:
     _t1 = (x + _t0)
     y = _t1
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor, h: Tensor, alpha: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    h = _r.exact(h)
+    alpha = _r.exact(alpha)
+    _t0 = (alpha * h)
+    _t1 = (x + _t0)
+    y = _t1
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = (_grad_y * alpha)
+    _b1 = (_grad_y * h)
+    _g0 = _grad_y
+    _g1 = _b0
+    _g2 = _b1
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[..., D]"), _r.result(_g2, "[]"),)
 
 
 def independent(x: Tensor, h: Tensor, alpha: Tensor):

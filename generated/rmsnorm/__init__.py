@@ -6,7 +6,8 @@ Spec:
     y = x * rstd * weight
 
 `rmsnorm(...)` calls torch.ops.fusegen.rmsnorm; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -40,6 +41,47 @@ def reference(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:
     _t5 = (_t4 * weight)
     y = _t5
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor, weight: Tensor, *, eps: float = 1e-06):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    weight = _r.exact(weight)
+    _t0 = (x * x)
+    _t1 = (_r.sum(_t0) / _D)
+    _t2 = (_t1 + eps)
+    _t3 = _r.rsqrt(_t2)
+    _t4 = (x * _t3)
+    _t5 = (_t4 * weight)
+    y = _t5
+    _s0 = _t3
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _s0 = _r.stored(_s0)
+    _b0 = (_grad_y * weight)
+    _b1 = (_b0 * _s0)
+    _b2 = (_b0 * x)
+    _b3 = _r.sum(_b2)
+    _b4 = (-0.5 * _b3)
+    _b5 = (_b4 * _s0)
+    _b6 = (_b5 * _s0)
+    _b7 = (_b6 * _s0)
+    _b8 = (_b7 / _D)
+    _b9 = (_b8 * x)
+    _b10 = (_b1 + _b9)
+    _b11 = (_b10 + _b9)
+    _b12 = (x * _s0)
+    _b13 = (_grad_y * _b12)
+    _g0 = _b11
+    _g1 = _b13
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[D]"),)
 
 
 def independent(x: Tensor, weight: Tensor, *, eps: float = 1e-06):

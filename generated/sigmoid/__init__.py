@@ -5,7 +5,8 @@ Spec:
     y = sigmoid(x)
 
 `sigmoid(...)` calls torch.ops.fusegen.sigmoid; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -34,6 +35,28 @@ def reference(x: Tensor) -> Tensor:
     _t0 = torch.sigmoid(x)
     y = _t0
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    _t0 = (_r.select((x >= 0.0), 1.0, _r.exp((-_r.abs(x)))) / (1.0 + _r.exp((-_r.abs(x)))))
+    y = _t0
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = (_r.select((x >= 0.0), 1.0, _r.exp((-_r.abs(x)))) / (1.0 + _r.exp((-_r.abs(x)))))
+    _b1 = (_grad_y * _b0)
+    _b2 = (1.0 - _b0)
+    _b3 = (_b1 * _b2)
+    _g0 = _b3
+    return _outputs, (_r.result(_g0, "[..., D]"),)
 
 
 def independent(x: Tensor):

@@ -7,7 +7,8 @@ Spec:
     y = e / sum(e)
 
 `softmax(...)` calls torch.ops.fusegen.softmax; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -41,6 +42,42 @@ def reference(x: Tensor) -> Tensor:
     _t5 = (_t3 / _t4)
     y = _t5
     return y
+
+
+def error_bounds(_r, _grads, x: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = x.shape[-1] if x.dim() else 1
+    x = _r.exact(x)
+    _t0 = _r.max(x)
+    _t1 = _t0
+    _t2 = (x - _t1)
+    _t3 = _r.exp(_t2)
+    _t4 = _r.sum(_t3)
+    _t5 = (_t3 / _t4)
+    y = _t5
+    _s0 = _t1
+    _s1 = _t4
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _s0 = _r.stored(_s0)
+    _s1 = _r.stored(_s1)
+    _b0 = (_grad_y / _s1)
+    _b1 = (x - _s0)
+    _b2 = _r.exp(_b1)
+    _b3 = (_b2 / _s1)
+    _b4 = (_grad_y * _b3)
+    _b5 = _r.sum(_b4)
+    _b6 = (_b5 / _s1)
+    _b7 = (_b0 - _b6)
+    _b8 = (_b7 * _b2)
+    _g0 = _b8
+    return _outputs, (_r.result(_g0, "[..., D]"),)
 
 
 def independent(x: Tensor):

@@ -5,7 +5,8 @@ Spec:
     y = silu(gate) * up
 
 `swiglu(...)` calls torch.ops.fusegen.swiglu; `reference(...)` is the same function in
-plain PyTorch (the test oracle and the eager baseline of the benchmarks).
+plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
+bounds the rounding errors of the kernels (the tests' tolerances).
 """
 import torch
 from torch import Tensor
@@ -35,6 +36,36 @@ def reference(gate: Tensor, up: Tensor) -> Tensor:
     _t1 = (_t0 * up)
     y = _t1
     return y
+
+
+def error_bounds(_r, _grads, gate: Tensor, up: Tensor):
+    """First-order bounds on the absolute rounding errors of the kernels computing the
+    outputs and, for the output gradients `_grads` (None: forward only), the input
+    gradients: the forward and the derived backward again, from the same IR, each primitive
+    spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
+    states the error model). Returns (outputs, input gradients), float64 tensors."""
+    _D = gate.shape[-1] if gate.dim() else 1
+    gate = _r.exact(gate)
+    up = _r.exact(up)
+    _t0 = ((gate * _r.select((gate >= 0.0), 1.0, _r.exp((-_r.abs(gate))))) / (1.0 + _r.exp((-_r.abs(gate)))))
+    _t1 = (_t0 * up)
+    y = _t1
+    _outputs = (_r.result(y, "[..., D]"),)
+    if _grads is None:
+        return _outputs, None
+    _grad_y = _r.exact(_grads[0])
+    _b0 = (_grad_y * up)
+    _b1 = (_r.select((gate >= 0.0), 1.0, _r.exp((-_r.abs(gate)))) / (1.0 + _r.exp((-_r.abs(gate)))))
+    _b2 = (_b0 * _b1)
+    _b3 = (1.0 - _b1)
+    _b4 = (gate * _b3)
+    _b5 = (1.0 + _b4)
+    _b6 = (_b2 * _b5)
+    _b7 = ((gate * _r.select((gate >= 0.0), 1.0, _r.exp((-_r.abs(gate))))) / (1.0 + _r.exp((-_r.abs(gate)))))
+    _b8 = (_grad_y * _b7)
+    _g0 = _b6
+    _g1 = _b8
+    return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[..., D]"),)
 
 
 def independent(gate: Tensor, up: Tensor):

@@ -125,6 +125,37 @@ TEST_F(CodePrinter, PrimitiveFormulasAreInlinedWithOperands) {
   EXPECT_EQ(py, "_t0 = torch.pow(bias, 2.0)\no = _t0\n");
 }
 
+// The error bounds print each primitive through its eval formula (the builtins the kernels
+// run), so every rounding is visible to testing.Rounding; a shared node is still one line.
+TEST_F(CodePrinter, BoundsSpellEvalFormulasOverRounding) {
+  Expr t = call("mul", {x, b});
+  Expr y = call("add", {call("softplus", {t}), call("div", {t, alpha})});
+  std::string py = emit::printPythonBounds({{"y", y}}, 2, {}, "_t");
+  EXPECT_EQ(py, "  _t0 = (x * bias)\n"
+                "  _t1 = (_r.select((_t0 > 0.0), _t0, 0.0) + _r.log1p(_r.exp((-_r.abs(_t0)))))\n"
+                "  _t2 = (_t0 / alpha)\n"
+                "  _t3 = (_t1 + _t2)\n"
+                "  y = _t3\n");
+  EXPECT_EQ(count(py, "x * bias"), 1u);
+}
+
+TEST_F(CodePrinter, BoundsOfReductionsAndBoundNodes) {
+  // mean is its combine, then its finish formula over acc and D.
+  Expr mean = call("mean", {call("mul", {x, x})});
+  Expr r = call("rsqrt", {mean});
+  Expr y = call("mul", {x, r});
+  EXPECT_EQ(emit::printPythonBounds({{"y", y}}, 0, {}, "_t"),
+            "_t0 = (x * x)\n_t1 = (_r.sum(_t0) / _D)\n_t2 = _r.rsqrt(_t1)\n"
+            "_t3 = (x * _t2)\ny = _t3\n");
+  // A bound node (a per-row value saved by the forward) is used by name, not recomputed;
+  // max and detach are their combine and their argument.
+  Expr m = call("detach", {call("max", {x})});
+  Expr z = call("exp", {call("sub", {x, m})});
+  EXPECT_EQ(emit::printPythonBounds({{"g", y}, {"z", z}}, 0, {{r.get(), "_s0"}}, "_b"),
+            "_b0 = (x * _s0)\n_b1 = _r.max(x)\n_b2 = _b1\n_b3 = (x - _b2)\n"
+            "_b4 = _r.exp(_b3)\ng = _b0\nz = _b4\n");
+}
+
 TEST(ReductionResult, FinishFormulaOverAcc) {
   EXPECT_EQ(emit::cppReductionResult(prim("sum", 1), "acc0"), "acc0");
   EXPECT_EQ(emit::cppReductionResult(prim("mean", 1), "acc0"), "fg::div<kFast>(acc0, _D)");

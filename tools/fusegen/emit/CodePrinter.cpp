@@ -8,16 +8,58 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace fusegen::emit {
 
 namespace {
 
-enum class Target { Cpp, Python };
+enum class Target { Cpp, Python, Bounds };
+
+// A formula over builtins as Python over testing.Rounding's bounded numbers: operators for
+// the arithmetic and comparisons (the class defines them), _r.<builtin>(...) otherwise.
+std::string boundsFormula(const expr::AstPtr& a,
+                          const std::function<std::string(const std::string&)>& name) {
+  switch (a->kind) {
+  case expr::Ast::Kind::Number:
+    return pythonLiteral(a->number);
+  case expr::Ast::Kind::Name:
+    return name(a->name);
+  case expr::Ast::Kind::Call: {
+    std::vector<std::string> args;
+    for (const expr::AstPtr& x : a->args)
+      args.push_back(boundsFormula(x, name));
+    static const std::map<std::string, const char*> infix = {
+        {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}, {"lt", "<"},
+        {"le", "<="}, {"gt", ">"},  {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
+    auto it = infix.find(a->name);
+    if (it != infix.end()) return "(" + args[0] + " " + it->second + " " + args[1] + ")";
+    if (a->name == "neg") return "(-" + args[0] + ")";
+    std::string s = "_r." + a->name + "(";
+    for (size_t i = 0; i < args.size(); ++i)
+      s += (i ? ", " : "") + args[i];
+    return s + ")";
+  }
+  }
+  return "";
+}
+
+const char* combineName(prims::Combine c) {
+  switch (c) {
+  case prims::Combine::Sum:
+    return "sum";
+  case prims::Combine::Max:
+    return "max";
+  case prims::Combine::Min:
+    return "min";
+  }
+  return "";
+}
 
 class Printer {
 public:
-  Printer(Target target, const Bindings& bindings) : target_(target), bindings_(bindings) {}
+  Printer(Target target, const Bindings& bindings, std::string prefix = "_t")
+      : target_(target), bindings_(bindings), prefix_(std::move(prefix)) {}
 
   std::string run(const std::vector<Assignment>& assignments, int indent) {
     std::vector<ir::Expr> roots;
@@ -27,6 +69,10 @@ public:
     std::ostringstream out;
     for (const ir::Node* n : order(roots)) {
       auto bound = bindings_.find(n);
+      if (bound != bindings_.end() && target_ == Target::Bounds) {
+        names_[n] = bound->second;
+        continue;
+      }
       if (bound != bindings_.end() && target_ == Target::Cpp) {
         if (n->isLeaf() && n->kind() != ir::NodeKind::Const && n->kind() != ir::NodeKind::Dim) {
           names_[n] = leaf(n);
@@ -43,15 +89,17 @@ public:
         names_[n] = leaf(n);
         continue;
       }
-      std::string name = "_t" + std::to_string(next_++);
+      std::string name = prefix_ + std::to_string(next_++);
       std::vector<std::string> operands;
       for (const ir::Expr& a : n->args())
         operands.push_back(names_.at(a.get()));
       if (target_ == Target::Cpp)
         out << pad << "const " << (n->type() == ir::ValueType::Bool ? "bool" : "T") << " " << name
             << " = " << cppCall(*n->prim(), operands) << ";\n";
-      else
+      else if (target_ == Target::Python)
         out << pad << name << " = " << pythonCall(*n->prim(), operands) << "\n";
+      else
+        out << pad << name << " = " << boundsCall(*n->prim(), operands) << "\n";
       names_[n] = name;
     }
     for (const Assignment& a : assignments) {
@@ -74,7 +122,7 @@ private:
       stack.emplace_back(r.get(), 0);
       while (!stack.empty()) {
         auto& [node, next] = stack.back();
-        const bool opaque = target_ == Target::Cpp && bindings_.count(node);
+        const bool opaque = target_ != Target::Python && bindings_.count(node);
         if (!opaque && next < node->args().size()) {
           const ir::Node* child = node->args()[next++].get();
           if (!seen[child]) {
@@ -125,6 +173,18 @@ private:
     return s;
   }
 
+  static std::string boundsCall(const prims::Primitive& p,
+                                const std::vector<std::string>& operands) {
+    if (p.kind == prims::PrimKind::Reduction) {
+      const std::string acc = std::string("_r.") + combineName(p.combine) + "(" + operands[0] + ")";
+      if (!p.finish) return acc;
+      return boundsFormula(p.finish, [&](const std::string& n) { return n == "acc" ? acc : "_D"; });
+    }
+    if (!p.eval) throw std::logic_error("'" + p.name + "' has no eval formula");
+    return boundsFormula(p.eval,
+                         [&](const std::string& n) { return operands.at(p.paramIndex(n)); });
+  }
+
   std::string pythonCall(const prims::Primitive& p,
                          const std::vector<std::string>& operands) const {
     std::string out;
@@ -148,6 +208,7 @@ private:
 
   Target target_;
   const Bindings& bindings_;
+  std::string prefix_;
   std::map<const ir::Node*, std::string> names_;
   int next_ = 0;
 };
@@ -166,7 +227,7 @@ std::string cppFormula(const expr::AstPtr& a,
     for (const expr::AstPtr& x : a->args)
       args.push_back(cppFormula(x, name));
     static const std::map<std::string, const char*> infix = {
-        {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"lt", "<"},  {"le", "<="},
+        {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"lt", "<"}, {"le", "<="},
         {"gt", ">"},  {"ge", ">="}, {"eq", "=="}, {"ne", "!="}};
     auto it = infix.find(a->name);
     if (it != infix.end()) return "(" + args[0] + " " + it->second + " " + args[1] + ")";
@@ -203,6 +264,11 @@ std::string printCpp(const std::vector<Assignment>& assignments, int indent,
 std::string printPython(const std::vector<Assignment>& assignments, int indent) {
   static const Bindings none;
   return Printer(Target::Python, none).run(assignments, indent);
+}
+
+std::string printPythonBounds(const std::vector<Assignment>& assignments, int indent,
+                              const Bindings& bound, const std::string& prefix) {
+  return Printer(Target::Bounds, bound, prefix).run(assignments, indent);
 }
 
 } // namespace fusegen::emit

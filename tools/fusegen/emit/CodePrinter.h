@@ -1,6 +1,8 @@
 // CodePrinter: prints IR as straight-line code, one statement per node in topological
-// order (SSA), for the two targets of an op: C++ (the element functions shared by the CPU
-// and CUDA plans, in the compute type T) and PyTorch (the reference implementation).
+// order (SSA), for the three targets of an op: C++ (the element functions shared by the CPU
+// and CUDA plans, in the compute type T), PyTorch (the reference implementation) and the
+// reference's error bounds (Python over fusegen_ops.testing.Rounding: each primitive
+// expanded through its `eval` formula, as the kernels compute it, builtin by builtin).
 // Leaves print as the names the surrounding template declares: inputs and attrs by their
 // spec names, output gradients as _grad_<output>; temporaries are _t0, _t1, ... (spec names
 // cannot start with '_', so they never clash).
@@ -31,6 +33,14 @@ using Bindings = std::map<const ir::Node*, std::string>;
 std::string printCpp(const std::vector<Assignment>& assignments, int indent,
                      const Bindings& bindings);
 std::string printPython(const std::vector<Assignment>& assignments, int indent);
+// The same values as Python over `_r` (a testing.Rounding) and its bounded numbers: `a + b`,
+// `_r.exp(a)`, `_r.sum(a)`..., each call node's `eval` (or a reduction and its `finish`)
+// spelled builtin by builtin, so every rounding the kernels do is visible to the error
+// model. Leaves print by name, D as _D; a node in `bound` is used as the given expression
+// and not recomputed (a per-row value the backward reads back from the forward).
+// Temporaries are <prefix>0, <prefix>1, ...
+std::string printPythonBounds(const std::vector<Assignment>& assignments, int indent,
+                              const Bindings& bound, const std::string& prefix);
 
 // A formula over builtins printed as C++, names resolved by `name`.
 std::string cppFormula(const expr::AstPtr& formula,

@@ -152,6 +152,52 @@ bool usesDim(const std::vector<ir::Expr>& roots) {
   return false;
 }
 
+// The body of error_bounds() in op_init.py.mustache: the forward, then the derived backward,
+// printed from the IR the kernels are generated from, over testing.Rounding's bounded
+// numbers (templates/package/testing.py states the error model). The per-row values a row
+// plan's backward reads back from its forward (plan.saved) are rounded to the dtype there,
+// as the forward stores them in it.
+std::string boundsBody(const OpModel& op) {
+  const ir::Function& fn = op.fn;
+  const std::string full = fn.inputs[op.plan.fullInput].name;
+  std::string out = "    _D = " + full + ".shape[-1] if " + full + ".dim() else 1\n";
+  for (const ir::FunctionInput& in : fn.inputs)
+    out += "    " + in.name + " = _r.exact(" + in.name +
+           (in.shape == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "") + ")\n";
+  std::vector<Assignment> forward;
+  std::vector<std::string> outputs, grads;
+  for (const ir::FunctionOutput& o : fn.outputs) {
+    forward.push_back({o.name, o.value});
+    outputs.push_back("_r.result(" + o.name + ", \"" + spec::shapeClassSpelling(o.value->shape()) +
+                      "\")");
+  }
+  Bindings saved;
+  for (size_t i = 0; i < op.plan.saved.size(); ++i) {
+    const std::string name = "_s" + std::to_string(i);
+    forward.push_back({name, op.plan.saved[i].value});
+    saved[op.plan.saved[i].value.get()] = name;
+  }
+  out += printPythonBounds(forward, 4, {}, "_t");
+  out += "    _outputs = (" + join(outputs, ", ") + ",)\n";
+  out += "    if _grads is None:\n        return _outputs, None\n";
+  for (size_t m = 0; m < fn.outputs.size(); ++m)
+    out += "    _grad_" + fn.outputs[m].name + " = _r.exact(_grads[" + std::to_string(m) + "]" +
+           (fn.outputs[m].value->shape() == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "") + ")\n";
+  for (size_t i = 0; i < op.plan.saved.size(); ++i)
+    out += "    _s" + std::to_string(i) + " = _r.stored(_s" + std::to_string(i) + ")\n";
+  std::vector<Assignment> backward;
+  for (size_t k = 0; k < fn.inputs.size(); ++k) {
+    const ir::Expr& g = op.grad.inputGrads[k];
+    const std::string name = "_g" + std::to_string(k);
+    if (g) backward.push_back({name, g});
+    grads.push_back(g ? "_r.result(" + name + ", \"" +
+                            spec::shapeClassSpelling(fn.inputs[k].shape) + "\")"
+                      : "None");
+  }
+  out += printPythonBounds(backward, 4, saved, "_b");
+  return out + "    return _outputs, (" + join(grads, ", ") + ",)\n";
+}
+
 // The C++ struct of one row program (templates/op/row_program.mustache).
 std::string renderProgram(const plan::RowProgram& p, const std::string& name,
                           const std::string& comment, const ir::Function& fn,
@@ -443,6 +489,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     prologue += "    _D = " + fn.inputs[op.plan.fullInput].name + ".shape[-1]\n";
   d.set("reference_body", prologue + printPython(reference, 4));
   d.set("py_return", join(returnNames, ", "));
+  d.set("bounds_body", boundsBody(op));
   d.set("fake_params", join(fakeAll, ", "));
   d.set("fake_backward_params", join(fakeBwd, ", "));
   d.set("tensor_names", join(tensorNames, ", "));
