@@ -40,7 +40,7 @@ POW_EXPONENTS = [2.0, 3.0, 0.5, 1.5, -1.0, -0.5, 0.0, 1.0, -2.0, 2.5, 4.0]
 FEATURES = ["reductions", "row_inputs", "col_inputs", "scalar_inputs", "lets", "multi_outputs",
             "row_outputs", "where", "detach", "with_grad", "attrs", "functions", "derivatives",
             "extreme_consts", "shared", "cxx_int_div", "scalar_rows", "dtypes_subset",
-            "attr_default_order", "with_grad_const_x"]
+            "attr_default_order", "with_grad_shape"]
 DEFAULT_OFF = {"scalar_rows"}  # [] inputs in ops with reductions: being added (brief, item 2)
 
 
@@ -415,12 +415,20 @@ class Generator:
             args = [value]
             for _ in range((len(prim.params) - 1) // 2):
                 x = self.leaf(want_row) if self.rng.random() < 0.6 else self.expr(depth - 2, want_row)
-                if x is not None and self.inf(x).cls == CONST and "with_grad_const_x" not in self.features:
-                    x = self.leaf_of_class((FULL, COL, ROW) if not want_row else (ROW,)) or self.expr(depth - 2, want_row)
-                if x is None or (self.inf(x).cls == CONST and "with_grad_const_x" not in self.features):
+                if x is None:
                     return None
                 dx = self.expr(depth - 2, want_row)
                 args += [x, dx]
+            if any(a is None for a in args):
+                return None
+            if "with_grad_shape" not in self.features:
+                # the value's shape class must be the join of all the arguments' (see
+                # regressions/with_grad_shape.yaml)
+                j = CONST
+                for a in args:
+                    j = lang.join(j, self.inf(a).cls)
+                if self.inf(value).cls != j:
+                    return None
             return self.mk(prim.key, args)
         if kind == "function":
             fn = self.rng.choice(self.functions)

@@ -289,6 +289,7 @@ def main():
                 s, d, p, sp = min(good, key=lambda t: t[0])
                 print(f"reduce: round {rnd}: {d} -> size {s}", flush=True)
                 best = sp
+                write(best, out, "reduced")  # the best so far, should the run be cut short
                 progress = True
                 break
         if not progress:

@@ -266,7 +266,9 @@ class _PrimOp(torch.autograd.Function):
                     out.append(None)
                     continue
                 r = model.evaluate(_ast(rule, names + ["grad", "result", "D"]), env, builtins=False)
-                out.append(model.reduce_to(r, a.shape))
+                # each contribution perturbed once more: fusegen adds a node's contributions
+                # one by one, and a partial sum can be large where they cancel ((a + L) - L)
+                out.append(model.perturb(model.reduce_to(r, a.shape), model.u_compute))
         return (None, None, *out)
 
 
@@ -296,7 +298,10 @@ class MonteCarlo(Exact):
         return self.perturb(t, self.u_compute) if self.u_compute else t
 
     def _r(self, t):
-        return torch.rand(t.shape, generator=self.gen, dtype=torch.float64, device=t.device) * 2 - 1
+        """Random factors in [-1, -1/2] or [1/2, 1]: every rounding is felt at least half
+        way in each run, so one dominant rounding cannot be missed by chance."""
+        r = torch.rand(t.shape, generator=self.gen, dtype=torch.float64, device=t.device)
+        return torch.where(r < 0.5, -0.5 - r, r)
 
     def perturb(self, t, u, limit=None, tiny=None):
         limit = self.max_compute if limit is None else limit
@@ -304,7 +309,9 @@ class MonteCarlo(Exact):
         if u == 0 and tiny == 0:
             y = t
         else:
-            y = t * (1 + self.AMP * u * self._r(t)) + tiny * self._r(t)
+            # the additive term (underflow) leaves exact zeros alone: x - x is 0 in any
+            # precision, and a row of zeros ties for its max and min
+            y = t * (1 + self.AMP * u * self._r(t)) + torch.where(t == 0, 0.0, tiny * self._r(t))
         if math.isfinite(limit):
             y = torch.where(y.abs() > limit, y * math.inf, y)
         return y
@@ -368,6 +375,8 @@ class MonteCarlo(Exact):
         return _Store.apply(t, self, self.u_store, self.max_store, self.tiny_store)
 
     def red(self, kind, t):
+        if t.requires_grad:
+            t = _Edge.apply(t, self)
         r = super().red(kind, t)
         if kind in ("sum", "mean") and self.u_compute:
             n = max(t.shape[-1], 1) if t.dim() else 1
@@ -389,3 +398,16 @@ class _Store(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return ctx.model.perturb(g, ctx.u, ctx.limit, ctx.tiny), None, None, None, None
+
+
+class _Edge(torch.autograd.Function):
+    """One use of a value: the gradient it contributes back is perturbed (see _PrimOp)."""
+
+    @staticmethod
+    def forward(ctx, t, model):
+        ctx.model = model
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.model.perturb(g, ctx.model.u_compute), None
