@@ -238,7 +238,8 @@ class Batch:
 
     def fail(self, op, kind, messages):
         self.results[op] = {"status": "FAIL", "kind": kind, "messages": messages, "spec": self.specs.get(op)}
-        first = messages[0].splitlines()[0] if messages and messages[0] else ""
+        lines = messages[0].splitlines() if messages and messages[0] else [""]
+        first = next((l for l in lines if "error:" in l), lines[0])
         log(f"FAIL {op}: {kind}: {first[:300]}")
         keep = os.path.join(self.out, "failures")
         os.makedirs(keep, exist_ok=True)
