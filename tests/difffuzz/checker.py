@@ -29,6 +29,7 @@ from lang import COL, FULL, ROW, SCALAR  # noqa: E402
 
 K = 8.0        # tolerance = K x the Monte Carlo spread + a few roundoffs of the value
 SAMPLES = 6    # Monte Carlo runs per check
+EXPLAIN = False  # --explain: failures show the error model's runs at the worst element
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
           "float16": torch.float16}
 
@@ -130,9 +131,13 @@ class SpecChecker:
         if bad.any():
             ratio = torch.where(bad, (err / tol.clamp_min(1e-300)).nan_to_num(math.inf), torch.zeros_like(err))
             i = int(ratio.reshape(-1).argmax())
+            extra = ""
+            if EXPLAIN:
+                extra = (f"; error model there: centre {c.reshape(-1)[i].item():.9g}, runs "
+                         + ", ".join(f"{s.detach().double().cpu().reshape(-1)[i].item():.9g}" for s in samples))
             raise Failure(f"{what}: {int(bad.sum())} of {w.numel()} elements off; worst at flat index {i}: "
                           f"got {g.reshape(-1)[i].item():.9g}, want {w.reshape(-1)[i].item():.9g}, "
-                          f"tolerance {tol.reshape(-1)[i].item():.3g}")
+                          f"tolerance {tol.reshape(-1)[i].item():.3g}" + extra)
 
     # ---- checks ------------------------------------------------------------------------------
     def forward_backward(self, dtype, lead, D, kw, backward=True, scale=1.0):
@@ -321,8 +326,11 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-known", action="store_true", help="leave out the checks open findings fail")
+    ap.add_argument("--explain", action="store_true", help="show the error model's runs at a failure")
     ap.add_argument("specs", nargs="+")
     args = ap.parse_args(argv)
+    global EXPLAIN
+    EXPLAIN = args.explain
     prims.load()
     torch.set_num_threads(1)
     fo = load_package(args.pkg)

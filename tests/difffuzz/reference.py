@@ -62,22 +62,28 @@ class _Printer:
         else:
             args = [self.emit(a, cls_memo, params) for a in n.args]
             fn = self.spec.functions.get(n.name)
-            if fn is not None:
+            cls = lang.shape_class(n, self.spec, cls_memo, None if params is None else {k: CONST for k in params})
+            row = ", cls='row'" if cls == ROW else ""
+            if fn is not None and not fn.derivatives:
+                # a header function: its body, inlined as a Python function
                 expr = f"_fn_{n.name}(_M, {', '.join(args)})"
-                if fn.derivatives:
-                    parts = [expr]
-                    for a, d in zip(args, fn.derivatives):
-                        parts += [a, f"_fn_{d}(_M, {', '.join(args)})"]
-                    expr = f"_M.f('with_grad', lambda: _M.with_grad({', '.join(parts)}), {', '.join(parts)})"
+                self.lines.append(f"{v} = _M.p({expr}, {cls!r})" if cls == ROW else f"{v} = {expr}")
+            elif fn is not None:
+                # with stated derivatives: with_grad(body, arg, derivative(args), ...)
+                parts = [f"_fn_{n.name}(_M, {', '.join(args)})"]
+                for a, d in zip(args, fn.derivatives):
+                    parts += [a, f"_fn_{d}(_M, {', '.join(args)})"]
+                p = ", ".join(parts)
+                self.lines.append(f"{v} = _M.f('with_grad', lambda: _M.with_grad({p}), {p}{row})")
             else:
                 key2 = (n.name, len(args))
                 if key2 not in TORCH:
                     raise KeyError(f"no PyTorch spelling for {n.name}/{len(args)}")
                 expr = TORCH[key2].format(*args)
-                if not lang.is_reduction(*key2):
-                    expr = f"_M.f({n.name!r}, lambda: {expr}, {', '.join(args)})"
-            cls = lang.shape_class(n, self.spec, cls_memo, None if params is None else {k: CONST for k in params})
-            self.lines.append(f"{v} = _M.p({expr}, {cls!r})" if cls == ROW else f"{v} = {expr}")
+                if lang.is_reduction(*key2):
+                    self.lines.append(f"{v} = _M.p({expr}, {cls!r})" if cls == ROW else f"{v} = {expr}")
+                else:
+                    self.lines.append(f"{v} = _M.f({n.name!r}, lambda: {expr}, {', '.join(args)}{row})")
         self.names[key] = v
         return v
 
@@ -167,7 +173,7 @@ class Exact:
     def c(self, v):
         return torch.tensor(float(v), dtype=torch.float64, device=self.device)
 
-    def f(self, name, spelled, *args):
+    def f(self, name, spelled, *args, cls=None):
         return spelled()
 
     def p(self, t, cls=None):
@@ -242,13 +248,16 @@ class _PrimOp(torch.autograd.Function):
     rules, every operation perturbed."""
 
     @staticmethod
-    def forward(ctx, model, prim, *args):
+    def forward(ctx, model, prim_store, *args):
+        prim, store = prim_store
         ctx.model, ctx.prim, ctx.args = model, prim, args
         env = {q.name: a for q, a in zip(prim.params, args)}
         with torch.no_grad():
             if prim.eval is None:
                 raise KeyError(f"{prim.signature()} has no eval formula")
             y = model.evaluate(_ast(prim.eval, [q.name for q in prim.params]), env, builtins=True)
+            if store:
+                y = model.perturb(y, model.u_row, model.max_store, model.tiny_store)
         ctx.result = y
         return y
 
@@ -353,7 +362,9 @@ class MonteCarlo(Exact):
             out = s
         return out.sum_to_size(shape) if shape else out.sum()
 
-    def f(self, name, spelled, *args):
+    def f(self, name, spelled, *args, cls=None):
+        """A primitive call. A per-row result (cls='row') is stored in the input dtype, and
+        its own backward rule reads that stored value (fusegen saves per-row values)."""
         key = (name, len(args))
         prim = _LIB.get(key)
         if prim is None:
@@ -364,7 +375,8 @@ class MonteCarlo(Exact):
         if prim.name == "detach":
             return args[0].detach()
         targs = [a if torch.is_tensor(a) else self.c(a) for a in args]
-        return _PrimOp.apply(self, prim, *targs)
+        store = cls == ROW and bool(self.u_row)
+        return _PrimOp.apply(self, (prim, store), *targs)
 
     def p(self, t, cls=None):
         if cls == ROW and self.u_row and t.dtype != torch.bool:
