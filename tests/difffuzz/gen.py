@@ -51,6 +51,7 @@ class Info:
     hi: float
     rd: int
     bool_: bool = False
+    scalars: frozenset = frozenset()  # [] inputs reached through [] values only
 
 
 def _grid(lo, hi, n=65):
@@ -124,6 +125,7 @@ class Generator:
     # ---- node construction with interval estimates --------------------------------------------
     def reset(self):
         self.in_fn = False
+        self.scalar_mode: Dict[str, str] = {}
         self.info: Dict[int, Info] = {}
         self.pool: List[Node] = []
         self.used_inputs = set()
@@ -133,8 +135,23 @@ class Generator:
 
     def leaf_input(self, name, cls):
         n = Node("input", name=name)
-        self.info[id(n)] = Info(cls, -INPUT_BOUND, INPUT_BOUND, 0)
+        self.info[id(n)] = Info(cls, -INPUT_BOUND, INPUT_BOUND, 0,
+                                scalars=frozenset([name]) if cls == SCALAR else frozenset())
         return n
+
+    def scalar_uses(self, n: Node, cls: str, infos) -> bool:
+        """Records how the [] inputs reached through [] arguments are used by a node of class
+        cls: per element ([..., D], [D]) or per row. In an op with reductions a [] input may
+        be used one way only (docs/spec-language.md); False if n would use one both ways."""
+        if cls in (SCALAR, CONST):
+            return True
+        mode = "row" if cls == ROW else "elem"
+        for i in infos:
+            if i.cls == SCALAR:
+                for name in i.scalars:
+                    if self.scalar_mode.setdefault(name, mode) != mode:
+                        return False
+        return True
 
     def const(self, v, spelling=None):
         n = num(v, spelling)
@@ -159,15 +176,28 @@ class Generator:
             return None
         infos = [self.inf(a) for a in args]
         n = call(name, *args)
+        rd = max([i.rd for i in infos], default=0)
+        scal = frozenset().union(*[i.scalars for i in infos if i.cls == SCALAR]) if infos else frozenset()
         if fn is not None:
             cls = CONST
             for i in infos:
                 cls = lang.join(cls, i.cls)
             lo, hi = self.fn_range[fn.name]
-            self.info[id(n)] = Info(cls, lo, hi, max(i.rd for i in infos))
-            return n
-        prim = next(p for p in self.prims if p.key == prim_key)
-        rd = max([i.rd for i in infos], default=0)
+            self.info[id(n)] = Info(cls, lo, hi, rd)
+        else:
+            prim = next(p for p in self.prims if p.key == prim_key)
+            if self._mk(n, prim, infos, rd) is None:
+                return None
+        info = self.info[id(n)]
+        if info.cls == SCALAR:
+            info.scalars = scal
+        elif scal and not self.scalar_uses(n, info.cls, infos):
+            return None
+        return n
+
+    def _mk(self, n, prim, infos, rd):
+        args = n.args
+        name = prim.name
         if prim.kind == "reduction":
             i = infos[0]
             if name == "sum":
