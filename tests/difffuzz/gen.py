@@ -40,8 +40,25 @@ POW_EXPONENTS = [2.0, 3.0, 0.5, 1.5, -1.0, -0.5, 0.0, 1.0, -2.0, 2.5, 4.0]
 FEATURES = ["reductions", "row_inputs", "col_inputs", "scalar_inputs", "lets", "multi_outputs",
             "row_outputs", "where", "detach", "with_grad", "attrs", "functions", "derivatives",
             "extreme_consts", "shared", "cxx_int_div", "scalar_rows", "dtypes_subset",
-            "attr_default_order", "with_grad_shape"]
-DEFAULT_OFF = {"scalar_rows"}  # [] inputs in ops with reductions: being added (brief, item 2)
+            "attr_default_order", "with_grad_shape", "names"]
+DEFAULT_OFF = {"scalar_rows"}
+
+# Names a spec may use (not reserved: docs/spec-language.md) that the generated C++ and Python
+# or their libraries also use: primitives, locals and members of the generated code, runtime
+# and torch identifiers, Python builtins, a 64-character name, names differing in case.
+TRICKY_NAMES = [
+    "mean", "max", "min", "sum", "exp", "log", "where", "abs", "pow", "sigmoid", "tanh", "sqrt",
+    "detach", "with_grad", "square", "relu", "select", "add", "mul", "neg", "lt", "eq",
+    "out", "grads", "a", "x", "y", "row", "rows", "c", "i", "k", "m", "n", "p", "S", "P", "Op",
+    "Args", "Forward", "Backward", "std", "fg", "at", "c10", "cuda", "cpu", "stream", "need",
+    "attr", "workspace", "kInputs", "Bcast", "OutKind", "Full", "Row", "term", "elem", "rowOut",
+    "rowPre", "rowAfter", "FG_HD", "TORCH_CHECK", "reference", "independent", "OPS", "math",
+    "os", "glob", "len", "print", "input", "list", "dict", "str", "type", "id", "range", "saved",
+    "saved_stat0", "stat0", "grad_x", "grad_y", "dtype", "device", "options", "half", "main",
+    "printf", "expf", "fmaxf", "isnan", "size_t", "int64_t", "Half", "BFloat16", "at_", "x0_",
+    "l0", "y0", "a0", "fz", "op", "spec", "fusegen", "fusegen_ops",
+    "a" * 64, "Xy", "XY", "xy",
+]  # [] inputs in ops with reductions: being added (brief, item 2)
 
 
 @dataclass
@@ -772,11 +789,13 @@ class Generator:
             classes += [SCALAR] * 2
         classes += [FULL] * 4
         n_in = rng.choice([1, 1, 2, 2, 3, 4])
-        self.inputs = [("x0", FULL)] + [(f"x{i}", rng.choice(classes)) for i in range(1, n_in)]
+        self.taken = set()
+        self.tricky = "names" in f and rng.random() < 0.3
+        self.inputs = [(self.name("x0"), FULL)] + [(self.name(f"x{i}"), rng.choice(classes)) for i in range(1, n_in)]
         self.attrs: List[GenAttr] = []
         if "attrs" in f:
             for i in range(rng.choice([0, 0, 1, 1, 2, 3])):
-                self.attrs.append(gen_attr(rng, f"a{i}"))
+                self.attrs.append(gen_attr(rng, self.name(f"a{i}")))
             if "attr_default_order" not in f:
                 # attrs without a default before those with one (see regressions/)
                 self.attrs.sort(key=lambda a: a.attr.default is not None)
@@ -790,7 +809,7 @@ class Generator:
                     continue
                 if want_row and self.inf(e).cls == CONST:
                     continue
-                self.lets.append((f"l{i}", e))
+                self.lets.append((self.name(f"l{i}"), e))
         outputs = []
         n_out = rng.choice([1, 1, 1, 2, 3]) if "multi_outputs" in f else 1
         for j in range(n_out):
@@ -799,7 +818,7 @@ class Generator:
             e = self.fix_output(e, row_out)
             if e is None:
                 return None
-            outputs.append((f"y{j}", e))
+            outputs.append((self.name(f"y{j}"), e))
         # every input used: attach the unused ones to the first (full) output
         reach = {n.name for n in lang.walk([e for _, e in outputs]) if n.op == "input"}
         for name, cls in self.inputs:
@@ -830,6 +849,19 @@ class Generator:
             rng.shuffle(dts)
             spec.dtypes = sorted(dts[: rng.randint(1, 4)]) if rng.random() < 0.5 else dts
         return spec
+
+    def name(self, plain):
+        """A fresh name: `plain`, or in a spec drawn for it, a tricky one (TRICKY_NAMES)."""
+        if self.tricky and self.rng.random() < 0.6:
+            pool = [n for n in TRICKY_NAMES if n not in self.taken and not n.startswith("_")]
+            if pool:
+                n = self.rng.choice(pool)
+                self.taken.add(n)
+                return n
+        while plain in self.taken:
+            plain += "_"
+        self.taken.add(plain)
+        return plain
 
     def fix_output(self, e, row_out):
         if e is None:

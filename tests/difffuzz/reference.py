@@ -42,7 +42,7 @@ class _Printer:
 
     def tmp(self):
         self.k += 1
-        return f"t{self.k}"
+        return f"_t{self.k}"  # spec names never begin with '_': no clash
 
     def emit(self, n: Node, cls_memo, params=None) -> str:
         key = id(n)
@@ -54,9 +54,9 @@ class _Printer:
             return params[n.name]
         v = self.tmp()
         if n.op == "attr":
-            self.lines.append(f"{v} = _M.c(float({n.name}))")
+            self.lines.append(f"{v} = _M.c({n.name})")
         elif n.op == "D":
-            self.lines.append(f"{v} = _M.c(D)")
+            self.lines.append(f"{v} = _M.c(_D)")
         elif n.op == "num":
             self.lines.append(f"{v} = _M.c({float(n.value)!r})")
         else:
@@ -104,10 +104,10 @@ def print_reference(spec: Spec) -> str:
     sig = ", ".join(name for name, _ in spec.inputs)
     kw = ", ".join(a.name if a.default is None else f"{a.name}={a.default!r}" for a in spec.attrs)
     out.append(f"def reference(_M, {sig}{', *, ' + kw if kw else ''}):")
-    body = [f"lead = tuple({full_input}.shape[:-1])",
-            f"full = tuple({full_input}.shape)",
-            f"D = float({full_input}.shape[-1])",
-            "_M.D = D"]
+    body = [f"_lead = {full_input}.shape[:-1]",
+            f"_full = {full_input}.shape",
+            f"_D = {full_input}.shape[-1]",
+            "_M.D = _D"]
     for name, c in spec.inputs:
         if c == ROW:
             body.append(f"{name} = {name}.unsqueeze(-1)")
@@ -120,9 +120,9 @@ def print_reference(spec: Spec) -> str:
     outs = []
     for v, c in results:
         if c == ROW:
-            outs.append(f"_M.out({v}.expand(*lead, 1)[..., 0])")
+            outs.append(f"_M.out({v}.expand(*_lead, 1)[..., 0])")
         else:
-            outs.append(f"_M.out({v}.expand(full))")
+            outs.append(f"_M.out({v}.expand(_full))")
     body.append(f"return [{', '.join(outs)}]")
     out += ["    " + l for l in body]
     return "\n".join(out) + "\n"

@@ -152,7 +152,10 @@ class Batch:
             if p.returncode == 0:
                 self.parse_build_times(logtext)
                 break
-            failed = set(re.findall(r"FAILED: \S*/objects/([^/\s]+)/", logtext))
+            full_log = os.path.join(self.pkg, "build", "fusegen-build.log")
+            text = logtext + (open(full_log, errors="replace").read() if os.path.exists(full_log) else "")
+            failed = set(re.findall(r"FAILED: \S*/objects/([^/\s]+)/", text))
+            failed |= set(re.findall(re.escape(self.pkg) + r"/([^/\s]+)/\S*: error:", text))
             culprits = [op for op in self.ops if op in failed]
             if not culprits:
                 for op in self.ops:
@@ -161,7 +164,7 @@ class Batch:
                 break
             log(f"build failed in {', '.join(culprits)}; rebuilding without")
             for op in culprits:
-                self.fail(op, "build-failure", [tail_for(logtext, op)])
+                self.fail(op, "build-failure", [tail_for(text, op)])
                 shutil.rmtree(os.path.join(self.pkg, op), ignore_errors=True)
             self.ops = [o for o in self.ops if o not in culprits]
             if self.ops:
@@ -354,12 +357,20 @@ def load_error_lines(err):
 
 
 def tail_for(text, op):
+    """The compiler's output for op's objects: from its FAILED line, or its first error."""
     lines = text.splitlines()
-    idx = [i for i, l in enumerate(lines) if f"FAILED:" in l and f"/objects/{op}/" in l]
+    idx = [i for i, l in enumerate(lines) if "FAILED:" in l and f"/objects/{op}/" in l]
+    idx += [i for i, l in enumerate(lines) if f"/{op}/" in l and "error:" in l]
     if not idx:
         return text[-3000:]
-    i = idx[0]
-    return "\n".join(lines[max(0, i - 5): i + 40])[-4000:]
+    i = min(idx)
+    out = []
+    for l in lines[i: i + 60]:
+        if out and "FAILED:" in l:
+            break
+        out.append(l)
+    errs = [l for l in out if "error:" in l]
+    return "\n".join(errs[:1] + out)[-4000:]
 
 
 def count_kinds(results):
@@ -398,8 +409,9 @@ def main(argv=None):
     ap.add_argument("--generate-only", action="store_true", help="write the specs and stop")
     args = ap.parse_args(argv)
     b = Batch(args)
-    log(f"difffuzz: {'regressions' if args.regressions else f'seed {args.seed}, specs {args.first}..{args.first + args.count - 1}'}"
-        f", device {args.device}, out {b.out}")
+    what = ("regressions" if args.regressions else f"{len(args.specs)} spec files" if args.specs
+            else f"seed {args.seed}, specs {args.first}..{args.first + args.count - 1}")
+    log(f"difffuzz: {what}, device {args.device}, out {b.out}")
     b.make_specs()
     if args.generate_only:
         log(f"wrote {len(b.specs)} specs to {b.spec_dir}")
