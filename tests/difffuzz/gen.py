@@ -40,7 +40,7 @@ POW_EXPONENTS = [2.0, 3.0, 0.5, 1.5, -1.0, -0.5, 0.0, 1.0, -2.0, 2.5, 4.0]
 FEATURES = ["reductions", "row_inputs", "col_inputs", "scalar_inputs", "lets", "multi_outputs",
             "row_outputs", "where", "detach", "with_grad", "attrs", "functions", "derivatives",
             "extreme_consts", "shared", "cxx_int_div", "scalar_rows", "dtypes_subset",
-            "attr_default_order", "with_grad_shape", "names"]
+            "attr_default_order", "with_grad_shape", "names", "macro_names"]
 DEFAULT_OFF = {"scalar_rows"}
 
 # Names a spec may use (not reserved: docs/spec-language.md) that the generated C++ and Python
@@ -52,13 +52,16 @@ TRICKY_NAMES = [
     "out", "grads", "a", "x", "y", "row", "rows", "c", "i", "k", "m", "n", "p", "S", "P", "Op",
     "Args", "Forward", "Backward", "std", "fg", "at", "c10", "cuda", "cpu", "stream", "need",
     "attr", "workspace", "kInputs", "Bcast", "OutKind", "Full", "Row", "term", "elem", "rowOut",
-    "rowPre", "rowAfter", "FG_HD", "TORCH_CHECK", "reference", "independent", "OPS", "math",
+    "rowPre", "rowAfter", "TORCH_CHECK", "reference", "independent", "OPS", "math",
     "os", "glob", "len", "print", "input", "list", "dict", "str", "type", "id", "range", "saved",
     "saved_stat0", "stat0", "grad_x", "grad_y", "dtype", "device", "options", "half", "main",
     "printf", "expf", "fmaxf", "isnan", "size_t", "int64_t", "Half", "BFloat16", "at_", "x0_",
     "l0", "y0", "a0", "fz", "op", "spec", "fusegen", "fusegen_ops",
     "a" * 64, "Xy", "XY", "xy",
-]  # [] inputs in ops with reductions: being added (brief, item 2)
+]
+# Object-like macros of the headers the generated C++ includes (feature macro_names: see
+# regressions/name_is_macro.yaml)
+MACRO_NAMES = ["FG_HD", "M_PI", "INT_MAX", "HUGE_VAL", "RAND_MAX", "TORCH_API", "C10_API"]  # [] inputs in ops with reductions: being added (brief, item 2)
 
 
 @dataclass
@@ -853,7 +856,8 @@ class Generator:
     def name(self, plain):
         """A fresh name: `plain`, or in a spec drawn for it, a tricky one (TRICKY_NAMES)."""
         if self.tricky and self.rng.random() < 0.6:
-            pool = [n for n in TRICKY_NAMES if n not in self.taken and not n.startswith("_")]
+            names = TRICKY_NAMES + (MACRO_NAMES if "macro_names" in self.features else [])
+            pool = [n for n in names if n not in self.taken and not n.startswith("_")]
             if pool:
                 n = self.rng.choice(pool)
                 self.taken.add(n)
