@@ -121,7 +121,10 @@ class SpecChecker:
             tol = tol + extra_tol.double().cpu()
         finite_w = torch.isfinite(w) & (w.abs() <= model.max_store)  # beyond the dtype: unchecked
         fallback = finite_w & ~torch.isfinite(c)
-        tol = torch.where(fallback, 1e-3 * w.abs() + 1e-6, tol)
+        fb = (1e-3 + 4 * model.u_store) * w.abs() + 1e-6
+        if extra_tol is not None:
+            fb = fb + extra_tol.double().cpu()
+        tol = torch.where(fallback, fb, tol)
         checked = finite_w & torch.isfinite(tol)
         self.elements += w.numel()
         self.unchecked += int((~checked).sum())
