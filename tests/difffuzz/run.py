@@ -406,12 +406,36 @@ def main(argv=None):
                     help=f"leave out the features that trigger open findings: {', '.join(KNOWN_FEATURES)}")
     ap.add_argument("--reuse", action="store_true",
                     help="keep OUT/pkg from the last run: unchanged ops are not recompiled")
+    ap.add_argument("--recheck", action="store_true",
+                    help="check the specs and package an earlier run left in OUT again (no generation, no build)")
     ap.add_argument("--generate-only", action="store_true", help="write the specs and stop")
     args = ap.parse_args(argv)
     b = Batch(args)
     what = ("regressions" if args.regressions else f"{len(args.specs)} spec files" if args.specs
             else f"seed {args.seed}, specs {args.first}..{args.first + args.count - 1}")
     log(f"difffuzz: {what}, device {args.device}, out {b.out}")
+    if args.recheck:
+        # the specs and the built package of an earlier run in OUT: the checks again
+        for p in sorted(glob.glob(os.path.join(b.spec_dir, "*.yaml"))):
+            op = os.path.basename(p)[:-5]
+            b.specs[op] = p
+        old = {}
+        if os.path.exists(os.path.join(b.out, "summary.json")):
+            old = {f["op"]: f for f in json.load(open(os.path.join(b.out, "summary.json")))["failures"]}
+        b.ops = [op for op in b.specs if os.path.isfile(os.path.join(b.pkg, op, op + "_ops.cpp"))]
+        for op in b.specs:
+            if op not in b.ops and op in old:
+                f = old[op]
+                text = "\n".join(f.get("messages", []))
+                if args.skip_known and f.get("kind") == "fusegen-rejects" and any(
+                        re.search(k, text) for k in KNOWN_REJECTIONS):
+                    b.skip(op, "fusegen rejects it for an open finding: " +
+                           next((l for l in text.splitlines() if "error:" in l), ""))
+                else:
+                    b.results[op] = {k: v for k, v in f.items() if k != "op"}
+        b.timings = {}
+        b.check()
+        return 0 if b.summary() else 1
     b.make_specs()
     if args.generate_only:
         log(f"wrote {len(b.specs)} specs to {b.spec_dir}")
