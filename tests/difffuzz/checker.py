@@ -88,6 +88,19 @@ class SpecChecker:
             xs.append(t.to(dtype).to(self.device))
         return xs
 
+    @staticmethod
+    def relayout(t, layout):
+        """The same values in another memory layout: 'strided' (every other element of a
+        buffer), 'offset' (one element past the start of a buffer: misaligned vectors)."""
+        if layout is None or t.dim() == 0:
+            return t
+        if layout == "strided":
+            buf = torch.zeros(*t.shape, 2, dtype=t.dtype, device=t.device)
+            buf[..., 0] = t
+            return buf[..., 0]
+        buf = torch.zeros(t.numel() + 1, dtype=t.dtype, device=t.device)
+        return buf[1:].view(t.shape).copy_(t)
+
     def run_op(self, xs, kw):
         out = self.op(*xs, **kw)
         return list(out) if isinstance(out, (tuple, list)) else [out]
@@ -143,17 +156,18 @@ class SpecChecker:
                           f"tolerance {tol.reshape(-1)[i].item():.3g}" + extra)
 
     # ---- checks ------------------------------------------------------------------------------
-    def forward_backward(self, dtype, lead, D, kw, backward=True, scale=1.0):
-        name = f"{str(dtype)[6:]} lead={tuple(lead)} D={D}" + (f" attrs={kw}" if kw else "")
+    def forward_backward(self, dtype, lead, D, kw, backward=True, scale=1.0, layout=None):
+        name = (f"{str(dtype)[6:]} lead={tuple(lead)} D={D}" + (f" attrs={kw}" if kw else "")
+                + (f" {layout} inputs" if layout else ""))
         xs = self.inputs(lead, D, dtype, scale)
         x64 = [t.double() for t in xs]
         try:
             if backward:
-                leaves = [t.clone().requires_grad_(True) for t in xs]
+                leaves = [self.relayout(t.clone(), layout).requires_grad_(True) for t in xs]
                 outs = self.run_op(leaves, kw)
             else:
                 with torch.no_grad():
-                    outs = self.run_op(xs, kw)
+                    outs = self.run_op([self.relayout(t, layout) for t in xs], kw)
         except Exception as e:  # noqa: BLE001
             raise Failure(f"forward {name}: raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         if len(outs) != len(self.spec.outputs):
@@ -171,8 +185,8 @@ class SpecChecker:
                          models[0])
         if not backward:
             return
-        gouts = [torch.randn(o.shape, dtype=torch.float64, generator=self.gen).to(dtype).to(self.device)
-                 for o in outs]
+        gouts = [self.relayout(torch.randn(o.shape, dtype=torch.float64, generator=self.gen).to(dtype).to(self.device),
+                               layout) for o in outs]
         try:
             got = torch.autograd.grad(outs, leaves, gouts, allow_unused=True)
         except Exception as e:  # noqa: BLE001
@@ -294,12 +308,17 @@ class SpecChecker:
         # long rows (block-wide and re-reading row plans).
         big = ([(torch.float32, (5,), 1000), (torch.bfloat16, (3,), 4096), (torch.float64, (2,), 2049),
                 (torch.float32, (1500,), 40)] if self.device == "cuda" else [(torch.float32, (700,), 50)])
-        plan += [(dt, lead, D, kw0) for dt, lead, D in big if dt in self.dtypes]
-        for dt, lead, D, kw in plan:
+        plan = [p + (None,) for p in plan]
+        plan += [(dt, lead, D, kw0, None) for dt, lead, D in big if dt in self.dtypes]
+        # inputs and output gradients in other layouts (the glue's copies and scalar paths)
+        plan += [(dt, lead, D, kw0, lay) for dt, lead, D, lay in
+                 [(torch.float64, (3, 2), 9, "strided"), (torch.float32, (5,), 12, "offset"),
+                  (torch.bfloat16, (4,), 16, "offset")] if dt in self.dtypes]
+        for dt, lead, D, kw, lay in plan:
             backward = "backward" not in skips and not (
                 "half_backward" in skips and dt in (torch.float16, torch.bfloat16))
             try:
-                self.forward_backward(dt, lead, D, kw, backward=backward)
+                self.forward_backward(dt, lead, D, kw, backward=backward, layout=lay)
             except Failure as f:
                 self.fail(str(dt)[6:], str(f))
         if torch.float32 in self.dtypes and full:
