@@ -204,6 +204,9 @@ DTYPE_INFO = {
     torch.bfloat16: (2.0 ** -8, 3.3895313892515355e38, 9.183549615799121e-41),
     torch.float16: (2.0 ** -11, 65504.0, 5.960464477539063e-08),
 }
+# the smallest normal number of each dtype, by its smallest subnormal
+SMALLEST_NORMAL = {5e-324: 2.2250738585072014e-308, 1.401298464324817e-45: 1.1754943508222875e-38,
+                   9.183549615799121e-41: 1.1754943508222875e-38, 5.960464477539063e-08: 6.103515625e-05}
 # Half types compute in float32 with approximate math allowed (fusegen_runtime.h's kFast):
 # their compute roundoff is taken 8x float32's.
 HALF_COMPUTE_U = 2.0 ** -21
@@ -313,16 +316,22 @@ class MonteCarlo(Exact):
         return torch.where(r < 0.5, -0.5 - r, r)
 
     def perturb(self, t, u, limit=None, tiny=None):
+        """t rounded as the model says: times (1 + 2u r); beyond `limit`, inf; below the
+        dtype's smallest normal, stochastically rounded to its subnormal grid (multiples of
+        `tiny`), so what underflows to 0 in the dtype does here too (exp(-500) is 0 in
+        float32). Exact zeros stay zero: x - x is 0 in any precision, and a row of zeros
+        ties for its max and min."""
         limit = self.max_compute if limit is None else limit
         tiny = self.tiny_compute if tiny is None else tiny
-        if u == 0 and tiny == 0:
-            y = t
-        else:
-            # the additive term (underflow) leaves exact zeros alone: x - x is 0 in any
-            # precision, and a row of zeros ties for its max and min
-            y = t * (1 + self.AMP * u * self._r(t)) + torch.where(t == 0, 0.0, tiny * self._r(t))
+        y = t if u == 0 else t * (1 + self.AMP * u * self._r(t))
         if math.isfinite(limit):
             y = torch.where(y.abs() > limit, y * math.inf, y)
+            if tiny:
+                small = y.abs() < SMALLEST_NORMAL.get(tiny, 0.0)
+                if small.any():
+                    jitter = torch.rand(y.shape, generator=self.gen, dtype=torch.float64, device=y.device)
+                    grid = torch.floor(y / tiny + jitter) * tiny
+                    y = torch.where(small, grid, y)
         return y
 
     def evaluate(self, n: Node, env, builtins: bool):
@@ -389,6 +398,11 @@ class MonteCarlo(Exact):
     def red(self, kind, t):
         if t.requires_grad:
             t = _Edge.apply(t, self)
+        if kind in ("max", "min") and self.u_compute:
+            # max's rule routes the gradient to every element equal to the result; rounding
+            # (a saturated erf, tanh or sigmoid) makes near-maximal elements equal to it:
+            # within a random few roundoffs of it, an element counts as a tie
+            return _RedExtremeTies.apply(t, kind == "max", self)
         r = super().red(kind, t)
         if kind in ("sum", "mean") and self.u_compute:
             n = max(t.shape[-1], 1) if t.dim() else 1
@@ -423,3 +437,22 @@ class _Edge(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return ctx.model.perturb(g, ctx.model.u_compute), None
+
+
+class _RedExtremeTies(torch.autograd.Function):
+    """max/min whose gradient reaches each element within a random 0 to 4 roundoffs of the
+    result (the Monte Carlo model of ties that rounding creates)."""
+
+    @staticmethod
+    def forward(ctx, t, is_max, model):
+        r = t.amax(-1, keepdim=True) if is_max else t.amin(-1, keepdim=True)
+        ctx.save_for_backward(t, r)
+        ctx.model = model
+        return r
+
+    @staticmethod
+    def backward(ctx, g):
+        t, r = ctx.saved_tensors
+        m = ctx.model
+        width = 2 * m.AMP * m.u_compute * r.abs() * torch.rand(r.shape, generator=m.gen, dtype=r.dtype, device=r.device)
+        return torch.where((t - r).abs() <= width, g, torch.zeros_like(g)), None, None
