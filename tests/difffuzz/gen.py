@@ -40,7 +40,8 @@ POW_EXPONENTS = [2.0, 3.0, 0.5, 1.5, -1.0, -0.5, 0.0, 1.0, -2.0, 2.5, 4.0]
 FEATURES = ["reductions", "row_inputs", "col_inputs", "scalar_inputs", "lets", "multi_outputs",
             "row_outputs", "where", "detach", "with_grad", "attrs", "functions", "derivatives",
             "extreme_consts", "shared", "cxx_int_div", "scalar_rows", "dtypes_subset",
-            "attr_default_order", "with_grad_shape", "names", "macro_names"]
+            "attr_default_order", "with_grad_shape", "names", "macro_names",
+            "derived_names"]
 DEFAULT_OFF = {"scalar_rows"}
 
 # Names a spec may use (not reserved: docs/spec-language.md) that the generated C++ and Python
@@ -857,7 +858,8 @@ class Generator:
         """A fresh name: `plain`, or in a spec drawn for it, a tricky one (TRICKY_NAMES)."""
         if self.tricky and self.rng.random() < 0.6:
             names = TRICKY_NAMES + (MACRO_NAMES if "macro_names" in self.features else [])
-            pool = [n for n in names if n not in self.taken and not n.startswith("_")]
+            pool = [n for n in names if n not in self.taken and not n.startswith("_") and (
+                "derived_names" in self.features or not n.startswith(("grad_", "saved_")))]
             if pool:
                 n = self.rng.choice(pool)
                 self.taken.add(n)
