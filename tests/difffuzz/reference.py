@@ -204,6 +204,10 @@ DTYPE_INFO = {
     torch.bfloat16: (2.0 ** -8, 3.3895313892515355e38, 9.183549615799121e-41),
     torch.float16: (2.0 ** -11, 65504.0, 5.960464477539063e-08),
 }
+# How near two values must be to count as equal in a Monte Carlo run (a random fraction of
+# this many roundoffs): ties that rounding creates, for ==, != and max/min's gradient
+TIE_ROUNDOFFS = 1024
+
 # the smallest normal number of each dtype, by its smallest subnormal
 SMALLEST_NORMAL = {5e-324: 2.2250738585072014e-308, 1.401298464324817e-45: 1.1754943508222875e-38,
                    9.183549615799121e-41: 1.1754943508222875e-38, 5.960464477539063e-08: 6.103515625e-05}
@@ -379,6 +383,17 @@ class MonteCarlo(Exact):
         if prim is None:
             raise KeyError(f"the model has no primitive {name}/{len(args)}")
         if prim.returns_bool:
+            if name in ("eq", "ne") and self.u_compute and len(args) == 2:
+                # Rounding makes nearby values equal ((2 + 1e-9)^2.5 is 2^2.5 in float32),
+                # which random perturbation never does: within a random 0 to 1024 roundoffs,
+                # values count as equal (as for max/min ties)
+                a, b = (x if torch.is_tensor(x) else self.c(x) for x in args)
+                scale = torch.maximum(a.abs(), b.abs())
+                width = TIE_ROUNDOFFS * self.u_compute * scale * torch.rand(
+                    torch.broadcast_shapes(a.shape, b.shape), generator=self.gen, dtype=torch.float64,
+                    device=scale.device)
+                same = (a - b).abs() <= width
+                return same if name == "eq" else ~same
             env = {q.name: a for q, a in zip(prim.params, args)}
             return self.evaluate(_ast(prim.eval, [q.name for q in prim.params]), env, builtins=True)
         if prim.name == "detach":
@@ -401,7 +416,7 @@ class MonteCarlo(Exact):
         if kind in ("max", "min") and self.u_compute:
             # max's rule routes the gradient to every element equal to the result; rounding
             # (a saturated erf, tanh or sigmoid) makes near-maximal elements equal to it:
-            # within a random few roundoffs of it, an element counts as a tie
+            # within a random 0 to 1024 roundoffs of it, an element counts as a tie
             return _RedExtremeTies.apply(t, kind == "max", self)
         r = super().red(kind, t)
         if kind in ("sum", "mean") and self.u_compute:
@@ -440,7 +455,7 @@ class _Edge(torch.autograd.Function):
 
 
 class _RedExtremeTies(torch.autograd.Function):
-    """max/min whose gradient reaches each element within a random 0 to 4 roundoffs of the
+    """max/min whose gradient reaches each element within a random 0 to 1024 roundoffs of the
     result (the Monte Carlo model of ties that rounding creates)."""
 
     @staticmethod
@@ -454,5 +469,6 @@ class _RedExtremeTies(torch.autograd.Function):
     def backward(ctx, g):
         t, r = ctx.saved_tensors
         m = ctx.model
-        width = 2 * m.AMP * m.u_compute * r.abs() * torch.rand(r.shape, generator=m.gen, dtype=r.dtype, device=r.device)
+        width = TIE_ROUNDOFFS * m.u_compute * r.abs() * torch.rand(r.shape, generator=m.gen, dtype=r.dtype,
+                                                                    device=r.device)
         return torch.where((t - r).abs() <= width, g, torch.zeros_like(g)), None, None
