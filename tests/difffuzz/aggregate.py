@@ -40,7 +40,7 @@ def main():
         for f in s["failures"]:
             failures.append({"op": f["op"], "seed": s["seed"], "device": s["device"], "kind": f["kind"],
                              "known": f.get("known"), "note": notes.get(f["op"]),
-                             "messages": [m[:600] for m in f["messages"][:3]]})
+                             "messages": [m[:1500] for m in f["messages"][:3]]})
     out = {"runs": [{"seed": s["seed"], "count": s["count"], "device": s["device"], "passed": s["passed"],
                      "failed": s["failed"], "skipped": s.get("skipped", 0), "timings": s["timings"],
                      "fusegen_version": s.get("fusegen_version")} for s in runs],
@@ -63,8 +63,8 @@ def main():
     md += ["", "## Failures", "", "| op | seed | device | kind | diagnosis | first message |",
            "| --- | ---: | --- | --- | --- | --- |"]
     for f in failures:
-        first = f["messages"][0].splitlines() if f["messages"] else [""]
-        line = next((l for l in first if "error:" in l), first[0] if first else "")
+        lines = [l for m in f["messages"] for l in m.splitlines()] or [""]
+        line = next((l for l in lines if "error:" in l), lines[0])
         line = line.replace("|", "\\|")[:200]
         md.append(f"| {f['op']} | {f['seed']} | {f['device']} | {f['kind']} | {f['note'] or ''} | {line} |")
     with open(os.path.join(args.out, "summary.md"), "w") as f:

@@ -270,6 +270,7 @@ class Batch:
              "fusegen_version": fusegen_version(self.fusegen),
              "passed": passed, "failed": failed, "skipped": skipped, "timings": t, "total_s": round(total, 1),
              "failures": [{"op": op, **r} for op, r in sorted(self.results.items()) if r["status"] == "FAIL"],
+             "skips": [{"op": op, **r} for op, r in sorted(self.results.items()) if r["status"] == "SKIP"],
              "kinds": count_kinds(self.results)}
         with open(os.path.join(self.out, "summary.json"), "w") as f:
             json.dump(s, f, indent=1)
@@ -419,21 +420,25 @@ def main(argv=None):
         for p in sorted(glob.glob(os.path.join(b.spec_dir, "*.yaml"))):
             op = os.path.basename(p)[:-5]
             b.specs[op] = p
-        old = {}
+        old, old_timings = {}, {}
         if os.path.exists(os.path.join(b.out, "summary.json")):
-            old = {f["op"]: f for f in json.load(open(os.path.join(b.out, "summary.json")))["failures"]}
+            prev = json.load(open(os.path.join(b.out, "summary.json")))
+            old = {f["op"]: f for f in prev["failures"] + prev.get("skips", [])}
+            old_timings = prev.get("timings", {})
         b.ops = [op for op in b.specs if os.path.isfile(os.path.join(b.pkg, op, op + "_ops.cpp"))]
         for op in b.specs:
             if op not in b.ops and op in old:
                 f = old[op]
                 text = "\n".join(f.get("messages", []))
-                if args.skip_known and f.get("kind") == "fusegen-rejects" and any(
+                if f.get("status") == "SKIP":
+                    b.results[op] = {k: v for k, v in f.items() if k != "op"}
+                elif args.skip_known and f.get("kind") == "fusegen-rejects" and any(
                         re.search(k, text) for k in KNOWN_REJECTIONS):
                     b.skip(op, "fusegen rejects it for an open finding: " +
                            next((l for l in text.splitlines() if "error:" in l), ""))
                 else:
                     b.results[op] = {k: v for k, v in f.items() if k != "op"}
-        b.timings = {}
+        b.timings = {k: v for k, v in old_timings.items() if k not in ("check_s", "per_spec_s")}
         b.check()
         return 0 if b.summary() else 1
     b.make_specs()
