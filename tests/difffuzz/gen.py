@@ -42,7 +42,7 @@ FEATURES = ["reductions", "row_inputs", "col_inputs", "scalar_inputs", "lets", "
             "extreme_consts", "shared", "cxx_int_div", "scalar_rows", "dtypes_subset",
             "attr_default_order", "with_grad_shape", "names", "macro_names",
             "derived_names"]
-DEFAULT_OFF = {"scalar_rows"}
+DEFAULT_OFF = set()  # scalar_rows ([] inputs next to reductions) landed in 1227797: on by default
 
 # Names a spec may use (not reserved: docs/spec-language.md) that the generated C++ and Python
 # or their libraries also use: primitives, locals and members of the generated code, runtime
