@@ -265,16 +265,18 @@ TEST(ParserErrors, UnaryPlusAndMalformedNumbers) {
 // Nesting (parentheses, calls and unary minus, counted together) is limited so the
 // recursive-descent parser cannot overflow the stack; the error points at the opener that
 // goes one level past the limit. Flat chains are loops and have no limit.
+// x inside `levels` copies of `open` ("(", "exp(" or "-"), closed where it needs closing.
+std::string nestedIn(const std::string& open, int levels) {
+  std::string text;
+  for (int i = 0; i < levels; ++i)
+    text += open;
+  return text + "x" + (open == "-" ? "" : std::string(levels, ')'));
+}
+
 TEST(Parser, NestingUpToTheLimitParses) {
   const int n = kMaxFormulaNesting;
-  for (const std::string open : {"(", "exp(", "-"}) {
-    std::string text;
-    for (int i = 0; i < n; ++i)
-      text += open;
-    text += "x";
-    if (open != "-") text += std::string(n, ')');
-    EXPECT_TRUE(parseOk(text)) << open;
-  }
+  for (const std::string open : {"(", "exp(", "-"})
+    EXPECT_TRUE(parseOk(nestedIn(open, n))) << open;
   // Levels of different kinds add up: n/4 + n/4 + 1 + (n/2 - 1) = n.
   EXPECT_TRUE(parseOk(std::string(n / 4, '(') + std::string(n / 4, '-') + "exp(" +
                       std::string(n / 2 - 1, '(') + "x" + std::string(n / 2, ')') +
@@ -288,11 +290,7 @@ TEST(Parser, NestingPastTheLimitIsReportedAtTheOpener) {
                               " levels (parentheses, calls and unary '-' together); name "
                               "inner parts with 'let'";
   for (const std::string open : {"(", "exp(", "-"}) {
-    std::string text;
-    for (int i = 0; i < n; ++i)
-      text += open;
-    text += "x";
-    if (open != "-") text += std::string(n, ')');
+    const std::string text = nestedIn(open, n);
     ErrorResult r = parseError(text);
     EXPECT_TRUE(r.failed) << open;
     EXPECT_EQ(r.errors, 1);

@@ -4,6 +4,8 @@
 // symbolic links), and the limits SpecLoader enforces with a location: name length, YAML
 // nesting, one UTF-8 document, int defaults. What the error catalog cannot hold (a file over
 // the size limit, a FIFO, a symbolic link, bytes that are not UTF-8) is checked here.
+#include "TestUtil.h"
+
 #include "driver/Pipeline.h"
 #include "prims/PrimitiveLibrary.h"
 #include "spec/SpecLoader.h"
@@ -164,17 +166,7 @@ TEST(ResolveInside, RefusesSymbolicLinksOutOfTheFolder) {
 
 // --- the functions header through the pipeline -------------------------------------------
 
-const prims::PrimitiveLibrary& library() {
-  static const prims::PrimitiveLibrary lib = [] {
-    std::ostringstream out;
-    Diagnostics diags(out);
-    auto loaded = prims::PrimitiveLibrary::load(
-        std::string(FUSEGEN_TEST_TEMPLATES) + "/primitives.yaml", diags);
-    if (!loaded) throw std::runtime_error("cannot load primitives.yaml:\n" + out.str());
-    return *loaded;
-  }();
-  return lib;
-}
+using test::library; // the real primitive library, loaded once (TestUtil.h)
 
 // Runs the generator on one spec file; returns its stderr, and whether it produced files.
 std::string generateErrors(const std::string& specPath, bool* produced = nullptr) {

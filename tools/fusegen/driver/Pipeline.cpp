@@ -85,12 +85,9 @@ std::optional<Compiled> compileText(const std::string& path, const std::string& 
   if (!spec->functions.empty()) {
     std::optional<std::string> header = functionsHeader(path, *spec, diags);
     if (!header) return std::nullopt;
-    std::string error;
-    std::optional<std::string> text = readSourceFile(*header, error);
-    if (!text) {
-      diags.error(spec->functionsLoc, "cannot read the functions header: " + error);
-      return std::nullopt;
-    }
+    std::optional<std::string> text =
+        readSourceFile(*header, diags, spec->functionsLoc, "cannot read the functions header: ");
+    if (!text) return std::nullopt;
     functions = cxx::importFunctions(*header, *text, diags);
     if (!functions) return std::nullopt;
   }
@@ -108,22 +105,16 @@ std::optional<Compiled> compileText(const std::string& path, const std::string& 
 
 std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveLibrary& lib,
                                 Diagnostics& diags) {
-  std::string error;
-  std::optional<std::string> text = readSourceFile(path, error);
-  if (!text) {
-    diags.error(SourceLoc{path, 0, 0}, error);
-    return std::nullopt;
-  }
+  std::optional<std::string> text = readSourceFile(path, diags, SourceLoc{path, 0, 0});
+  if (!text) return std::nullopt;
   return compileText(path, *text, lib, diags);
 }
 
 } // namespace
 
-std::optional<std::vector<GeneratedFile>> generateOne(const std::string& path,
-                                                      const std::string& text,
-                                                      const prims::PrimitiveLibrary& lib,
-                                                      const emit::Templates& templates,
-                                                      Diagnostics& diags) {
+std::optional<std::vector<GeneratedFile>>
+generateOne(const std::string& path, const std::string& text, const prims::PrimitiveLibrary& lib,
+            const emit::Templates& templates, Diagnostics& diags) {
   std::optional<Compiled> c = compileText(path, text, lib, diags);
   if (!c) return std::nullopt;
   return emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->plan}, templates);

@@ -272,12 +272,8 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
 
 std::optional<PrimitiveLibrary> PrimitiveLibrary::load(const std::string& path,
                                                        Diagnostics& diags) {
-  std::string error;
-  std::optional<std::string> text = readSourceFile(path, error);
-  if (!text) {
-    diags.error(SourceLoc{path, 0, 0}, error);
-    return std::nullopt;
-  }
+  std::optional<std::string> text = readSourceFile(path, diags, SourceLoc{path, 0, 0});
+  if (!text) return std::nullopt;
   // The nesting limit and the one-document rule of specs, reported with a location.
   diags.addFile(path, *text);
   if (!spec::checkYamlStructure(path, *text, diags)) return std::nullopt;

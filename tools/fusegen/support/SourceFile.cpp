@@ -97,6 +97,14 @@ std::optional<std::string> readSourceFile(const std::string& path, std::string& 
   return text;
 }
 
+std::optional<std::string> readSourceFile(const std::string& path, Diagnostics& diags,
+                                          const SourceLoc& where, const std::string& context) {
+  std::string error;
+  std::optional<std::string> text = readSourceFile(path, error);
+  if (!text) diags.error(where, context + error);
+  return text;
+}
+
 std::optional<std::string> resolveInside(const std::string& dir, const std::string& relative,
                                          PathProblem& problem) {
   problem = PathProblem::None;

@@ -4,6 +4,8 @@
 // readSourceFile reads only regular files of bounded size and says why it refused the rest.
 #pragma once
 
+#include "support/Diagnostics.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,6 +22,10 @@ constexpr std::uintmax_t kMaxSourceFileBytes = std::uintmax_t(1) << 20;
 // file (N bytes)". Never blocks on a FIFO and never reads more than maxBytes + 1 bytes.
 std::optional<std::string> readSourceFile(const std::string& path, std::string& error,
                                           std::uintmax_t maxBytes = kMaxSourceFileBytes);
+// The same, with a refusal reported to `diags` as an error at `where`, after `context`
+// (e.g. "cannot read the functions header: ").
+std::optional<std::string> readSourceFile(const std::string& path, Diagnostics& diags,
+                                          const SourceLoc& where, const std::string& context = "");
 
 // Where `relative` (a path written in a file of folder `dir`) may be read from: `dir` /
 // `relative`, lexically normalized, when it names something inside `dir`. Nothing otherwise:
