@@ -529,6 +529,16 @@ TEST(RowDerivatives, EveryReductionRuleMatchesFiniteDifferences) {
     EXPECT_TRUE(tested.count(name)) << name << " was not tested";
 }
 
+// A per-row value added inside a reduction: y = mean(x + mean(x)) = 2 mean(x). The adjoint
+// of x + mean(x) is per row (from the outer mean), the same for every element, so mean(x)
+// gets D times it (found by tests/difffuzz: row_value_in_reduction_grad.yaml).
+TEST(RowDerivatives, PerRowValueInsideAReduction) {
+  Pipeline p = build("op: t\ninputs:\n  x: [..., D]\noutputs:\n  y: mean(x + mean(x))\n"
+                     "  z: x * sum(exp(x) - max(x))\n");
+  checkRow(p, rowPoint({{"x", {0.3, -1.2, 2.2, 0.9, -0.4}}}),
+           {{"y", std::vector<double>(5, 1.3)}, {"z", kWeights}});
+}
+
 TEST(RowDerivatives, ColumnInputUnderAReduction) {
   // d s / d b_j = r for every j: the adjoint of b is per-row (grad * r), summed over rows by
   // the kernel; with one row it is the value at every j.

@@ -67,6 +67,12 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
       }
       contribution = simplifier.simplify(contribution);
       if (contribution->isConst(0)) continue;
+      // A per-row argument of a full-shaped node is used by every element of its row. Its
+      // contribution is the sum of theirs: accumulate() sums a full-shaped one; a per-row one
+      // (the node's adjoint came from a reduction, the same for every element) is D of it.
+      if (arg->shape() == ir::ShapeClass::Row && n->shape() == ir::ShapeClass::Full &&
+          contribution->shape() != ir::ShapeClass::Full)
+        contribution = simplifier.call("mul", {contribution, ir::Node::makeDim()});
       accumulate(arg.get(), contribution);
     }
   }
