@@ -283,6 +283,7 @@ def _misaligned(t: torch.Tensor) -> torch.Tensor:
 
 class OpChecks:
     BOUND_CHUNK = 1 << 23  # elements per error_bounds() call (float64 temporaries: memory)
+    VMAP_BATCH = 3  # the vmapped dim's size in the vmap checks
 
     def __init__(self, spec: OpInfo, op: Callable, reference: Callable, independent: Callable,
                  error_bounds: Callable):
@@ -715,7 +716,7 @@ class OpChecks:
     def _vmap_cases(self, x):
         """(in_dims, batched inputs) pairs: each input alone batched at dim 0 and (where it
         has dims) at its last dim, then all inputs batched at dim 0."""
-        B = 3
+        B = self.VMAP_BATCH
         cases = []
         for i, t in enumerate(x):
             for dim in sorted({0, t.dim()}):
@@ -760,7 +761,8 @@ class OpChecks:
 
     def vmap_backward(self, device, dtype):
         """torch.vmap over <op>_backward (each gradient requested alone and all at once:
-        output_mask) and over torch.func.vjp of the op, against loops."""
+        output_mask), over torch.func.vjp of the op, and torch.autograd through vmap's
+        result, against loops."""
         attrs = list(self.attrs().values())
         fwd = getattr(torch.ops.fusegen, self.spec.name).default
         bwd = getattr(torch.ops.fusegen, self.spec.name + "_backward").default
@@ -777,18 +779,32 @@ class OpChecks:
             _, pull = torch.func.vjp(lambda *x: self.call(self.op, x), *t[:n_in])
             return pull(t[n_in:])
 
+        def outer_grads(dims, args, vmapped):  # torch.autograd through vmap's result
+            leaves = [t.detach().requires_grad_(True) for t in args[:n_in]]
+            fn = lambda *t: self.call(self.op, t)  # noqa: E731
+            outs = (torch.vmap(fn, in_dims=tuple(dims[:n_in]))(*leaves) if vmapped
+                    else self._loop(fn, dims[:n_in], leaves, 0))
+            g = [torch.stack([t] * self.VMAP_BATCH) if d is None else t.movedim(d, 0)
+                 for t, d in zip(args[n_in:], dims[n_in:])]
+            return torch.autograd.grad(outs, leaves, g, allow_unused=True)
+
         x = self.inputs((2, 3), 5, dtype, device)
         gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
         for dims, args in self._vmap_cases(x + gouts):
+            if any(d is not None for d in dims[:n_in]):
+                with _no_vmap_fallback():
+                    got = outer_grads(dims, args, True)
+                for a, g, w in zip(self.spec.inputs, got, outer_grads(dims, args, False)):
+                    torch.testing.assert_close(
+                        g, w, msg=lambda m: f"autograd through vmap, in_dims={dims}, {a.name}: {m}")
             for mask in masks:
                 self._compare_vmap(backward(mask), dims, args,
-                                         f"vmap({self.spec.name}_backward), mask {mask}")
+                                   f"vmap({self.spec.name}_backward), mask {mask}")
             self._compare_vmap(vjp, dims, args, f"vmap(vjp({self.spec.name}))")
 
     def func_transforms(self, device):
         """torch.func.grad, vjp and jacrev of the op against those of its reference (float64);
         forward mode (jvp) raises instead of returning wrong tangents."""
-        attrs = self.attrs()
         x = self.inputs((2, 3), 4, torch.float64, device)
         argnums = tuple(range(len(x)))
         for k, out in enumerate(self.spec.outputs):
@@ -819,14 +835,12 @@ def _tuple(out):
 
 @contextlib.contextmanager
 def _no_vmap_fallback():
-    """PyTorch's per-sample vmap fallback (an op without a batching rule) raises here: the
-    fallback is off and its warning is an error."""
+    """PyTorch's per-sample vmap fallback is off (an op without a batching rule raises; the
+    fallback's own warning goes to the C++ log, not to Python), and warnings are errors."""
     torch._C._functorch._set_vmap_fallback_enabled(False)
-    torch._C._functorch._set_vmap_fallback_warning_enabled(True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             yield
     finally:
-        torch._C._functorch._set_vmap_fallback_warning_enabled(False)
         torch._C._functorch._set_vmap_fallback_enabled(True)
