@@ -112,3 +112,6 @@ def _fake(x, residual, weight, eps=1e-06):
 def _fake_backward(grad_y, grad_residual_out, x, residual, weight, saved_rstd, eps, output_mask):
     return _support.fake_backward(SPEC, [x, residual, weight], [saved_rstd], [grad_y, grad_residual_out],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

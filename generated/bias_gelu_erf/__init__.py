@@ -88,3 +88,6 @@ def _fake(x, bias):
 def _fake_backward(grad_y, x, bias, output_mask):
     return _support.fake_backward(SPEC, [x, bias], [], [grad_y],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

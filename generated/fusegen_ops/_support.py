@@ -2,8 +2,10 @@
 """Shared Python runtime of the generated ops: op metadata (OpInfo), the fake (meta)
 implementations used by torch.compile and opcheck, and the argument checks they share
 with the C++ glue (templates/runtime/fusegen_torch.h) -- same rules, same messages, so a
-mistake is reported the same way in eager mode and while tracing."""
+mistake is reported the same way in eager mode and while tracing -- and the batching rules
+of torch.vmap (register_vmap)."""
 import dataclasses
+import functools
 from typing import List, Sequence, Tuple
 
 import torch
@@ -122,3 +124,102 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
     out = tuple(t.new_empty(t.shape) if m else t.new_empty(0) for t, m in zip(tensors, output_mask))
     return out[0] if len(out) == 1 else out
 
+
+# ---- torch.vmap ------------------------------------------------------------------------
+# One batching rule serves the forward op and <op>_backward of every op, from the shape
+# classes of their arguments and results. Leading dims are free for [..., D] and [...]
+# arguments: the vmapped dim moves to the front and becomes one more leading dim (an
+# unbatched one is expanded to it), so one call computes the whole batch. A batched [D] or
+# [] argument has no dim to spare, and a [D] or [] gradient is a sum over all rows of the
+# call, where each sample needs the sum over its own rows: those cases call the op once
+# per sample and stack the results. (A forward output of class [D] or [], such as a
+# with_grad of a constant, depends on [D] and [] inputs alone: the same for every sample.)
+# Both call torch.ops.fusegen.* again, below the vmap level, so autograd and nested
+# transforms see the op itself.
+
+
+def register_vmap(spec: OpInfo) -> None:
+    """Registers the batching rules of fusegen::<op> and fusegen::<op>_backward."""
+    ops = torch.ops.fusegen
+    inputs = [a.shape for a in spec.inputs]
+    forward_results = [o.shape for o in spec.outputs] + [ROW] * len(spec.saved)
+    torch.library.register_vmap(
+        spec.qualname, functools.partial(_batch_rule, getattr(ops, spec.name).default, inputs,
+                                         forward_results, None))
+    # <op>_backward(output gradients, inputs, saved statistics, attrs, output_mask)
+    backward_args = [o.shape for o in spec.outputs] + inputs + [ROW] * len(spec.saved)
+    torch.library.register_vmap(
+        spec.qualname + "_backward",
+        functools.partial(_batch_rule, getattr(ops, spec.name + "_backward").default,
+                          backward_args, inputs, len(backward_args) + len(spec.attrs)))
+
+
+def _batch_rule(op, classes: List[str], results: List[str], mask_at, info, in_dims, *args,
+                **kwargs):
+    """The vmap rule of `op`, whose first len(classes) arguments are tensors of those shape
+    classes and whose results have the classes `results`; mask_at: the position of the
+    backward's output_mask (None for a forward), whose unrequested gradients are empty
+    tensors (expanded to the batch: torch.vmap fails to place an unbatched result at a
+    negative out_dims). Every result comes back with the batch at dim 0."""
+    n = len(classes)
+    tensors, dims, rest = args[:n], in_dims[:n], args[n:]
+    if mask_at is None:
+        mask = [True] * len(results)
+    else:
+        mask = list(kwargs["output_mask"] if "output_mask" in kwargs else args[mask_at])
+    full = classes.index(FULL)
+    scalar_rank = tensors[full].dim() - (dims[full] is not None) == 0  # a 0-dim [..., D]
+    per_sample = (
+        any(d is not None and c in (COL, SCALAR) for c, d in zip(classes, dims))
+        or (mask_at is not None
+            and any(m and c in (COL, SCALAR) for c, m in zip(results, mask)))
+        or (scalar_rank and COL in classes)  # the op's error, per sample
+        or info.batch_size == 0)
+    if per_sample:
+        return _per_sample(op, info.batch_size, tensors, dims, rest, kwargs, mask)
+    # One call: [..., D] and [...] arguments get the batch as their first dim; a 0-dim
+    # [..., D] (D = 1) becomes [B, 1], so that the batch does not become its D.
+    batched = []
+    for t, c, d in zip(tensors, classes, dims):
+        if c in (FULL, ROW):
+            t = t.movedim(d, 0) if d is not None else t.expand(info.batch_size, *t.shape)
+            if scalar_rank and c == FULL:
+                t = t.unsqueeze(-1)
+        batched.append(t)
+    out = op(*batched, *rest, **kwargs)
+    single = isinstance(out, torch.Tensor)
+    outs = []
+    for o, c, m in zip((out,) if single else out, results, mask):
+        if not m or c in (COL, SCALAR):  # (an output of the unbatched [D] and [] inputs)
+            o = o.expand(info.batch_size, *o.shape)
+        elif scalar_rank and c == FULL:
+            o = o.squeeze(-1)
+        outs.append(o)
+    return _batched_at_0(outs, single)
+
+
+def _per_sample(op, batch_size, tensors, dims, rest, kwargs, mask):
+    """op on each sample, the results stacked at dim 0 (an unrequested gradient: the first
+    sample's empty tensor, expanded). An empty batch runs the op once on zeros for the
+    results' shapes (and the argument checks)."""
+    def sample(b):
+        return [t.select(d, b) if d is not None else t for t, d in zip(tensors, dims)]
+
+    if batch_size == 0:
+        zeros = [t.new_zeros(t.shape[:d] + t.shape[d + 1:]) if d is not None else t
+                 for t, d in zip(tensors, dims)]
+        out = op(*zeros, *rest, **kwargs)
+        single = isinstance(out, torch.Tensor)
+        outs = [o.new_empty((0, *o.shape)) for o in ((out,) if single else out)]
+    else:
+        runs = [op(*sample(b), *rest, **kwargs) for b in range(batch_size)]
+        single = isinstance(runs[0], torch.Tensor)
+        runs = [(r,) if single else tuple(r) for r in runs]
+        outs = [torch.stack(col) if m else col[0].expand(batch_size, *col[0].shape)
+                for col, m in zip(zip(*runs), mask)]
+    return _batched_at_0(outs, single)
+
+
+def _batched_at_0(outs, single):
+    """A batching rule's (results, out_dims), every result batched at dim 0."""
+    return (outs[0], 0) if single else (tuple(outs), (0,) * len(outs))

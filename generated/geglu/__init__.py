@@ -98,3 +98,6 @@ def _fake(gate, up):
 def _fake_backward(grad_y, gate, up, output_mask):
     return _support.fake_backward(SPEC, [gate, up], [], [grad_y],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -101,3 +101,6 @@ def _fake(x, eps=1e-12):
 def _fake_backward(grad_y, x, saved_stat0, saved_stat1, eps, output_mask):
     return _support.fake_backward(SPEC, [x], [saved_stat0, saved_stat1], [grad_y],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

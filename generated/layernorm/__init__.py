@@ -122,3 +122,6 @@ def _fake(x, weight, bias, eps=1e-05):
 def _fake_backward(grad_y, x, weight, bias, saved_mu, saved_rstd, eps, output_mask):
     return _support.fake_backward(SPEC, [x, weight, bias], [saved_mu, saved_rstd], [grad_y],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -93,3 +93,6 @@ def _fake(x):
 def _fake_backward(grad_lse, x, saved_m, saved_stat1, output_mask):
     return _support.fake_backward(SPEC, [x], [saved_m, saved_stat1], [grad_lse],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

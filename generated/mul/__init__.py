@@ -76,3 +76,6 @@ def _fake(a, b):
 def _fake_backward(grad_y, a, b, output_mask):
     return _support.fake_backward(SPEC, [a, b], [], [grad_y],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -179,3 +179,6 @@ def _fake(x, w0, w1, w2, b, eps=1e-06):
 def _fake_backward(grad_y, x, w0, w1, w2, b, saved_stat0, saved_stat1, saved_stat2, eps, output_mask):
     return _support.fake_backward(SPEC, [x, w0, w1, w2, b], [saved_stat0, saved_stat1, saved_stat2], [grad_y],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

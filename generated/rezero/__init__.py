@@ -80,3 +80,6 @@ def _fake(x, h, alpha):
 def _fake_backward(grad_y, x, h, alpha, output_mask):
     return _support.fake_backward(SPEC, [x, h, alpha], [], [grad_y],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -104,3 +104,6 @@ def _fake(x, weight, eps=1e-06):
 def _fake_backward(grad_y, x, weight, saved_rstd, eps, output_mask):
     return _support.fake_backward(SPEC, [x, weight], [saved_rstd], [grad_y],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -3,6 +3,7 @@
 fusegen_ops.testing with this op's spec, its reference, the spec's independent formula and
 the bounds of the kernels' rounding errors (the tolerances)."""
 import pytest
+import torch
 
 from fusegen_ops import testing
 from fusegen_ops.rmsnorm_gemma import SPEC, error_bounds, independent, reference, rmsnorm_gemma as op
@@ -46,6 +47,23 @@ def test_opcheck(device):
 @pytest.mark.parametrize("device", testing.DEVICES)
 def test_torch_compile_fullgraph(device):
     CHECKS.compile_fullgraph(device)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_vmap_forward(device, dtype):
+    CHECKS.vmap_forward(device, dtype)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_vmap_backward(device, dtype):
+    CHECKS.vmap_backward(device, dtype)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
+def test_func_transforms(device):
+    CHECKS.func_transforms(device)
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)

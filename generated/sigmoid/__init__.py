@@ -76,3 +76,6 @@ def _fake(x):
 def _fake_backward(grad_y, x, output_mask):
     return _support.fake_backward(SPEC, [x], [], [grad_y],
                                   output_mask)
+
+
+_support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -5,8 +5,10 @@ formula and the op's error bounds, builds random inputs of the right shape class
 asserts, within tolerances that follow from one error model (below). Set
 FUSEGEN_REQUIRE_CUDA=1 to make a missing GPU an error instead of a CPU-only run (the GPU
 runner does), so a skipped GPU path is never reported as passed."""
+import contextlib
 import math
 import os
+import warnings
 from typing import Callable, Dict, List, Sequence
 
 import pytest
@@ -280,6 +282,7 @@ def _misaligned(t: torch.Tensor) -> torch.Tensor:
 
 class OpChecks:
     BOUND_CHUNK = 1 << 23  # elements per error_bounds() call (float64 temporaries: memory)
+    VMAP_BATCH = 3  # the vmapped dim's size in the vmap checks
 
     def __init__(self, spec: OpInfo, op: Callable, reference: Callable, independent: Callable,
                  error_bounds: Callable):
@@ -707,3 +710,136 @@ class OpChecks:
         second = self.grads(self.op, x, gouts)
         for a, f, s in zip(self.spec.inputs, first, second):
             assert torch.equal(f, s), f"grad of {a.name} differs between two identical runs"
+
+    # ---- torch.func transforms ---------------------------------------------------------
+    def _vmap_cases(self, x):
+        """(in_dims, batched inputs) pairs: each input alone batched at dim 0 and (where it
+        has dims) at its last dim, then all inputs batched at dim 0."""
+        B = self.VMAP_BATCH
+        cases = []
+        for i, t in enumerate(x):
+            for dim in sorted({0, t.dim()}):
+                dims = [None] * len(x)
+                dims[i] = dim
+                cases.append(dims)
+        cases.append([0] * len(x))
+        for dims in cases:
+            yield dims, [t if d is None else torch.stack([t * (1 + 0.25 * b) for b in range(B)], d)
+                         for t, d in zip(x, dims)]
+
+    @staticmethod
+    def _loop(fn, dims, args, out_dims):
+        """fn over the samples one by one, results stacked at out_dims: what vmap promises."""
+        B = next(t.shape[d] for t, d in zip(args, dims) if d is not None)
+        runs = [fn(*[t if d is None else t.select(d, b) for t, d in zip(args, dims)])
+                for b in range(B)]
+        return [torch.stack(col, out_dims) for col in zip(*runs)]
+
+    def _compare_vmap(self, fn, dims, args, what):
+        """vmap(fn) against the loop, at out_dims 0 and -1, without the per-sample fallback."""
+        for out_dims in (0, -1):
+            with _no_vmap_fallback():
+                got = torch.vmap(fn, in_dims=tuple(dims), out_dims=out_dims)(*args)
+            want = self._loop(fn, dims, args, out_dims)
+            for k, (g, w) in enumerate(zip(got, want)):
+                torch.testing.assert_close(
+                    g, w, msg=lambda m: f"{what}, in_dims={dims}, out_dims={out_dims}, result "
+                                        f"{k}: {m}")
+
+    def vmap_forward(self, device, dtype):
+        """torch.vmap over the op (every input class batched, at dim 0 and at its last dim)
+        equals a loop of per-sample calls, without PyTorch's per-sample fallback."""
+        attrs = self.attrs()
+        fn = lambda *t: self.call(self.op, t)  # noqa: E731
+        for dims, args in self._vmap_cases(self.inputs((2, 3), 5, dtype, device)):
+            self._compare_vmap(fn, dims, args, f"vmap({self.spec.name})")
+        raw = getattr(torch.ops.fusegen, self.spec.name).default  # the statistics too
+        for dims, args in self._vmap_cases(self.inputs((4,), 6, dtype, device)):
+            self._compare_vmap(lambda *t: _tuple(raw(*t, *attrs.values())), dims, args,
+                               f"vmap(torch.ops.fusegen.{self.spec.name})")
+
+    def vmap_backward(self, device, dtype):
+        """torch.vmap over <op>_backward (each gradient requested alone and all at once:
+        output_mask), over torch.func.vjp of the op, and torch.autograd through vmap's
+        result, against loops."""
+        attrs = list(self.attrs().values())
+        fwd = getattr(torch.ops.fusegen, self.spec.name).default
+        bwd = getattr(torch.ops.fusegen, self.spec.name + "_backward").default
+        n_in, n_out = len(self.spec.inputs), len(self.spec.outputs)
+        masks = [[k == i for k in range(n_in)] for i in range(n_in)] + [[True] * n_in]
+
+        def backward(mask):
+            def fn(*t):  # (inputs, output gradients)
+                saved = _tuple(fwd(*t[:n_in], *attrs))[n_out:]
+                return _tuple(bwd(*t[n_in:], *t[:n_in], *saved, *attrs, mask))
+            return fn
+
+        def vjp(*t):
+            _, pull = torch.func.vjp(lambda *x: self.call(self.op, x), *t[:n_in])
+            return pull(t[n_in:])
+
+        def outer_grads(dims, args, vmapped):  # torch.autograd through vmap's result
+            leaves = [t.detach().requires_grad_(True) for t in args[:n_in]]
+            fn = lambda *t: self.call(self.op, t)  # noqa: E731
+            outs = (torch.vmap(fn, in_dims=tuple(dims[:n_in]))(*leaves) if vmapped
+                    else self._loop(fn, dims[:n_in], leaves, 0))
+            g = [torch.stack([t] * self.VMAP_BATCH) if d is None else t.movedim(d, 0)
+                 for t, d in zip(args[n_in:], dims[n_in:])]
+            return torch.autograd.grad(outs, leaves, g, allow_unused=True)
+
+        x = self.inputs((2, 3), 5, dtype, device)
+        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        for dims, args in self._vmap_cases(x + gouts):
+            if any(d is not None for d in dims[:n_in]):
+                with _no_vmap_fallback():
+                    got = outer_grads(dims, args, True)
+                for a, g, w in zip(self.spec.inputs, got, outer_grads(dims, args, False)):
+                    torch.testing.assert_close(
+                        g, w, msg=lambda m: f"autograd through vmap, in_dims={dims}, {a.name}: {m}")
+            for mask in masks:
+                self._compare_vmap(backward(mask), dims, args,
+                                   f"vmap({self.spec.name}_backward), mask {mask}")
+            self._compare_vmap(vjp, dims, args, f"vmap(vjp({self.spec.name}))")
+
+    def func_transforms(self, device):
+        """torch.func.grad, vjp and jacrev of the op against those of its reference (float64);
+        forward mode (jvp) raises instead of returning wrong tangents."""
+        x = self.inputs((2, 3), 4, torch.float64, device)
+        argnums = tuple(range(len(x)))
+        for k, out in enumerate(self.spec.outputs):
+            def pick(fn):
+                return lambda *t: self.call(fn, t)[k]
+            with _no_vmap_fallback():
+                got = torch.func.jacrev(pick(self.op), argnums)(*x)
+            want = torch.func.jacrev(pick(self.reference), argnums)(*x)
+            for a, g, w in zip(self.spec.inputs, got, want):
+                torch.testing.assert_close(g, w, msg=lambda m: f"jacrev of {out.name} in "
+                                                               f"{a.name}: {m}")
+            weights = torch.randn_like(self.call(self.op, x)[k])
+
+            def loss(fn):
+                return lambda *t: (pick(fn)(*t) * weights).sum()
+            got = torch.func.grad(loss(self.op), argnums)(*x)
+            want = torch.func.grad(loss(self.reference), argnums)(*x)
+            for a, g, w in zip(self.spec.inputs, got, want):
+                torch.testing.assert_close(g, w, msg=lambda m: f"grad of {a.name}: {m}")
+        tangents = [torch.randn_like(t) for t in x]
+        with pytest.raises(RuntimeError, match="forward-mode AD .* is not supported"):
+            torch.func.jvp(lambda *t: self.call(self.op, t), tuple(x), tuple(tangents))
+
+
+def _tuple(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+@contextlib.contextmanager
+def _no_vmap_fallback():
+    """PyTorch's per-sample vmap fallback is off (an op without a batching rule raises; the
+    fallback's own warning goes to the C++ log, not to Python), and warnings are errors."""
+    torch._C._functorch._set_vmap_fallback_enabled(False)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            yield
+    finally:
+        torch._C._functorch._set_vmap_fallback_enabled(True)

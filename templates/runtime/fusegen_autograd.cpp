@@ -78,6 +78,11 @@ public:
     for (int k = 0; k < info_.inputs; ++k) {
       inputs.push_back(args[k].toTensor());
       needsGrad = needsGrad || inputs.back().requires_grad();
+      // No forward-mode derivative: without this check a tangent would be dropped and
+      // torch.func.jvp would return zeros.
+      TORCH_CHECK(!torch::autograd::isFwGradDefined(inputs.back()), op.schema().name(),
+                  ": forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) is not "
+                  "supported; use reverse mode (torch.func.vjp, jacrev, torch.autograd.grad)");
     }
     std::shared_ptr<OpBackward> node;
     if (needsGrad && at::GradMode::is_enabled()) {
