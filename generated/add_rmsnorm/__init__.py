@@ -114,4 +114,94 @@ def _fake_backward(grad_y, grad_residual_out, x, residual, weight, saved_rstd, e
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:5])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[6:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of add_rmsnorm_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[2].dtype
+    _grad_y, _grad_residual_out, x, residual, weight = _support.compute_type(ctx.saved_tensors)
+    eps = ctx.attrs[0]
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _gg_residual = _support.cotangent(_gg[1], ctx.mask[1], "[..., D]", x)
+    _gg_weight = _support.cotangent(_gg[2], ctx.mask[2], "[D]", x)
+    _D = x.shape[-1] if x.dim() else 1
+    _t0 = (x + residual)
+    _t1 = (_t0 * _t0)
+    _t2 = _t1.mean(-1, keepdim=True)
+    _t3 = (_t2 + eps)
+    _t4 = torch.rsqrt(_t3)
+    _t5 = (_t0 * _t4)
+    _t6 = (_gg_weight * _t5)
+    _t7 = (_gg_x + _gg_residual)
+    _t8 = (_t7 + _t7)
+    _t9 = (_t8 * _t0)
+    _t10 = _t9.sum(-1, keepdim=True)
+    _t11 = (_t10 / _D)
+    _t12 = (_t11 * _t4)
+    _t13 = (_t12 * _t4)
+    _t14 = (_t13 * _t4)
+    _t15 = (_t14 * -0.5)
+    _t16 = (_t15 * _t0)
+    _t17 = (_t7 * _t4)
+    _t18 = (_t16 + _t17)
+    _t19 = (_t18 * weight)
+    _t20 = (_t6 + _t19)
+    _t21 = (_gg_weight * _grad_y)
+    _t22 = (_t21 * _t4)
+    _t23 = (_grad_y * weight)
+    _t24 = (_t23 * _t0)
+    _t25 = _t24.sum(-1, keepdim=True)
+    _t26 = (-0.5 * _t25)
+    _t27 = (_t26 * _t4)
+    _t28 = (_t27 * _t4)
+    _t29 = (_t28 * _t4)
+    _t30 = (_t29 / _D)
+    _t31 = (_t8 * _t30)
+    _t32 = (_t22 + _t31)
+    _t33 = (_t15 * _t23)
+    _t34 = (_t32 + _t33)
+    _t35 = (_t21 * _t0)
+    _t36 = _t35.sum(-1, keepdim=True)
+    _t37 = (_t11 * _t28)
+    _t38 = (_t36 + _t37)
+    _t39 = (_t12 * _t27)
+    _t40 = (_t38 + _t39)
+    _t41 = (_t13 * _t26)
+    _t42 = (_t40 + _t41)
+    _t43 = (_t7 * _t23)
+    _t44 = _t43.sum(-1, keepdim=True)
+    _t45 = (_t42 + _t44)
+    _t46 = (-0.5 * _t45)
+    _t47 = (_t46 * _t4)
+    _t48 = (_t47 * _t4)
+    _t49 = (_t48 * _t4)
+    _t50 = (_t49 / _D)
+    _t51 = (_t50 * _t0)
+    _t52 = (_t34 + _t51)
+    _t53 = (_t52 + _t51)
+    _t54 = (_t18 * _grad_y)
+    _d0 = _t20
+    _d1 = _t7
+    _d2 = _t53
+    _d3 = _t53
+    _d4 = _t54
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[..., D]", _full, _dtype),
+            _support.grad_to(_d3, "[..., D]", _full, _dtype),
+            _support.grad_to(_d4, "[D]", _full, _dtype),
+            None,
+            None,
+            None,)
+
+
+torch.library.register_autograd("fusegen::add_rmsnorm_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

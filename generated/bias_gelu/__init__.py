@@ -98,4 +98,79 @@ def _fake_backward(grad_y, x, bias, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[3:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of bias_gelu_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x, bias = _support.compute_type(ctx.saved_tensors)
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _gg_bias = _support.cotangent(_gg[1], ctx.mask[1], "[D]", x)
+    _t0 = (_gg_x + _gg_bias)
+    _t1 = (x + bias)
+    _t2 = (0.044715 * _t1)
+    _t3 = (_t2 * _t1)
+    _t4 = (_t3 * _t1)
+    _t5 = (_t1 + _t4)
+    _t6 = (0.7978845608028654 * _t5)
+    _t7 = torch.tanh(_t6)
+    _t8 = (1.0 + _t7)
+    _t9 = (0.5 * _t8)
+    _t10 = (0.5 * _t1)
+    _t11 = (_t7 * _t7)
+    _t12 = (1.0 - _t11)
+    _t13 = (_t10 * _t12)
+    _t14 = (_t13 * 0.7978845608028654)
+    _t15 = (0.134145 * _t1)
+    _t16 = (_t15 * _t1)
+    _t17 = (1.0 + _t16)
+    _t18 = (_t14 * _t17)
+    _t19 = (_t9 + _t18)
+    _t20 = (_t0 * _t19)
+    _t21 = (_t0 * _grad_y)
+    _t22 = (_t21 * _t14)
+    _t23 = (_t22 * _t15)
+    _t24 = (_t22 * _t1)
+    _t25 = (_t24 * 0.134145)
+    _t26 = (_t23 + _t25)
+    _t27 = (_t21 * _t17)
+    _t28 = (_t27 * 0.7978845608028654)
+    _t29 = (_t28 * _t12)
+    _t30 = (_t29 * 0.5)
+    _t31 = (_t26 + _t30)
+    _t32 = (_t28 * _t10)
+    _t33 = (_t32 * _t7)
+    _t34 = (-_t33)
+    _t35 = (_t34 - _t33)
+    _t36 = (_t21 * 0.5)
+    _t37 = (_t35 + _t36)
+    _t38 = (_t37 * _t12)
+    _t39 = (_t38 * 0.7978845608028654)
+    _t40 = (_t31 + _t39)
+    _t41 = (_t39 * _t3)
+    _t42 = (_t40 + _t41)
+    _t43 = (_t39 * _t1)
+    _t44 = (_t43 * _t2)
+    _t45 = (_t42 + _t44)
+    _t46 = (_t43 * _t1)
+    _t47 = (_t46 * 0.044715)
+    _t48 = (_t45 + _t47)
+    _d0 = _t20
+    _d1 = _t48
+    _d2 = _t48
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[D]", _full, _dtype),
+            None,)
+
+
+torch.library.register_autograd("fusegen::bias_gelu_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -90,4 +90,61 @@ def _fake_backward(grad_y, x, bias, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[3:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of bias_gelu_erf_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x, bias = _support.compute_type(ctx.saved_tensors)
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _gg_bias = _support.cotangent(_gg[1], ctx.mask[1], "[D]", x)
+    _t0 = (_gg_x + _gg_bias)
+    _t1 = (x + bias)
+    _t2 = (_t1 * 0.7071067811865476)
+    _t3 = torch.erf(_t2)
+    _t4 = (1.0 + _t3)
+    _t5 = (0.5 * _t4)
+    _t6 = (_t1 * 0.3989422804014327)
+    _t7 = (-0.5 * _t1)
+    _t8 = (_t7 * _t1)
+    _t9 = torch.exp(_t8)
+    _t10 = (_t6 * _t9)
+    _t11 = (_t5 + _t10)
+    _t12 = (_t0 * _t11)
+    _t13 = (_t0 * _grad_y)
+    _t14 = (_t13 * _t6)
+    _t15 = (_t14 * _t9)
+    _t16 = (_t15 * _t7)
+    _t17 = (_t15 * _t1)
+    _t18 = (_t17 * -0.5)
+    _t19 = (_t16 + _t18)
+    _t20 = (_t13 * _t9)
+    _t21 = (_t20 * 0.3989422804014327)
+    _t22 = (_t19 + _t21)
+    _t23 = (_t13 * 0.5)
+    _t24 = (_t23 * 1.1283791670955126)
+    _t25 = (_t2 * _t2)
+    _t26 = (-_t25)
+    _t27 = torch.exp(_t26)
+    _t28 = (_t24 * _t27)
+    _t29 = (_t28 * 0.7071067811865476)
+    _t30 = (_t22 + _t29)
+    _d0 = _t12
+    _d1 = _t30
+    _d2 = _t30
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[D]", _full, _dtype),
+            None,)
+
+
+torch.library.register_autograd("fusegen::bias_gelu_erf_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -100,4 +100,86 @@ def _fake_backward(grad_y, gate, up, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[3:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of geglu_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, gate, up = _support.compute_type(ctx.saved_tensors)
+    _gg_gate = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", gate)
+    _gg_up = _support.cotangent(_gg[1], ctx.mask[1], "[..., D]", gate)
+    _t0 = torch.nn.functional.gelu(gate, approximate='tanh')
+    _t1 = (_gg_up * _t0)
+    _t2 = (0.044715 * gate)
+    _t3 = (_t2 * gate)
+    _t4 = (_t3 * gate)
+    _t5 = (gate + _t4)
+    _t6 = (0.7978845608028654 * _t5)
+    _t7 = torch.tanh(_t6)
+    _t8 = (1.0 + _t7)
+    _t9 = (0.5 * _t8)
+    _t10 = (0.5 * gate)
+    _t11 = (_t7 * _t7)
+    _t12 = (1.0 - _t11)
+    _t13 = (_t10 * _t12)
+    _t14 = (_t13 * 0.7978845608028654)
+    _t15 = (0.134145 * gate)
+    _t16 = (_t15 * gate)
+    _t17 = (1.0 + _t16)
+    _t18 = (_t14 * _t17)
+    _t19 = (_t9 + _t18)
+    _t20 = (_gg_gate * _t19)
+    _t21 = (_t20 * up)
+    _t22 = (_t1 + _t21)
+    _t23 = (_gg_up * _grad_y)
+    _t24 = (_t23 * _t19)
+    _t25 = (_grad_y * up)
+    _t26 = (_gg_gate * _t25)
+    _t27 = (_t26 * _t14)
+    _t28 = (_t27 * _t15)
+    _t29 = (_t24 + _t28)
+    _t30 = (_t27 * gate)
+    _t31 = (_t30 * 0.134145)
+    _t32 = (_t29 + _t31)
+    _t33 = (_t26 * _t17)
+    _t34 = (_t33 * 0.7978845608028654)
+    _t35 = (_t34 * _t12)
+    _t36 = (_t35 * 0.5)
+    _t37 = (_t32 + _t36)
+    _t38 = (_t34 * _t10)
+    _t39 = (_t38 * _t7)
+    _t40 = (-_t39)
+    _t41 = (_t40 - _t39)
+    _t42 = (_t26 * 0.5)
+    _t43 = (_t41 + _t42)
+    _t44 = (_t43 * _t12)
+    _t45 = (_t44 * 0.7978845608028654)
+    _t46 = (_t37 + _t45)
+    _t47 = (_t45 * _t3)
+    _t48 = (_t46 + _t47)
+    _t49 = (_t45 * gate)
+    _t50 = (_t49 * _t2)
+    _t51 = (_t48 + _t50)
+    _t52 = (_t49 * gate)
+    _t53 = (_t52 * 0.044715)
+    _t54 = (_t51 + _t53)
+    _t55 = (_t20 * _grad_y)
+    _d0 = _t22
+    _d1 = _t54
+    _d2 = _t55
+    _full = list(gate.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[..., D]", _full, _dtype),
+            None,)
+
+
+torch.library.register_autograd("fusegen::geglu_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -103,4 +103,91 @@ def _fake_backward(grad_y, x, saved_stat0, saved_stat1, eps, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:2])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[4:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of l2norm_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x = _support.compute_type(ctx.saved_tensors)
+    eps = ctx.attrs[0]
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _t0 = (x * x)
+    _t1 = _t0.sum(-1, keepdim=True)
+    _t2 = torch.sqrt(_t1)
+    _t3 = (_t2 == eps)
+    _t4 = (_t2 > eps)
+    _t5 = (_gg_x + _gg_x)
+    _t6 = (_t5 * x)
+    _t7 = _t6.sum(-1, keepdim=True)
+    _t8 = (_t7 / _t2)
+    _t9 = (_t8 * 0.5)
+    _t10 = torch.where(_t4, 0.0, _t9)
+    _t11 = torch.where(_t3, _t10, 0.0)
+    _t12 = (_t11 * 0.5)
+    _t13 = (-_t12)
+    _t14 = torch.where(_t4, _t9, 0.0)
+    _t15 = (_t13 - _t14)
+    _t16 = torch.maximum(torch.as_tensor(_t2), torch.as_tensor(eps))
+    _t17 = (_t15 / _t16)
+    _t18 = (x / _t16)
+    _t19 = (_t17 * _t18)
+    _t20 = (_gg_x / _t16)
+    _t21 = (_t19 + _t20)
+    _t22 = (_grad_y * _t18)
+    _t23 = _t22.sum(-1, keepdim=True)
+    _t24 = (_t23 / _t16)
+    _t25 = (-_t24)
+    _t26 = (0.5 * _t24)
+    _t27 = (-_t26)
+    _t28 = torch.where(_t3, _t27, 0.0)
+    _t29 = torch.where(_t4, _t25, _t28)
+    _t30 = (_t29 * 0.5)
+    _t31 = (_t30 / _t2)
+    _t32 = (_t5 * _t31)
+    _t33 = (_t17 * _grad_y)
+    _t34 = (_t33 / _t16)
+    _t35 = (_t32 + _t34)
+    _t36 = (_t7 * _t31)
+    _t37 = (_t36 / _t2)
+    _t38 = (-_t37)
+    _t39 = (_t15 * _t24)
+    _t40 = (_t39 / _t16)
+    _t41 = (-_t40)
+    _t42 = (_t33 * _t18)
+    _t43 = _t42.sum(-1, keepdim=True)
+    _t44 = (_t43 / _t16)
+    _t45 = (_t41 - _t44)
+    _t46 = (_grad_y / _t16)
+    _t47 = (_gg_x * _t46)
+    _t48 = _t47.sum(-1, keepdim=True)
+    _t49 = (_t48 / _t16)
+    _t50 = (_t45 - _t49)
+    _t51 = (0.5 * _t50)
+    _t52 = torch.where(_t3, _t51, 0.0)
+    _t53 = torch.where(_t4, _t50, _t52)
+    _t54 = (_t38 + _t53)
+    _t55 = (_t54 * 0.5)
+    _t56 = (_t55 / _t2)
+    _t57 = (_t56 * x)
+    _t58 = (_t35 + _t57)
+    _t59 = (_t58 + _t57)
+    _d0 = _t21
+    _d1 = _t59
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            None,
+            None,
+            None,
+            None,)
+
+
+torch.library.register_autograd("fusegen::l2norm_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

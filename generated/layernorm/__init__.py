@@ -124,4 +124,119 @@ def _fake_backward(grad_y, x, weight, bias, saved_mu, saved_rstd, eps, output_ma
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:4])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[6:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of layernorm_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x, weight, bias = _support.compute_type(ctx.saved_tensors)
+    eps = ctx.attrs[0]
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _gg_weight = _support.cotangent(_gg[1], ctx.mask[1], "[D]", x)
+    _gg_bias = _support.cotangent(_gg[2], ctx.mask[2], "[D]", x)
+    _D = x.shape[-1] if x.dim() else 1
+    _t0 = x.mean(-1, keepdim=True)
+    _t1 = (x - _t0)
+    _t2 = (_t1 * _t1)
+    _t3 = _t2.mean(-1, keepdim=True)
+    _t4 = (_t3 + eps)
+    _t5 = torch.rsqrt(_t4)
+    _t6 = (_t1 * _t5)
+    _t7 = (_gg_weight * _t6)
+    _t8 = (_gg_bias + _t7)
+    _t9 = _gg_x.sum(-1, keepdim=True)
+    _t10 = (_t9 / _D)
+    _t11 = (_t10 * _t5)
+    _t12 = (-_t11)
+    _t13 = (-_t10)
+    _t14 = (_t13 - _t10)
+    _t15 = _t1.sum(-1, keepdim=True)
+    _t16 = (_t14 * _t15)
+    _t17 = (_gg_x + _gg_x)
+    _t18 = (_t17 * _t1)
+    _t19 = _t18.sum(-1, keepdim=True)
+    _t20 = (_t16 + _t19)
+    _t21 = (_t20 / _D)
+    _t22 = (_t21 * _t5)
+    _t23 = (_t22 * _t5)
+    _t24 = (_t23 * _t5)
+    _t25 = (_t24 * -0.5)
+    _t26 = (_t25 * _t1)
+    _t27 = (_t12 + _t26)
+    _t28 = (_gg_x * _t5)
+    _t29 = (_t27 + _t28)
+    _t30 = (_t29 * weight)
+    _t31 = (_t8 + _t30)
+    _t32 = (_gg_weight * _grad_y)
+    _t33 = (_t32 * _t5)
+    _t34 = (_grad_y * weight)
+    _t35 = (_t34 * _t1)
+    _t36 = _t35.sum(-1, keepdim=True)
+    _t37 = (-0.5 * _t36)
+    _t38 = (_t37 * _t5)
+    _t39 = (_t38 * _t5)
+    _t40 = (_t39 * _t5)
+    _t41 = (_t40 / _D)
+    _t42 = (_t14 * _t41)
+    _t43 = (_t33 + _t42)
+    _t44 = (_t17 * _t41)
+    _t45 = (_t43 + _t44)
+    _t46 = (_t25 * _t34)
+    _t47 = (_t45 + _t46)
+    _t48 = (_t32 * _t1)
+    _t49 = _t48.sum(-1, keepdim=True)
+    _t50 = _t34.sum(-1, keepdim=True)
+    _t51 = (_t10 * _t50)
+    _t52 = (_t49 - _t51)
+    _t53 = (_t21 * _t39)
+    _t54 = (_t52 + _t53)
+    _t55 = (_t22 * _t38)
+    _t56 = (_t54 + _t55)
+    _t57 = (_t23 * _t37)
+    _t58 = (_t56 + _t57)
+    _t59 = (_gg_x * _t34)
+    _t60 = _t59.sum(-1, keepdim=True)
+    _t61 = (_t58 + _t60)
+    _t62 = (-0.5 * _t61)
+    _t63 = (_t62 * _t5)
+    _t64 = (_t63 * _t5)
+    _t65 = (_t64 * _t5)
+    _t66 = (_t65 / _D)
+    _t67 = (_t66 * _t1)
+    _t68 = (_t47 + _t67)
+    _t69 = (_t68 + _t67)
+    _t70 = _t43.sum(-1, keepdim=True)
+    _t71 = (_t9 + _t9)
+    _t72 = (_t71 * _t41)
+    _t73 = (_t70 + _t72)
+    _t74 = (_t25 * _t50)
+    _t75 = (_t73 + _t74)
+    _t76 = (_t66 * _t15)
+    _t77 = (_t75 + _t76)
+    _t78 = (_t77 + _t76)
+    _t79 = (_t78 / _D)
+    _t80 = (_t69 - _t79)
+    _t81 = (_t29 * _grad_y)
+    _d0 = _t31
+    _d1 = _t80
+    _d2 = _t81
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[D]", _full, _dtype),
+            None,
+            None,
+            None,
+            None,
+            None,)
+
+
+torch.library.register_autograd("fusegen::layernorm_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -105,4 +105,71 @@ def _fake_backward(grad_y, x, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:2])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[2:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of mish_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x = _support.compute_type(ctx.saved_tensors)
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _t0 = torch.maximum(torch.as_tensor(x), torch.as_tensor(0.0))
+    _t1 = torch.abs(x)
+    _t2 = (-_t1)
+    _t3 = torch.exp(_t2)
+    _t4 = torch.log1p(_t3)
+    _t5 = (_t0 + _t4)
+    _t6 = torch.tanh(_t5)
+    _t7 = (_t6 * _t6)
+    _t8 = (1.0 - _t7)
+    _t9 = (x * _t8)
+    _t10 = (-x)
+    _t11 = torch.exp(_t10)
+    _t12 = (1.0 + _t11)
+    _t13 = (1.0 / _t12)
+    _t14 = (_t9 * _t13)
+    _t15 = (_t6 + _t14)
+    _t16 = (_gg_x * _t15)
+    _t17 = (_gg_x * _grad_y)
+    _t18 = (_t17 * _t9)
+    _t19 = (_t18 * _t13)
+    _t20 = (_t19 / _t12)
+    _t21 = (_t20 * _t11)
+    _t22 = (_t17 * _t13)
+    _t23 = (_t22 * _t8)
+    _t24 = (_t21 + _t23)
+    _t25 = (x > 0.0)
+    _t26 = (_t22 * x)
+    _t27 = (_t26 * _t6)
+    _t28 = (_t17 - _t27)
+    _t29 = (_t28 - _t27)
+    _t30 = (_t29 * _t8)
+    _t31 = (1.0 + _t3)
+    _t32 = (_t30 / _t31)
+    _t33 = (_t32 * _t3)
+    _t34 = (-_t33)
+    _t35 = (x < 0.0)
+    _t36 = torch.where(_t35, _t33, 0.0)
+    _t37 = torch.where(_t25, _t34, _t36)
+    _t38 = (_t24 + _t37)
+    _t39 = (x == 0.0)
+    _t40 = (0.5 * _t30)
+    _t41 = torch.where(_t39, _t40, 0.0)
+    _t42 = torch.where(_t25, _t30, _t41)
+    _t43 = (_t38 + _t42)
+    _d0 = _t16
+    _d1 = _t43
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            None,)
+
+
+torch.library.register_autograd("fusegen::mish_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

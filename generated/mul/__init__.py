@@ -78,4 +78,35 @@ def _fake_backward(grad_y, a, b, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[3:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of mul_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, a, b = _support.compute_type(ctx.saved_tensors)
+    _gg_a = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", a)
+    _gg_b = _support.cotangent(_gg[1], ctx.mask[1], "[..., D]", a)
+    _t0 = (_gg_b * a)
+    _t1 = (_gg_a * b)
+    _t2 = (_t0 + _t1)
+    _t3 = (_gg_b * _grad_y)
+    _t4 = (_gg_a * _grad_y)
+    _d0 = _t2
+    _d1 = _t3
+    _d2 = _t4
+    _full = list(a.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[..., D]", _full, _dtype),
+            None,)
+
+
+torch.library.register_autograd("fusegen::mul_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -35,6 +35,17 @@ def test_gradcheck_float64(device):
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)
+def test_gradgradcheck_float64(device):
+    CHECKS.gradgradcheck(device)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
+@pytest.mark.parametrize("subset", ["all", "first"])
+def test_second_derivatives_match_reference(device, subset):
+    CHECKS.second_derivatives_match_reference(device, subset)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
 def test_only_requested_gradients(device):
     CHECKS.partial_gradients(device)
 

@@ -82,4 +82,38 @@ def _fake_backward(grad_y, x, h, alpha, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:4])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[4:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of rezero_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x, h, alpha = _support.compute_type(ctx.saved_tensors)
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _gg_h = _support.cotangent(_gg[1], ctx.mask[1], "[..., D]", x)
+    _gg_alpha = _support.cotangent(_gg[2], ctx.mask[2], "[]", x)
+    _t0 = (_gg_alpha * h)
+    _t1 = (_gg_x + _t0)
+    _t2 = (_gg_h * alpha)
+    _t3 = (_t1 + _t2)
+    _t4 = (_gg_alpha * _grad_y)
+    _t5 = (_gg_h * _grad_y)
+    _d0 = _t3
+    _d1 = _t4
+    _d2 = _t5
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            None,
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[]", _full, _dtype),
+            None,)
+
+
+torch.library.register_autograd("fusegen::rezero_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -103,4 +103,87 @@ def _fake_backward(grad_y, x, weight, saved_rstd, eps, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[4:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of rmsnorm_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x, weight = _support.compute_type(ctx.saved_tensors)
+    eps = ctx.attrs[0]
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _gg_weight = _support.cotangent(_gg[1], ctx.mask[1], "[D]", x)
+    _D = x.shape[-1] if x.dim() else 1
+    _t0 = (x * x)
+    _t1 = _t0.mean(-1, keepdim=True)
+    _t2 = (_t1 + eps)
+    _t3 = torch.rsqrt(_t2)
+    _t4 = (x * _t3)
+    _t5 = (_gg_weight * _t4)
+    _t6 = (_gg_x + _gg_x)
+    _t7 = (_t6 * x)
+    _t8 = _t7.sum(-1, keepdim=True)
+    _t9 = (_t8 / _D)
+    _t10 = (_t9 * _t3)
+    _t11 = (_t10 * _t3)
+    _t12 = (_t11 * _t3)
+    _t13 = (_t12 * -0.5)
+    _t14 = (_t13 * x)
+    _t15 = (_gg_x * _t3)
+    _t16 = (_t14 + _t15)
+    _t17 = (_t16 * weight)
+    _t18 = (_t5 + _t17)
+    _t19 = (_gg_weight * _grad_y)
+    _t20 = (_t19 * _t3)
+    _t21 = (_grad_y * weight)
+    _t22 = (_t21 * x)
+    _t23 = _t22.sum(-1, keepdim=True)
+    _t24 = (-0.5 * _t23)
+    _t25 = (_t24 * _t3)
+    _t26 = (_t25 * _t3)
+    _t27 = (_t26 * _t3)
+    _t28 = (_t27 / _D)
+    _t29 = (_t6 * _t28)
+    _t30 = (_t20 + _t29)
+    _t31 = (_t13 * _t21)
+    _t32 = (_t30 + _t31)
+    _t33 = (_t19 * x)
+    _t34 = _t33.sum(-1, keepdim=True)
+    _t35 = (_t9 * _t26)
+    _t36 = (_t34 + _t35)
+    _t37 = (_t10 * _t25)
+    _t38 = (_t36 + _t37)
+    _t39 = (_t11 * _t24)
+    _t40 = (_t38 + _t39)
+    _t41 = (_gg_x * _t21)
+    _t42 = _t41.sum(-1, keepdim=True)
+    _t43 = (_t40 + _t42)
+    _t44 = (-0.5 * _t43)
+    _t45 = (_t44 * _t3)
+    _t46 = (_t45 * _t3)
+    _t47 = (_t46 * _t3)
+    _t48 = (_t47 / _D)
+    _t49 = (_t48 * x)
+    _t50 = (_t32 + _t49)
+    _t51 = (_t50 + _t49)
+    _t52 = (_t16 * _grad_y)
+    _d0 = _t18
+    _d1 = _t51
+    _d2 = _t52
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[D]", _full, _dtype),
+            None,
+            None,
+            None,)
+
+
+torch.library.register_autograd("fusegen::rmsnorm_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -106,4 +106,88 @@ def _fake_backward(grad_y, x, weight, saved_rstd, eps, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[4:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of rmsnorm_gemma_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x, weight = _support.compute_type(ctx.saved_tensors)
+    eps = ctx.attrs[0]
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _gg_weight = _support.cotangent(_gg[1], ctx.mask[1], "[D]", x)
+    _D = x.shape[-1] if x.dim() else 1
+    _t0 = (x * x)
+    _t1 = _t0.mean(-1, keepdim=True)
+    _t2 = (_t1 + eps)
+    _t3 = torch.rsqrt(_t2)
+    _t4 = (x * _t3)
+    _t5 = (_gg_weight * _t4)
+    _t6 = (_gg_x + _gg_x)
+    _t7 = (_t6 * x)
+    _t8 = _t7.sum(-1, keepdim=True)
+    _t9 = (_t8 / _D)
+    _t10 = (_t9 * _t3)
+    _t11 = (_t10 * _t3)
+    _t12 = (_t11 * _t3)
+    _t13 = (_t12 * -0.5)
+    _t14 = (_t13 * x)
+    _t15 = (_gg_x * _t3)
+    _t16 = (_t14 + _t15)
+    _t17 = (1.0 + weight)
+    _t18 = (_t16 * _t17)
+    _t19 = (_t5 + _t18)
+    _t20 = (_gg_weight * _grad_y)
+    _t21 = (_t20 * _t3)
+    _t22 = (_grad_y * _t17)
+    _t23 = (_t22 * x)
+    _t24 = _t23.sum(-1, keepdim=True)
+    _t25 = (-0.5 * _t24)
+    _t26 = (_t25 * _t3)
+    _t27 = (_t26 * _t3)
+    _t28 = (_t27 * _t3)
+    _t29 = (_t28 / _D)
+    _t30 = (_t6 * _t29)
+    _t31 = (_t21 + _t30)
+    _t32 = (_t13 * _t22)
+    _t33 = (_t31 + _t32)
+    _t34 = (_t20 * x)
+    _t35 = _t34.sum(-1, keepdim=True)
+    _t36 = (_t9 * _t27)
+    _t37 = (_t35 + _t36)
+    _t38 = (_t10 * _t26)
+    _t39 = (_t37 + _t38)
+    _t40 = (_t11 * _t25)
+    _t41 = (_t39 + _t40)
+    _t42 = (_gg_x * _t22)
+    _t43 = _t42.sum(-1, keepdim=True)
+    _t44 = (_t41 + _t43)
+    _t45 = (-0.5 * _t44)
+    _t46 = (_t45 * _t3)
+    _t47 = (_t46 * _t3)
+    _t48 = (_t47 * _t3)
+    _t49 = (_t48 / _D)
+    _t50 = (_t49 * x)
+    _t51 = (_t33 + _t50)
+    _t52 = (_t51 + _t50)
+    _t53 = (_t16 * _grad_y)
+    _d0 = _t19
+    _d1 = _t52
+    _d2 = _t53
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[D]", _full, _dtype),
+            None,
+            None,
+            None,)
+
+
+torch.library.register_autograd("fusegen::rmsnorm_gemma_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -99,4 +99,63 @@ def _fake_backward(grad_y, x, saved_m, saved_stat1, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:2])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[4:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of softmax_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x = _support.compute_type(ctx.saved_tensors)
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _t0 = x.amax(-1, keepdim=True)
+    _t1 = _t0.detach()
+    _t2 = (x - _t1)
+    _t3 = torch.exp(_t2)
+    _t4 = (_gg_x * _t3)
+    _t5 = _t4.sum(-1, keepdim=True)
+    _t6 = _t3.sum(-1, keepdim=True)
+    _t7 = (_t5 / _t6)
+    _t8 = (_t3 / _t6)
+    _t9 = (_t7 * _t8)
+    _t10 = (-_t9)
+    _t11 = (_t4 / _t6)
+    _t12 = (_t10 + _t11)
+    _t13 = (_grad_y / _t6)
+    _t14 = (_grad_y * _t8)
+    _t15 = _t14.sum(-1, keepdim=True)
+    _t16 = (_t15 / _t6)
+    _t17 = (_t13 - _t16)
+    _t18 = (_gg_x * _t17)
+    _t19 = (_t7 * _grad_y)
+    _t20 = (_t19 / _t6)
+    _t21 = (_t18 - _t20)
+    _t22 = (_t5 * _t16)
+    _t23 = (_t22 / _t6)
+    _t24 = (_t19 * _t8)
+    _t25 = _t24.sum(-1, keepdim=True)
+    _t26 = (_t25 / _t6)
+    _t27 = (_t23 + _t26)
+    _t28 = (_t4 * _t13)
+    _t29 = _t28.sum(-1, keepdim=True)
+    _t30 = (_t29 / _t6)
+    _t31 = (_t27 - _t30)
+    _t32 = (_t21 + _t31)
+    _t33 = (_t32 * _t3)
+    _d0 = _t12
+    _d1 = _t33
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            None,
+            None,
+            None,)
+
+
+torch.library.register_autograd("fusegen::softmax_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

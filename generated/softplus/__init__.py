@@ -76,4 +76,33 @@ def _fake_backward(grad_y, x, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:2])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[2:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of softplus_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, x = _support.compute_type(ctx.saved_tensors)
+    _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
+    _t0 = torch.sigmoid(x)
+    _t1 = (_gg_x * _t0)
+    _t2 = (_gg_x * _grad_y)
+    _t3 = (_t2 * _t0)
+    _t4 = (1.0 - _t0)
+    _t5 = (_t3 * _t4)
+    _d0 = _t1
+    _d1 = _t5
+    _full = list(x.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            None,)
+
+
+torch.library.register_autograd("fusegen::softplus_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

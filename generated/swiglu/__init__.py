@@ -87,4 +87,56 @@ def _fake_backward(grad_y, gate, up, output_mask):
                                   output_mask)
 
 
+def _backward_setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:3])  # output gradients, inputs
+    ctx.attrs, ctx.mask = inputs[3:-1], inputs[-1]
+
+
+def _backward_backward(ctx, *_gg):
+    """The backward of swiglu_backward (second derivatives): fusegen's reverse mode run a
+    second time, over the derived backward's formula DAG (`fusegen dump grad2`), printed as
+    plain PyTorch (so torch differentiates it for higher orders)."""
+    _dtype = ctx.saved_tensors[1].dtype
+    _grad_y, gate, up = _support.compute_type(ctx.saved_tensors)
+    _gg_gate = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", gate)
+    _gg_up = _support.cotangent(_gg[1], ctx.mask[1], "[..., D]", gate)
+    _t0 = torch.nn.functional.silu(gate)
+    _t1 = (_gg_up * _t0)
+    _t2 = torch.sigmoid(gate)
+    _t3 = (1.0 - _t2)
+    _t4 = (gate * _t3)
+    _t5 = (1.0 + _t4)
+    _t6 = (_gg_gate * _t5)
+    _t7 = (_t6 * _t2)
+    _t8 = (_t7 * up)
+    _t9 = (_t1 + _t8)
+    _t10 = (_gg_up * _grad_y)
+    _t11 = (_t10 * _t2)
+    _t12 = (_t11 * _t5)
+    _t13 = (_grad_y * up)
+    _t14 = (_t13 * _t2)
+    _t15 = (_gg_gate * _t14)
+    _t16 = (_t15 * _t3)
+    _t17 = (_t12 + _t16)
+    _t18 = (_t15 * gate)
+    _t19 = (-_t18)
+    _t20 = (_t6 * _t13)
+    _t21 = (_t19 + _t20)
+    _t22 = (_t21 * _t2)
+    _t23 = (_t22 * _t3)
+    _t24 = (_t17 + _t23)
+    _t25 = (_t7 * _grad_y)
+    _d0 = _t9
+    _d1 = _t24
+    _d2 = _t25
+    _full = list(gate.shape)
+    return (_support.grad_to(_d0, "[..., D]", _full, _dtype),
+            _support.grad_to(_d1, "[..., D]", _full, _dtype),
+            _support.grad_to(_d2, "[..., D]", _full, _dtype),
+            None,)
+
+
+torch.library.register_autograd("fusegen::swiglu_backward", _backward_backward,
+                                setup_context=_backward_setup_context)
+
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

@@ -222,3 +222,39 @@ def _per_sample(op, batch_size, tensors, dims, rest, kwargs, mask):
 def _batched_at_0(outs, single):
     """A batching rule's (results, out_dims), every result batched at dim 0."""
     return (outs[0], 0) if single else (tuple(outs), (0,) * len(outs))
+
+
+# ---- second derivatives: helpers of each op's _backward_backward ----------------------
+def compute_type(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """Half types compute in float32, as the kernels do."""
+    return [t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors]
+
+
+def cotangent(g: torch.Tensor, computed: bool, cls: str, like: torch.Tensor) -> torch.Tensor:
+    """The cotangent of one output of <op>_backward in like's dtype: zero where output_mask
+    left the output uncomputed (an empty tensor); per-row values as [..., 1]."""
+    if not computed or g is None:
+        return like.new_zeros(())
+    g = g.to(like.dtype)
+    return g.unsqueeze(-1) if cls == ROW else g
+
+
+def _sum_leading(t: torch.Tensor, n: int) -> torch.Tensor:
+    return t.sum(dim=tuple(range(n))) if n else t
+
+
+def grad_to(a: torch.Tensor, cls: str, full: List[int], dtype: torch.dtype,
+            rowlike: bool = False) -> torch.Tensor:
+    """A second-order adjoint (an expression broadcast against the [..., D] shape `full`) as
+    the gradient of an argument of shape class cls: per element, per row ([..., 1]), summed
+    over rows ([D]), or over every element ([]; over rows where the adjoint is per row)."""
+    lead = full[:-1]
+    if cls == FULL:
+        out = torch.broadcast_to(a, full)
+    elif cls == ROW:
+        out = torch.broadcast_to(a, lead + [1]).squeeze(-1)
+    elif cls == COL:
+        out = _sum_leading(torch.broadcast_to(a, full), len(lead))
+    else:
+        out = torch.broadcast_to(a, lead + [1] if rowlike else full).sum()
+    return out.to(dtype).contiguous()

@@ -466,6 +466,50 @@ class OpChecks:
         attrs = self.attrs()
         assert torch.autograd.gradcheck(lambda *t: self.op(*t, **attrs), x, eps=1e-6, atol=1e-6)
 
+    def gradgradcheck(self, device):
+        """Second derivatives (the backward's own backward, derived by fusegen) against
+        finite differences of the backward, in float64."""
+        x = self.inputs((3, 4), 5, torch.float64, device, requires_grad=True)
+        attrs = self.attrs()
+        assert torch.autograd.gradgradcheck(lambda *t: self.op(*t, **attrs), x, eps=1e-6,
+                                            atol=1e-5)
+
+    def second_order(self, fn, tensors, grad_outs, vs, wrt):
+        """The gradients in the inputs and output gradients of sum_k <vs[k], grad of input k>
+        over the inputs k in `wrt` (the others' gradients are not asked for: output_mask
+        leaves them out), by torch autograd over fn's first derivatives; zeros where none."""
+        leaves = [t.detach().clone().requires_grad_(True) for t in tensors]
+        gl = [g.detach().clone().requires_grad_(True) for g in grad_outs]
+        first = torch.autograd.grad(self.call(fn, leaves), [leaves[k] for k in wrt], gl,
+                                    create_graph=True, allow_unused=True)
+        terms = [(f * vs[k]).sum() for f, k in zip(first, wrt) if f is not None and f.requires_grad]
+        if not terms:
+            return [torch.zeros_like(t) for t in leaves + gl]
+        return torch.autograd.grad(sum(terms), leaves + gl, allow_unused=True,
+                                   materialize_grads=True)
+
+    def second_derivatives_match_reference(self, device, subset):
+        """Hessian-vector products through the op's derived double backward against the same
+        through torch autograd over reference() and over the spec's independent formula
+        (where it gives one: F.rms_norm's own double backward for rmsnorm), in float64.
+        `subset`: all input gradients taken, or only the first input's."""
+        x = self.inputs((5, 2), 12, torch.float64, device)
+        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        vs = [torch.randn_like(t) for t in x]
+        wrt = list(range(len(x))) if subset == "all" else [0]
+        got = self.second_order(self.op, x, gouts, vs, wrt)
+        names = [a.name for a in self.spec.inputs] + [f"grad_{o.name}" for o in self.spec.outputs]
+        oracles = [("reference", self.reference)]
+        if self.independent(*x, **self.attrs()) is not None:
+            oracles.append(("independent formula", self.independent))
+        for label, fn in oracles:
+            want = self.second_order(fn, x, gouts, vs, wrt)
+            for name, g, w in zip(names, got, want):
+                scale = max(1.0, float(w.abs().max())) if w.numel() else 1.0
+                torch.testing.assert_close(
+                    g, w, rtol=1e-7, atol=1e-7 * scale,
+                    msg=lambda m: f"second derivative in {name} against the {label}: {m}")
+
     def partial_gradients(self, device):
         x = self.inputs((6,), 10, torch.float64, device)
         gouts = [torch.randn_like(o) for o in self.call(self.op, x)]

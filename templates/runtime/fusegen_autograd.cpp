@@ -46,7 +46,14 @@ public:
     for (const c10::IValue& a : attrs)
       stack.push_back(a);
     stack.emplace_back(std::move(mask));
-    backward_.callBoxed(&stack);
+    if (at::GradMode::is_enabled()) {
+      // create_graph: through the backward op's own autograd formula (registered by the
+      // op's Python module), which records the second derivatives.
+      backward_.callBoxed(&stack);
+    } else {
+      at::AutoDispatchBelowADInplaceOrView below; // a plain backward runs no Python
+      backward_.callBoxed(&stack);
+    }
     for (int k = 0; k < info_.inputs; ++k)
       if (should_compute_output(k))
         result[k] = stack[k].toTensor();

@@ -10,6 +10,7 @@
 
 #include "autodiff/Interpreter.h"
 #include "autodiff/ReverseMode.h"
+#include "autodiff/SecondOrder.h"
 #include "ir/Function.h"
 
 #include <gtest/gtest.h>
@@ -318,6 +319,115 @@ TEST(Derivatives, RuleThatDoesNotTypeCheckIsReported) {
                            "attr, not a tensor expression\n"
                            "s.yaml:6:6: note: in the derivative rule of 'twice(x)' for 'x', "
                            "differentiating this op\n");
+}
+
+// ---- second order: autodiff::differentiateBackward ----
+
+// The derivatives of L = sum_k v_k * grad_k (v_k the cotangent of input k's gradient) in
+// every input and in the output gradient, by the second-order DAG, against central finite
+// differences of L evaluated from the first-order gradients.
+void checkSecondOrder(const ir::Function& fn, const autodiff::Gradient& g,
+                      const autodiff::SecondOrder& s, Env env) {
+  ASSERT_TRUE(s.failure.empty()) << s.failure;
+  env.gradOuts["y"] = 0.7;
+  for (size_t k = 0; k < fn.inputs.size(); ++k)
+    if (s.cotangents[k]) env.inputs[s.cotangents[k]->name()] = 0.3 + 0.4 * static_cast<double>(k);
+  auto L = [&](const Env& e) {
+    double sum = 0;
+    for (size_t k = 0; k < fn.inputs.size(); ++k)
+      if (s.cotangents[k])
+        sum += e.inputs.at(s.cotangents[k]->name()) * evalOr0(g.inputGrads[k], e);
+    return sum;
+  };
+  auto fd = [&](std::map<std::string, double> Env::*field, const std::string& name) {
+    double x = (env.*field).at(name);
+    double h = 1e-5 * std::max(1.0, std::fabs(x));
+    Env up = env, down = env;
+    (up.*field)[name] = x + h;
+    (down.*field)[name] = x - h;
+    return (L(up) - L(down)) / (2 * h);
+  };
+  for (size_t i = 0; i < fn.inputs.size(); ++i)
+    EXPECT_TRUE(close(evalOr0(s.inputGrads[i], env), fd(&Env::inputs, fn.inputs[i].name)))
+        << "d/d" << fn.inputs[i].name;
+  EXPECT_TRUE(close(evalOr0(s.gradOutGrads[0], env), fd(&Env::gradOuts, "y"))) << "d/dgrad_y";
+}
+
+TEST(SecondOrder, EveryPrimitiveMatchesFiniteDifferencesOfItsGradient) {
+  const prims::PrimitiveLibrary& lib = library();
+  std::map<std::string, Domain> special = domains();
+  int checked = 0;
+  for (const auto& pp : lib.all()) {
+    const prims::Primitive& p = *pp;
+    if (!testable(p) || stopsGradient(p)) continue;
+    SCOPED_TRACE("primitive " + p.signature());
+    Domain dom = special.count(p.name) ? special[p.name] : Domain{};
+    for (double constValue : dom.consts.empty() ? std::vector<double>{0.0} : dom.consts) {
+      ir::Function fn = applyOnInputs(p, false, constValue);
+      autodiff::Gradient g = gradientOf(fn);
+      autodiff::SecondOrder s = autodiff::differentiateBackward(fn, g, lib, SourceLoc{});
+      const size_t n = dom.values.size();
+      for (size_t k = 0; k < n; ++k) {
+        Env env;
+        for (size_t i = 0; i < p.params.size(); ++i) {
+          if (p.params[i].kind == prims::ParamKind::Value)
+            env.inputs["x" + std::to_string(i)] = dom.values[(k + i) % n];
+          else if (p.params[i].kind == prims::ParamKind::Const)
+            env.attrs["p" + std::to_string(i)] = constValue;
+        }
+        env.inputs["c"] = k % 2 ? 1.0 : -1.0;
+        SCOPED_TRACE("point " + std::to_string(k) + " const=" + std::to_string(constValue));
+        checkSecondOrder(fn, g, s, env);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 100);
+}
+
+TEST(SecondOrder, StatedDerivativeIsDifferentiatedByTheRules) {
+  // with_grad(x * x, x, 3 * x * x): the second derivative is that of the stated 3x^2, 6x.
+  Lowered r =
+      lowerSpec("op: t\ninputs:\n  x: [..., D]\noutputs:\n  y: with_grad(x * x, x, 3 * x * x)\n");
+  ASSERT_TRUE(r.fn) << r.messages;
+  autodiff::Gradient g = gradientOf(*r.fn);
+  autodiff::SecondOrder s = autodiff::differentiateBackward(*r.fn, g, library(), SourceLoc{});
+  ASSERT_TRUE(s.failure.empty()) << s.failure;
+  Env env;
+  env.inputs = {{"x", 2.0}, {"_gg_x", 0.5}};
+  env.gradOuts = {{"y", 0.25}};
+  EXPECT_EQ(autodiff::evaluate(s.inputGrads[0], env), 0.5 * 0.25 * 6 * 2.0);
+  EXPECT_EQ(autodiff::evaluate(s.gradOutGrads[0], env), 0.5 * 3 * 2.0 * 2.0);
+}
+
+TEST(SecondOrder, RuleThatDoesNotApplyToTheBackwardIsAFailure) {
+  // sq(x)'s rule calls dsq(x), whose own rule is ill-typed (a tensor as pow's exponent): the
+  // first derivative never differentiates dsq, the second must, and reports why instead.
+  std::ostringstream libOut;
+  int first = 0;
+  auto lib = libraryWith("- name: sq(x)\n"
+                         "  eval: x * x\n"
+                         "  torch: \"({x} * {x})\"\n"
+                         "  grad: {x: grad * dsq(x)}\n"
+                         "- name: dsq(x)\n"
+                         "  eval: x + x\n"
+                         "  torch: \"(2 * {x})\"\n"
+                         "  grad: {x: \"pow(grad, x)\"}\n",
+                         first, libOut);
+  ASSERT_TRUE(lib) << libOut.str();
+  ir::Function fn;
+  ir::Expr x = ir::Node::makeInput("x", 0, ir::ShapeClass::Full);
+  fn.inputs.push_back({"x", ir::ShapeClass::Full, x});
+  fn.outputs.push_back({"y", ir::Node::makeCall(lib->find("sq", 1), {x})});
+  std::ostringstream out;
+  Diagnostics diags(out);
+  std::optional<autodiff::Gradient> g = autodiff::differentiate(fn, *lib, diags, SourceLoc{});
+  ASSERT_TRUE(g) << out.str();
+  autodiff::SecondOrder s = autodiff::differentiateBackward(fn, *g, *lib, SourceLoc{});
+  EXPECT_EQ(s.failure, "lib.yaml:" + std::to_string(first + 7) +
+                           ":24: error: argument 'p' of 'pow' must be a constant or an attr, "
+                           "not a tensor expression");
+  EXPECT_FALSE(s.inputGrads[0]);
 }
 
 // ---- whole specs: chain rule, broadcast inputs, shared subexpressions ----

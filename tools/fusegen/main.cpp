@@ -149,9 +149,12 @@ int main(int argc, char** argv) {
 
   CLI::App* dumpCmd = app.add_subcommand("dump", "Print one stage's result for a spec");
   std::string stage, dumpSpec;
-  dumpCmd->add_option("stage", stage, "ir (the forward DAG), grad (the derived backward) or plan")
+  dumpCmd
+      ->add_option("stage", stage,
+                   "ir (the forward DAG), grad (the derived backward), grad2 (the backward's "
+                   "backward) or plan")
       ->required()
-      ->check(CLI::IsMember({"ir", "grad", "plan"}));
+      ->check(CLI::IsMember({"ir", "grad", "grad2", "plan"}));
   dumpCmd->add_option("spec", dumpSpec, "The spec file")->required()->check(CLI::ExistingFile);
 
   CLI::App* primsCmd = app.add_subcommand("primitives", "List the primitives a formula can call");

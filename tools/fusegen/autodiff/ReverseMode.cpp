@@ -8,13 +8,12 @@
 
 namespace fusegen::autodiff {
 
-std::optional<Gradient> differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& lib,
-                                      Diagnostics& diags, const SourceLoc& where) {
+std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
+                                             const std::vector<ir::Expr>& seeds,
+                                             const std::vector<ir::Expr>& wrt,
+                                             const prims::PrimitiveLibrary& lib, Diagnostics& diags,
+                                             const SourceLoc& where) {
   opt::Simplifier simplifier(lib);
-  std::vector<ir::Expr> roots;
-  for (const ir::FunctionOutput& o : fn.outputs)
-    roots.push_back(o.value);
-
   // Shared pointers of every node, so rules can refer to `result` and the arguments.
   std::unordered_map<const ir::Node*, ir::Expr> owner;
   for (const ir::Expr& r : roots)
@@ -26,23 +25,19 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
 
   std::unordered_map<const ir::Node*, ir::Expr> adjoint;
   auto accumulate = [&](const ir::Node* n, ir::Expr contribution) {
-    // A per-row value used by every element of its row gets the sum of their adjoints. (A
-    // [D] or [] value keeps a full-shaped adjoint: its sum over rows is taken at the input,
-    // which is the same by linearity.)
-    if (n->shape() == ir::ShapeClass::Row && contribution->shape() == ir::ShapeClass::Full)
+    // A per-row value used by every element of its row gets the sum of their adjoints (a
+    // [D] adjoint, which a second-order seed can be, is one per element too). A [D] or []
+    // value keeps a full-shaped adjoint: its sum over rows is taken at the input, which is
+    // the same by linearity.
+    if (n->shape() == ir::ShapeClass::Row && (contribution->shape() == ir::ShapeClass::Full ||
+                                              contribution->shape() == ir::ShapeClass::Col))
       contribution = simplifier.call("sum", {contribution});
     auto it = adjoint.find(n);
     adjoint[n] =
         it == adjoint.end() ? contribution : simplifier.call("add", {it->second, contribution});
   };
-
-  Gradient g;
-  for (size_t i = 0; i < fn.outputs.size(); ++i) {
-    ir::Expr seed = ir::Node::makeGradOut(fn.outputs[i].name, static_cast<int>(i),
-                                          fn.outputs[i].value->shape());
-    g.gradOuts.push_back(seed);
-    accumulate(roots[i].get(), seed);
-  }
+  for (size_t i = 0; i < roots.size(); ++i)
+    if (seeds[i]) accumulate(roots[i].get(), seeds[i]);
 
   expr::Sema sema(lib, diags);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -68,24 +63,41 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
       contribution = simplifier.simplify(contribution);
       if (contribution->isConst(0)) continue;
       // A per-row argument of a full-shaped node is used by every element of its row. Its
-      // contribution is the sum of theirs: accumulate() sums a full-shaped one; a per-row one
-      // (the node's adjoint came from a reduction, the same for every element) is D of it.
+      // contribution is the sum of theirs: accumulate() sums a full-shaped or [D] one; a
+      // per-row or [] one (the same for every element of the row) is D of it.
       if (arg->shape() == ir::ShapeClass::Row && n->shape() == ir::ShapeClass::Full &&
-          contribution->shape() != ir::ShapeClass::Full)
+          (contribution->shape() == ir::ShapeClass::Row ||
+           contribution->shape() == ir::ShapeClass::Scalar))
         contribution = simplifier.call("mul", {contribution, ir::Node::makeDim()});
       accumulate(arg.get(), contribution);
     }
   }
 
-  // CSE with the forward outputs first, so the backward shares the forward's nodes (the
-  // planner recognizes forward values in the backward by identity).
+  // CSE with the roots first, so the adjoints share the roots' nodes (the planner
+  // recognizes forward values in the backward by identity).
   std::vector<ir::Expr> all = roots;
-  for (const ir::FunctionInput& in : fn.inputs) {
-    auto it = adjoint.find(in.node.get());
+  for (const ir::Expr& w : wrt) {
+    auto it = adjoint.find(w.get());
     all.push_back(it == adjoint.end() ? nullptr : it->second);
   }
   all = opt::cse(all);
-  g.inputGrads.assign(all.begin() + static_cast<std::ptrdiff_t>(roots.size()), all.end());
+  return std::vector<ir::Expr>(all.begin() + static_cast<std::ptrdiff_t>(roots.size()), all.end());
+}
+
+std::optional<Gradient> differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& lib,
+                                      Diagnostics& diags, const SourceLoc& where) {
+  Gradient g;
+  std::vector<ir::Expr> roots, wrt;
+  for (size_t i = 0; i < fn.outputs.size(); ++i) {
+    roots.push_back(fn.outputs[i].value);
+    g.gradOuts.push_back(ir::Node::makeGradOut(fn.outputs[i].name, static_cast<int>(i),
+                                               fn.outputs[i].value->shape()));
+  }
+  for (const ir::FunctionInput& in : fn.inputs)
+    wrt.push_back(in.node);
+  std::optional<std::vector<ir::Expr>> grads = reverse(roots, g.gradOuts, wrt, lib, diags, where);
+  if (!grads) return std::nullopt;
+  g.inputGrads = std::move(*grads);
   return g;
 }
 

@@ -20,6 +20,18 @@ struct Gradient {
   std::vector<ir::Expr> inputGrads; // per input; null when no output depends on it
 };
 
+// Adjoints of the nodes `wrt` (null where none reaches it) given the adjoint `seeds[i]` of each
+// of `roots` (null: none). Adjoints follow the conventions above: per element of a full or
+// per-row node, full-shaped (per element) for a [D] or [] node. A library rule that does
+// not type-check for the arguments at hand is reported at the rule (with a note at
+// `where`) and yields nothing.
+std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
+                                             const std::vector<ir::Expr>& seeds,
+                                             const std::vector<ir::Expr>& wrt,
+                                             const prims::PrimitiveLibrary& lib, Diagnostics& diags,
+                                             const SourceLoc& where);
+
+// The input gradients of `fn`'s outputs, by reverse() seeded with each output's GradOut.
 // A library rule that does not type-check for the arguments at hand is reported at the
 // rule (with a note at `where`) and yields nothing.
 std::optional<Gradient> differentiate(const ir::Function& fn, const prims::PrimitiveLibrary& lib,

@@ -2,6 +2,7 @@
 #include "driver/Pipeline.h"
 
 #include "autodiff/ReverseMode.h"
+#include "autodiff/SecondOrder.h"
 #include "cxx/FunctionImporter.h"
 #include "emit/Emitters.h"
 #include "expr/Sema.h"
@@ -42,6 +43,7 @@ struct Compiled {
   spec::OpSpec spec;
   ir::Function fn;
   autodiff::Gradient grad;
+  autodiff::SecondOrder grad2;
   plan::KernelPlan plan;
 };
 
@@ -97,10 +99,13 @@ std::optional<Compiled> compileText(const std::string& path, const std::string& 
   std::optional<autodiff::Gradient> grad =
       autodiff::differentiate(*fn, lib, diags, spec->outputs.front().formulaLoc);
   if (!grad) return std::nullopt;
+  autodiff::SecondOrder grad2 =
+      autodiff::differentiateBackward(*fn, *grad, lib, spec->outputs.front().formulaLoc);
   fn = opt::dropStatedGradients(*fn); // reverse mode has used them
   std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, *grad, diags);
   if (!plan) return std::nullopt;
-  return Compiled{std::move(*spec), std::move(*fn), std::move(*grad), std::move(*plan)};
+  return Compiled{std::move(*spec), std::move(*fn), std::move(*grad), std::move(grad2),
+                  std::move(*plan)};
 }
 
 std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveLibrary& lib,
@@ -117,7 +122,7 @@ generateOne(const std::string& path, const std::string& text, const prims::Primi
             const emit::Templates& templates, Diagnostics& diags) {
   std::optional<Compiled> c = compileText(path, text, lib, diags);
   if (!c) return std::nullopt;
-  return emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->plan}, templates);
+  return emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->grad2, c->plan}, templates);
 }
 
 std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string>& specPaths,
@@ -138,7 +143,7 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
       continue;
     }
     std::vector<GeneratedFile> opFiles =
-        emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->plan}, templates);
+        emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->grad2, c->plan}, templates);
     files.insert(files.end(), opFiles.begin(), opFiles.end());
     names.insert(c->spec.name);
   }
@@ -165,6 +170,14 @@ std::optional<std::string> dump(const std::string& stage, const std::string& spe
   if (stage == "grad") {
     for (size_t i = 0; i < c->fn.inputs.size(); ++i)
       roots.emplace_back("grad." + c->fn.inputs[i].name, c->grad.inputGrads[i]);
+    return ir::printDag(roots);
+  }
+  if (stage == "grad2") {
+    if (!c->grad2.failure.empty()) return "no second derivative: " + c->grad2.failure + "\n";
+    for (size_t i = 0; i < c->fn.inputs.size(); ++i)
+      roots.emplace_back("grad2." + c->fn.inputs[i].name, c->grad2.inputGrads[i]);
+    for (size_t m = 0; m < c->fn.outputs.size(); ++m)
+      roots.emplace_back("grad2.grad_" + c->fn.outputs[m].name, c->grad2.gradOutGrads[m]);
     return ir::printDag(roots);
   }
   return plan::describePlan(c->fn, c->plan);

@@ -198,6 +198,85 @@ std::string boundsBody(const OpModel& op) {
   return out + "    return _outputs, (" + join(grads, ", ") + ",)\n";
 }
 
+// A Python string literal of one line of text.
+std::string pythonString(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text)
+    out += c == '"' || c == '\\' ? std::string("\\") + c
+           : c == '\n'           ? std::string(" ")
+                                 : std::string(1, c);
+  return out + "\"";
+}
+
+// The body of the backward's backward in op_init.py.mustache (registered as the autograd
+// formula of <op>_backward): the second-order DAG (autodiff/SecondOrder.h) in PyTorch, over
+// the output gradients and inputs the backward received (its statistics are recomputed
+// from the inputs inside the DAG) and the cotangents of its outputs; each adjoint summed
+// into the shape of its argument. Returns one value per argument of <op>_backward.
+std::string secondOrderBody(const OpModel& op) {
+  const ir::Function& fn = op.fn;
+  const autodiff::SecondOrder& g2 = op.grad2;
+  const std::string qual = "fusegen::" + op.spec.name + "_backward";
+  if (!g2.failure.empty())
+    return "    raise RuntimeError(" +
+           pythonString(qual + ": no second derivative: fusegen cannot differentiate the " +
+                        "derived backward (" + g2.failure + ")") +
+           ")\n";
+  const size_t nIn = fn.inputs.size(), nOut = fn.outputs.size();
+  const std::string full = fn.inputs[op.plan.fullInput].name;
+  std::vector<std::string> saved;
+  for (const ir::FunctionOutput& o : fn.outputs)
+    saved.push_back("_grad_" + o.name);
+  for (const ir::FunctionInput& in : fn.inputs)
+    saved.push_back(in.name);
+  std::string out =
+      "    _dtype = ctx.saved_tensors[" + std::to_string(nOut + op.plan.fullInput) + "].dtype\n";
+  out += "    " + join(saved, ", ") + (saved.size() == 1 ? "," : "") +
+         " = _support.compute_type(ctx.saved_tensors)\n";
+  for (size_t a = 0; a < fn.attrs.size(); ++a)
+    out += "    " + fn.attrs[a].attr.name + " = ctx.attrs[" + std::to_string(a) + "]\n";
+  // Per-row values are [..., 1], as in the reference.
+  for (const ir::FunctionOutput& o : fn.outputs)
+    if (o.value->shape() == ir::ShapeClass::Row)
+      out += "    _grad_" + o.name + " = _grad_" + o.name + ".unsqueeze(-1)\n";
+  for (const ir::FunctionInput& in : fn.inputs)
+    if (in.shape == ir::ShapeClass::Row)
+      out += "    " + in.name + " = " + in.name + ".unsqueeze(-1)\n";
+  for (size_t k = 0; k < nIn; ++k)
+    if (g2.cotangents[k])
+      out += "    " + g2.cotangents[k]->name() + " = _support.cotangent(_gg[" + std::to_string(k) +
+             "], ctx.mask[" + std::to_string(k) + "], \"" +
+             spec::shapeClassSpelling(fn.inputs[k].shape) + "\", " + full + ")\n";
+  std::vector<ir::Expr> roots;
+  std::vector<Assignment> assignments;
+  std::vector<std::string> results;
+  // Arguments of <op>_backward: output gradients, inputs, statistics, attrs, output_mask.
+  auto add = [&](const ir::Expr& e, spec::ShapeClass cls) {
+    if (!e) {
+      results.push_back("None");
+      return;
+    }
+    const std::string name = "_d" + std::to_string(assignments.size());
+    assignments.push_back({name, e});
+    roots.push_back(e);
+    results.push_back(
+        "_support.grad_to(" + name + ", \"" + spec::shapeClassSpelling(cls) + "\", _full, _dtype" +
+        (cls == ir::ShapeClass::Scalar && e->shape() == ir::ShapeClass::Row ? ", rowlike=True"
+                                                                            : "") +
+        ")");
+  };
+  for (size_t m = 0; m < nOut; ++m)
+    add(g2.gradOutGrads[m], fn.outputs[m].value->shape());
+  for (size_t k = 0; k < nIn; ++k)
+    add(g2.inputGrads[k], fn.inputs[k].shape);
+  for (size_t i = 0; i < op.plan.saved.size() + fn.attrs.size() + 1; ++i)
+    results.push_back("None");
+  if (usesDim(roots)) out += "    _D = " + full + ".shape[-1] if " + full + ".dim() else 1\n";
+  out += printPython(assignments, 4);
+  out += "    _full = list(" + full + ".shape)\n";
+  return out + "    return (" + join(results, ",\n            ") + ",)\n";
+}
+
 // The C++ struct of one row program (templates/op/row_program.mustache).
 std::string renderProgram(const plan::RowProgram& p, const std::string& name,
                           const std::string& comment, const ir::Function& fn,
@@ -490,6 +569,9 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("reference_body", prologue + printPython(reference, 4));
   d.set("py_return", join(returnNames, ", "));
   d.set("bounds_body", boundsBody(op));
+  d.set("second_order_body", secondOrderBody(op));
+  d.set("n_backward_saved", std::to_string(nOut + nIn));
+  d.set("backward_attrs_begin", std::to_string(nOut + nIn + nSaved));
   d.set("fake_params", join(fakeAll, ", "));
   d.set("fake_backward_params", join(fakeBwd, ", "));
   d.set("tensor_names", join(tensorNames, ", "));

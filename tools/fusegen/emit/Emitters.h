@@ -5,6 +5,7 @@
 #pragma once
 
 #include "autodiff/ReverseMode.h"
+#include "autodiff/SecondOrder.h"
 #include "emit/Templates.h"
 #include "ir/Function.h"
 #include "plan/KernelPlan.h"
@@ -20,6 +21,7 @@ struct OpModel {
   const spec::OpSpec& spec;
   const ir::Function& fn;
   const autodiff::Gradient& grad;
+  const autodiff::SecondOrder& grad2;
   const plan::KernelPlan& plan;
 };
 
