@@ -29,7 +29,7 @@ SPEC = _support.OpInfo(
 
 def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
     """RMSNorm of x + residual; returns the normalized output and the sum."""
-    result = torch.ops.fusegen.add_rmsnorm.default(x, residual, weight, eps)
+    result = torch.ops.fusegen.add_rmsnorm.default(x, residual, weight, eps=eps)
     return tuple(result[:2])
 
 
@@ -104,7 +104,7 @@ def independent(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-
 
 
 @torch.library.register_fake("fusegen::add_rmsnorm")
-def _fake(x, residual, weight, eps=1e-06):
+def _fake(x, residual, weight, *, eps=1e-06):
     return _support.fake_forward(SPEC, [x, residual, weight])
 
 

@@ -63,7 +63,7 @@ backward(const at::Tensor& _grad_y, const at::Tensor& _grad_residual_out, const 
 } // namespace fusegen_ops::add_rmsnorm
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("add_rmsnorm(Tensor x, Tensor residual, Tensor weight, float eps=1e-06) -> (Tensor, "
+  m.def("add_rmsnorm(Tensor x, Tensor residual, Tensor weight, *, float eps=1e-06) -> (Tensor, "
         "Tensor, Tensor)");
   m.def("add_rmsnorm_backward(Tensor grad_y, Tensor grad_residual_out, Tensor x, Tensor residual, "
         "Tensor weight, Tensor saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, "

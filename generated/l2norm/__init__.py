@@ -26,7 +26,7 @@ SPEC = _support.OpInfo(
 
 def l2norm(x: Tensor, *, eps: float = 1e-12) -> Tensor:
     """L2 normalization over the last dim, x / max(||x||_2, eps)."""
-    result = torch.ops.fusegen.l2norm.default(x, eps)
+    result = torch.ops.fusegen.l2norm.default(x, eps=eps)
     return result[0]
 
 
@@ -93,7 +93,7 @@ def independent(x: Tensor, *, eps: float = 1e-12):
 
 
 @torch.library.register_fake("fusegen::l2norm")
-def _fake(x, eps=1e-12):
+def _fake(x, *, eps=1e-12):
     return _support.fake_forward(SPEC, [x])
 
 

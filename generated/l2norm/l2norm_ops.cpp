@@ -56,7 +56,7 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Te
 } // namespace fusegen_ops::l2norm
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("l2norm(Tensor x, float eps=1e-12) -> (Tensor, Tensor, Tensor)");
+  m.def("l2norm(Tensor x, *, float eps=1e-12) -> (Tensor, Tensor, Tensor)");
   m.def("l2norm_backward(Tensor grad_y, Tensor x, Tensor saved_stat0, Tensor saved_stat1, float "
         "eps, bool[1] output_mask) -> Tensor");
 }

@@ -29,7 +29,7 @@ SPEC = _support.OpInfo(
 
 def layernorm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> Tensor:
     """LayerNorm, (x - mean) * rsqrt(var + eps) * weight + bias, over the last dim."""
-    result = torch.ops.fusegen.layernorm.default(x, weight, bias, eps)
+    result = torch.ops.fusegen.layernorm.default(x, weight, bias, eps=eps)
     return result[0]
 
 
@@ -114,7 +114,7 @@ def independent(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05):
 
 
 @torch.library.register_fake("fusegen::layernorm")
-def _fake(x, weight, bias, eps=1e-05):
+def _fake(x, weight, bias, *, eps=1e-05):
     return _support.fake_forward(SPEC, [x, weight, bias])
 
 

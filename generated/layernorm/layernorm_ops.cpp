@@ -63,7 +63,7 @@ backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& weigh
 } // namespace fusegen_ops::layernorm
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("layernorm(Tensor x, Tensor weight, Tensor bias, float eps=1e-05) -> (Tensor, Tensor, "
+  m.def("layernorm(Tensor x, Tensor weight, Tensor bias, *, float eps=1e-05) -> (Tensor, Tensor, "
         "Tensor)");
   m.def("layernorm_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor bias, Tensor saved_mu, "
         "Tensor saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");

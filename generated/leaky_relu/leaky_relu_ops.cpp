@@ -50,7 +50,7 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, double negat
 } // namespace fusegen_ops::leaky_relu
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("leaky_relu(Tensor x, float negative_slope=0.01) -> Tensor");
+  m.def("leaky_relu(Tensor x, *, float negative_slope=0.01) -> Tensor");
   m.def("leaky_relu_backward(Tensor grad_y, Tensor x, float negative_slope, bool[1] output_mask) "
         "-> Tensor");
 }

@@ -28,7 +28,7 @@ SPEC = _support.OpInfo(
 
 def polynorm(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: float = 1e-06) -> Tensor:
     """PolyNorm w0 * norm(x^3) + w1 * norm(x^2) + w2 * norm(x) + b, norm an RMS norm over D."""
-    result = torch.ops.fusegen.polynorm.default(x, w0, w1, w2, b, eps)
+    result = torch.ops.fusegen.polynorm.default(x, w0, w1, w2, b, eps=eps)
     return result[0]
 
 
@@ -171,7 +171,7 @@ def independent(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps
 
 
 @torch.library.register_fake("fusegen::polynorm")
-def _fake(x, w0, w1, w2, b, eps=1e-06):
+def _fake(x, w0, w1, w2, b, *, eps=1e-06):
     return _support.fake_forward(SPEC, [x, w0, w1, w2, b])
 
 

@@ -70,7 +70,7 @@ backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& w0, c
 } // namespace fusegen_ops::polynorm
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("polynorm(Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, float eps=1e-06) -> "
+  m.def("polynorm(Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, *, float eps=1e-06) -> "
         "(Tensor, Tensor, Tensor, Tensor)");
   m.def("polynorm_backward(Tensor grad_y, Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, "
         "Tensor saved_stat0, Tensor saved_stat1, Tensor saved_stat2, float eps, bool[5] "

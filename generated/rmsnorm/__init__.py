@@ -27,7 +27,7 @@ SPEC = _support.OpInfo(
 
 def rmsnorm(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:
     """RMSNorm, x * rsqrt(mean(x^2) + eps) * weight, over the last dim."""
-    result = torch.ops.fusegen.rmsnorm.default(x, weight, eps)
+    result = torch.ops.fusegen.rmsnorm.default(x, weight, eps=eps)
     return result[0]
 
 
@@ -93,7 +93,7 @@ def independent(x: Tensor, weight: Tensor, *, eps: float = 1e-06):
 
 
 @torch.library.register_fake("fusegen::rmsnorm")
-def _fake(x, weight, eps=1e-06):
+def _fake(x, weight, *, eps=1e-06):
     return _support.fake_forward(SPEC, [x, weight])
 
 

@@ -59,7 +59,7 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
 } // namespace fusegen_ops::rmsnorm
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("rmsnorm(Tensor x, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)");
+  m.def("rmsnorm(Tensor x, Tensor weight, *, float eps=1e-06) -> (Tensor, Tensor)");
   m.def("rmsnorm_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor saved_rstd, float eps, "
         "bool[2] output_mask) -> (Tensor, Tensor)");
 }

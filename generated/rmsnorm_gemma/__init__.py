@@ -27,7 +27,7 @@ SPEC = _support.OpInfo(
 
 def rmsnorm_gemma(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:
     """Gemma RMSNorm, x * rsqrt(mean(x^2) + eps) * (1 + weight)."""
-    result = torch.ops.fusegen.rmsnorm_gemma.default(x, weight, eps)
+    result = torch.ops.fusegen.rmsnorm_gemma.default(x, weight, eps=eps)
     return result[0]
 
 
@@ -96,7 +96,7 @@ def independent(x: Tensor, weight: Tensor, *, eps: float = 1e-06):
 
 
 @torch.library.register_fake("fusegen::rmsnorm_gemma")
-def _fake(x, weight, eps=1e-06):
+def _fake(x, weight, *, eps=1e-06):
     return _support.fake_forward(SPEC, [x, weight])
 
 

@@ -478,8 +478,9 @@ class OpChecks:
 
     def opcheck(self, device):
         x = self.inputs((4, 3), 16, torch.float32, device, requires_grad=True)
-        args = tuple(x) + tuple(self.attrs().values())
-        torch.library.opcheck(getattr(torch.ops.fusegen, self.spec.name).default, args)
+        # The schema takes the attrs keyword-only, as the Python wrapper does.
+        torch.library.opcheck(getattr(torch.ops.fusegen, self.spec.name).default, tuple(x),
+                              self.attrs())
 
     def compile_fullgraph(self, device):
         torch._dynamo.reset()

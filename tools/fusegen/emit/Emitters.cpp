@@ -345,7 +345,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     fakeParams.push_back(in.name);
     pointwise[in.node.get()] = "_in[" + std::to_string(i) + "]";
   }
-  std::vector<std::string> attrParams, attrSchema, attrPy, attrNames, attrFake;
+  std::vector<std::string> attrParams, attrSchema, attrPy, attrNames, attrCall, attrFake;
   for (size_t i = 0; i < fn.attrs.size(); ++i) {
     const spec::Attr& a = fn.attrs[i].attr;
     Data x;
@@ -360,7 +360,8 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     attrPy.push_back(a.name + ": " + spec::attrTypeName(a.type) +
                      (a.hasDefault ? " = " + attrDefault(a) : ""));
     attrNames.push_back(a.name);
-    // The dispatcher drops trailing arguments equal to their schema default.
+    attrCall.push_back(a.name + "=" + a.name);
+    // The dispatcher leaves out keyword arguments equal to their schema default.
     attrFake.push_back(a.name + (a.hasDefault ? "=" + attrDefault(a) : ""));
     attrValues.push_back(a.type == spec::AttrType::Float ? a.name
                                                          : "static_cast<double>(" + a.name + ")");
@@ -447,8 +448,13 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("backward_return", tupleValue("_grads", nIn));
   d.set("saved_list", savedNames.empty() ? std::string("none") : join(savedNames, ", "));
 
+  // The attrs are keyword-only, in the schema as in the Python wrapper: an attr without a
+  // default may then follow one with a default (positional ones could not).
   std::vector<std::string> schemaAll = schemaArgs;
-  schemaAll.insert(schemaAll.end(), attrSchema.begin(), attrSchema.end());
+  if (!attrSchema.empty()) {
+    schemaAll.push_back("*");
+    schemaAll.insert(schemaAll.end(), attrSchema.begin(), attrSchema.end());
+  }
   std::vector<std::string> bwdSchema = gradSchema;
   bwdSchema.insert(bwdSchema.end(), schemaArgs.begin(), schemaArgs.end());
   bwdSchema.insert(bwdSchema.end(), savedSchema.begin(), savedSchema.end());
@@ -468,8 +474,11 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     pyAll.insert(pyAll.end(), attrPy.begin(), attrPy.end());
   }
   std::vector<std::string> callAll = pyCall, fakeAll = fakeParams;
-  callAll.insert(callAll.end(), attrNames.begin(), attrNames.end());
-  fakeAll.insert(fakeAll.end(), attrFake.begin(), attrFake.end());
+  callAll.insert(callAll.end(), attrCall.begin(), attrCall.end());
+  if (!attrFake.empty()) {
+    fakeAll.push_back("*");
+    fakeAll.insert(fakeAll.end(), attrFake.begin(), attrFake.end());
+  }
   std::vector<std::string> fakeBwd = gradNames;
   fakeBwd.insert(fakeBwd.end(), fakeParams.begin(), fakeParams.end());
   fakeBwd.insert(fakeBwd.end(), savedNames.begin(), savedNames.end());
