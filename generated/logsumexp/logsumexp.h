@@ -57,12 +57,12 @@ struct Forward {
     (void)_D;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T x = _in[0];
-      _t[0] = x;
+      const T _in_x = _in[0];
+      _t[0] = _in_x;
     }
     if constexpr (kPass == 1) {
-      const T x = _in[0];
-      const T _t0 = x - _rv[1];
+      const T _in_x = _in[0];
+      const T _t0 = _in_x - _rv[1];
       const T _t1 = fg::exp<kFast>(_t0);
       _t[0] = _t1;
     }
@@ -147,13 +147,13 @@ struct Backward {
     (void)_D;
     (void)_rv;
     const T _grad_lse = _rowIn[3];
-    const T saved_stat1 = _rowIn[2];
-    const T _t0 = fg::div<kFast>(_grad_lse, saved_stat1);
-    const T saved_m = _rowIn[1];
+    const T _in_saved_stat1 = _rowIn[2];
+    const T _t0 = fg::div<kFast>(_grad_lse, _in_saved_stat1);
+    const T _in_saved_m = _rowIn[1];
     _rv[0] = _grad_lse;
-    _rv[1] = saved_stat1;
+    _rv[1] = _in_saved_stat1;
     _rv[2] = _t0;
-    _rv[3] = saved_m;
+    _rv[3] = _in_saved_m;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -182,9 +182,9 @@ struct Backward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T saved_m = _rv[3];
-    const T _t0 = x - saved_m;
+    const T _in_x = _in[0];
+    const T _in_saved_m = _rv[3];
+    const T _t0 = _in_x - _in_saved_m;
     const T _t1 = fg::exp<kFast>(_t0);
     const T _t2 = _rv[2] * _t1;
     _out[0] = _t2;

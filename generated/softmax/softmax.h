@@ -58,12 +58,12 @@ struct Forward {
     (void)_D;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T x = _in[0];
-      _t[0] = x;
+      const T _in_x = _in[0];
+      _t[0] = _in_x;
     }
     if constexpr (kPass == 1) {
-      const T x = _in[0];
-      const T _t0 = x - _rv[1];
+      const T _in_x = _in[0];
+      const T _t0 = _in_x - _rv[1];
       const T _t1 = fg::exp<kFast>(_t0);
       _t[0] = _t1;
     }
@@ -93,8 +93,8 @@ struct Forward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T _t0 = x - _rv[1];
+    const T _in_x = _in[0];
+    const T _t0 = _in_x - _rv[1];
     const T _t1 = fg::exp<kFast>(_t0);
     const T _t2 = fg::div<kFast>(_t1, _rv[2]);
     _out[0] = _t2;
@@ -147,10 +147,10 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_stat1 = _rowIn[2];
-    const T saved_m = _rowIn[1];
-    _rv[0] = saved_stat1;
-    _rv[1] = saved_m;
+    const T _in_saved_stat1 = _rowIn[2];
+    const T _in_saved_m = _rowIn[1];
+    _rv[0] = _in_saved_stat1;
+    _rv[1] = _in_saved_m;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -163,12 +163,12 @@ struct Backward {
     (void)_t;
     if constexpr (kPass == 0) {
       const T _grad_y = _in[3];
-      const T x = _in[0];
-      const T saved_m = _rv[1];
-      const T _t0 = x - saved_m;
+      const T _in_x = _in[0];
+      const T _in_saved_m = _rv[1];
+      const T _t0 = _in_x - _in_saved_m;
       const T _t1 = fg::exp<kFast>(_t0);
-      const T saved_stat1 = _rv[0];
-      const T _t2 = fg::div<kFast>(_t1, saved_stat1);
+      const T _in_saved_stat1 = _rv[0];
+      const T _t2 = fg::div<kFast>(_t1, _in_saved_stat1);
       const T _t3 = _grad_y * _t2;
       _t[0] = _t3;
     }
@@ -182,8 +182,8 @@ struct Backward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T saved_stat1 = _rv[0];
-      const T _t0 = fg::div<kFast>(_red[0], saved_stat1);
+      const T _in_saved_stat1 = _rv[0];
+      const T _t0 = fg::div<kFast>(_red[0], _in_saved_stat1);
       _rv[2] = _red[0];
       _rv[3] = _t0;
     }
@@ -197,12 +197,12 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T _grad_y = _in[3];
-    const T saved_stat1 = _rv[0];
-    const T _t0 = fg::div<kFast>(_grad_y, saved_stat1);
+    const T _in_saved_stat1 = _rv[0];
+    const T _t0 = fg::div<kFast>(_grad_y, _in_saved_stat1);
     const T _t1 = _t0 - _rv[3];
-    const T x = _in[0];
-    const T saved_m = _rv[1];
-    const T _t2 = x - saved_m;
+    const T _in_x = _in[0];
+    const T _in_saved_m = _rv[1];
+    const T _t2 = _in_x - _in_saved_m;
     const T _t3 = fg::exp<kFast>(_t2);
     const T _t4 = _t1 * _t3;
     _out[0] = _t4;

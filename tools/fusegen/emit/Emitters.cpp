@@ -336,9 +336,9 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     inShapes.push_back(in.shape);
     inputList.push_back(in.name + " " + spec::shapeClassSpelling(in.shape));
     tensorNames.push_back(in.name);
-    cppParams.push_back("const at::Tensor& " + in.name);
-    tensorArgs.push_back("fg::glue::TensorArg{\"" + in.name + "\", " + in.name + ", " +
-                         bcastName(in.shape) + "}");
+    cppParams.push_back("const at::Tensor& " + cppInputName(in.name));
+    tensorArgs.push_back("fg::glue::TensorArg{\"" + in.name + "\", " + cppInputName(in.name) +
+                         ", " + bcastName(in.shape) + "}");
     schemaArgs.push_back("Tensor " + in.name);
     pyParams.push_back(in.name + ": Tensor");
     pyCall.push_back(in.name);
@@ -354,7 +354,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     x.set("type", spec::attrTypeName(a.type));
     x.set("py_default", a.hasDefault ? attrDefault(a) : "None");
     attrs.push_back(x);
-    attrParams.push_back(std::string(cppAttrType(a.type)) + " " + a.name);
+    attrParams.push_back(std::string(cppAttrType(a.type)) + " " + cppAttrName(a.name));
     attrSchema.push_back(std::string(spec::attrTypeName(a.type)) + " " + a.name +
                          (a.hasDefault ? "=" + attrDefault(a) : ""));
     attrPy.push_back(a.name + ": " + spec::attrTypeName(a.type) +
@@ -363,8 +363,9 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     attrCall.push_back(a.name + "=" + a.name);
     // The dispatcher leaves out keyword arguments equal to their schema default.
     attrFake.push_back(a.name + (a.hasDefault ? "=" + attrDefault(a) : ""));
-    attrValues.push_back(a.type == spec::AttrType::Float ? a.name
-                                                         : "static_cast<double>(" + a.name + ")");
+    attrValues.push_back(a.type == spec::AttrType::Float
+                             ? cppAttrName(a.name)
+                             : "static_cast<double>(" + cppAttrName(a.name) + ")");
     pointwise[fn.attrs[i].node.get()] = "_attr[" + std::to_string(i) + "]";
   }
   std::vector<std::string> outputList, gradNames, gradParams, gradTensorArgs, gradSchema,
