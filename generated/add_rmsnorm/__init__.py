@@ -72,7 +72,6 @@ def error_bounds(_r, _grads, x: Tensor, residual: Tensor, weight: Tensor, *, eps
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
     _grad_residual_out = _r.exact(_grads[1])
-    _s0 = _r.stored(_s0)
     _b0 = (_grad_y * weight)
     _b1 = (_b0 * _s0)
     _b2 = (_grad_residual_out + _b1)

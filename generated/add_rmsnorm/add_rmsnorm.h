@@ -14,8 +14,9 @@ namespace fusegen_ops::add_rmsnorm {
 //   residual_out = h
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 3;  // x [..., D], residual [..., D], weight [D]
-  static constexpr int kOutputs = 3; // y [..., D], residual_out [..., D], saved_rstd [...]
+  static constexpr int kInputs = 3; // x [..., D], residual [..., D], weight [D]
+  static constexpr int kOutputs =
+      3; // y [..., D], residual_out [..., D], saved_rstd [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -32,7 +33,7 @@ struct Forward {
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0   ? fg::OutKind::Full
            : m == 1 ? fg::OutKind::Full
-           : m == 2 ? fg::OutKind::Row
+           : m == 2 ? fg::OutKind::Stat
                     : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 1 : 0; }
@@ -130,7 +131,7 @@ struct Backward {
     return k == 0   ? fg::Bcast::Full
            : k == 1 ? fg::Bcast::Full
            : k == 2 ? fg::Bcast::Col
-           : k == 3 ? fg::Bcast::Row
+           : k == 3 ? fg::Bcast::Stat
            : k == 4 ? fg::Bcast::Full
            : k == 5 ? fg::Bcast::Full
                     : fg::Bcast::Full;

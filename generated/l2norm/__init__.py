@@ -61,8 +61,6 @@ def error_bounds(_r, _grads, x: Tensor, *, eps: float = 1e-12):
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _s0 = _r.stored(_s0)
-    _s1 = _r.stored(_s1)
     _b0 = (_grad_y / _s0)
     _b1 = (_s1 > eps)
     _b2 = (x / _s0)

@@ -41,8 +41,8 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& _in_x,
       "fusegen::l2norm_backward",
       std::array<fg::glue::TensorArg, 4>{
           fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
-          fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Row},
-          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
+          fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Stat},
+          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps}, output_mask,
       &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);

@@ -14,8 +14,9 @@ namespace fusegen_ops::layernorm {
 //   y = xc * rstd * weight + bias
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 3;  // x [..., D], weight [D], bias [D]
-  static constexpr int kOutputs = 3; // y [..., D], saved_mu [...], saved_rstd [...]
+  static constexpr int kInputs = 3; // x [..., D], weight [D], bias [D]
+  static constexpr int kOutputs =
+      3; // y [..., D], saved_mu [...] (compute type), saved_rstd [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 4; // per-row values kept in registers
@@ -31,8 +32,8 @@ struct Forward {
   }
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0   ? fg::OutKind::Full
-           : m == 1 ? fg::OutKind::Row
-           : m == 2 ? fg::OutKind::Row
+           : m == 1 ? fg::OutKind::Stat
+           : m == 2 ? fg::OutKind::Stat
                     : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) {
@@ -141,8 +142,8 @@ struct Backward {
     return k == 0   ? fg::Bcast::Full
            : k == 1 ? fg::Bcast::Col
            : k == 2 ? fg::Bcast::Col
-           : k == 3 ? fg::Bcast::Row
-           : k == 4 ? fg::Bcast::Row
+           : k == 3 ? fg::Bcast::Stat
+           : k == 4 ? fg::Bcast::Stat
            : k == 5 ? fg::Bcast::Full
                     : fg::Bcast::Full;
   }

@@ -12,8 +12,9 @@ namespace fusegen_ops::log_softmax {
 //   y = x - m - log(sum(exp(x - m)))
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 1;  // x [..., D]
-  static constexpr int kOutputs = 3; // y [..., D], saved_m [...], saved_stat1 [...]
+  static constexpr int kInputs = 1; // x [..., D]
+  static constexpr int kOutputs =
+      3; // y [..., D], saved_m [...] (compute type), saved_stat1 [...] (compute type)
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 4; // per-row values kept in registers
@@ -26,8 +27,8 @@ struct Forward {
   }
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0   ? fg::OutKind::Full
-           : m == 1 ? fg::OutKind::Row
-           : m == 2 ? fg::OutKind::Row
+           : m == 1 ? fg::OutKind::Stat
+           : m == 2 ? fg::OutKind::Stat
                     : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) {
@@ -127,8 +128,8 @@ struct Backward {
 
   FG_HD static constexpr fg::Bcast inBcast(int k) {
     return k == 0   ? fg::Bcast::Full
-           : k == 1 ? fg::Bcast::Row
-           : k == 2 ? fg::Bcast::Row
+           : k == 1 ? fg::Bcast::Stat
+           : k == 2 ? fg::Bcast::Stat
            : k == 3 ? fg::Bcast::Full
                     : fg::Bcast::Full;
   }

@@ -40,8 +40,8 @@ at::Tensor backward(const at::Tensor& _grad_lse, const at::Tensor& _in_x, const 
       "fusegen::logsumexp_backward",
       std::array<fg::glue::TensorArg, 4>{
           fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
-          fg::glue::TensorArg{"saved_m", saved_m, fg::Bcast::Row},
-          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
+          fg::glue::TensorArg{"saved_m", saved_m, fg::Bcast::Stat},
+          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_lse", _grad_lse, fg::Bcast::Row}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
       &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);

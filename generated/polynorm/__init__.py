@@ -102,9 +102,6 @@ def error_bounds(_r, _grads, x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: T
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _s0 = _r.stored(_s0)
-    _s1 = _r.stored(_s1)
-    _s2 = _r.stored(_s2)
     _b0 = (_grad_y * _s0)
     _b1 = (_b0 * w2)
     _b2 = (x * x)

@@ -14,9 +14,9 @@ namespace fusegen_ops::polynorm {
 //   rsqrt(mean(x * x) + eps) + b
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 5; // x [..., D], w0 [], w1 [], w2 [], b []
-  static constexpr int kOutputs =
-      4; // y [..., D], saved_stat0 [...], saved_stat1 [...], saved_stat2 [...]
+  static constexpr int kInputs = 5;  // x [..., D], w0 [], w1 [], w2 [], b []
+  static constexpr int kOutputs = 4; // y [..., D], saved_stat0 [...] (compute type), saved_stat1
+                                     // [...] (compute type), saved_stat2 [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;     // passes of reductions over each row
   static constexpr int kRowValues = 13; // per-row values kept in registers
@@ -34,9 +34,9 @@ struct Forward {
   }
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0   ? fg::OutKind::Full
-           : m == 1 ? fg::OutKind::Row
-           : m == 2 ? fg::OutKind::Row
-           : m == 3 ? fg::OutKind::Row
+           : m == 1 ? fg::OutKind::Stat
+           : m == 2 ? fg::OutKind::Stat
+           : m == 3 ? fg::OutKind::Stat
                     : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 3 : 0; }
@@ -173,9 +173,9 @@ struct Backward {
            : k == 2 ? fg::Bcast::Scalar
            : k == 3 ? fg::Bcast::Scalar
            : k == 4 ? fg::Bcast::Scalar
-           : k == 5 ? fg::Bcast::Row
-           : k == 6 ? fg::Bcast::Row
-           : k == 7 ? fg::Bcast::Row
+           : k == 5 ? fg::Bcast::Stat
+           : k == 6 ? fg::Bcast::Stat
+           : k == 7 ? fg::Bcast::Stat
            : k == 8 ? fg::Bcast::Full
                     : fg::Bcast::Full;
   }

@@ -53,9 +53,9 @@ backward(const at::Tensor& _grad_y, const at::Tensor& _in_x, const at::Tensor& _
           fg::glue::TensorArg{"w1", _in_w1, fg::Bcast::Scalar},
           fg::glue::TensorArg{"w2", _in_w2, fg::Bcast::Scalar},
           fg::glue::TensorArg{"b", _in_b, fg::Bcast::Scalar},
-          fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Row},
-          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
-          fg::glue::TensorArg{"saved_stat2", saved_stat2, fg::Bcast::Row},
+          fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Stat},
+          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Stat},
+          fg::glue::TensorArg{"saved_stat2", saved_stat2, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps}, output_mask,
       &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);

@@ -64,7 +64,6 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, *, eps: float = 1e-06):
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _s0 = _r.stored(_s0)
     _b0 = (_grad_y * weight)
     _b1 = (_b0 * _s0)
     _b2 = (_b0 * x)

@@ -45,7 +45,7 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
       std::array<fg::glue::TensorArg, 4>{
           fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
           fg::glue::TensorArg{"weight", _in_weight, fg::Bcast::Col},
-          fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Row},
+          fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps}, output_mask,
       &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);

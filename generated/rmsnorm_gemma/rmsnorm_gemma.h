@@ -13,7 +13,7 @@ namespace fusegen_ops::rmsnorm_gemma {
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
   static constexpr int kInputs = 2;  // x [..., D], weight [D]
-  static constexpr int kOutputs = 2; // y [..., D], saved_rstd [...]
+  static constexpr int kOutputs = 2; // y [..., D], saved_rstd [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -25,7 +25,7 @@ struct Forward {
     return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Col : fg::Bcast::Full;
   }
   FG_HD static constexpr fg::OutKind outKind(int m) {
-    return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Row : fg::OutKind::Full;
+    return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Stat : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 1 : 0; }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
@@ -114,7 +114,7 @@ struct Backward {
   FG_HD static constexpr fg::Bcast inBcast(int k) {
     return k == 0   ? fg::Bcast::Full
            : k == 1 ? fg::Bcast::Col
-           : k == 2 ? fg::Bcast::Row
+           : k == 2 ? fg::Bcast::Stat
            : k == 3 ? fg::Bcast::Full
                     : fg::Bcast::Full;
   }

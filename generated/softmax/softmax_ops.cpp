@@ -40,8 +40,8 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& _in_x, const at
       "fusegen::softmax_backward",
       std::array<fg::glue::TensorArg, 4>{
           fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
-          fg::glue::TensorArg{"saved_m", saved_m, fg::Bcast::Row},
-          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
+          fg::glue::TensorArg{"saved_m", saved_m, fg::Bcast::Stat},
+          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
       &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);

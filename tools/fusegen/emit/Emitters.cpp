@@ -121,6 +121,8 @@ const char* outKindName(plan::OutKind k) {
     return "fg::OutKind::ColSum";
   case plan::OutKind::Total:
     return "fg::OutKind::Total";
+  case plan::OutKind::Stat:
+    return "fg::OutKind::Stat";
   }
   return "";
 }
@@ -155,8 +157,8 @@ bool usesDim(const std::vector<ir::Expr>& roots) {
 // The body of error_bounds() in op_init.py.mustache: the forward, then the derived backward,
 // printed from the IR the kernels are generated from, over testing.Rounding's bounded
 // numbers (templates/package/testing.py states the error model). The per-row values a row
-// plan's backward reads back from its forward (plan.saved) are rounded to the dtype there,
-// as the forward stores them in it.
+// plan's backward reads back from its forward (plan.saved) are used as computed: the forward
+// stores them in the compute type.
 std::string boundsBody(const OpModel& op) {
   const ir::Function& fn = op.fn;
   const std::string full = fn.inputs[op.plan.fullInput].name;
@@ -183,8 +185,6 @@ std::string boundsBody(const OpModel& op) {
   for (size_t m = 0; m < fn.outputs.size(); ++m)
     out += "    _grad_" + fn.outputs[m].name + " = _r.exact(_grads[" + std::to_string(m) + "]" +
            (fn.outputs[m].value->shape() == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "") + ")\n";
-  for (size_t i = 0; i < op.plan.saved.size(); ++i)
-    out += "    _s" + std::to_string(i) + " = _r.stored(_s" + std::to_string(i) + ")\n";
   std::vector<Assignment> backward;
   for (size_t k = 0; k < fn.inputs.size(); ++k) {
     const ir::Expr& g = op.grad.inputGrads[k];
@@ -209,7 +209,7 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
   std::vector<std::string> inBcast, inputList;
   for (size_t k = 0; k < p.inputs.size(); ++k) {
     const plan::RowProgram::Input& in = p.inputs[k];
-    inBcast.push_back(bcastName(in.shape));
+    inBcast.push_back(in.stat ? "fg::Bcast::Stat" : bcastName(in.shape));
     inputList.push_back(in.name + " " + spec::shapeClassSpelling(in.shape));
     // [...] and [] inputs are read per row (rowPre), the others per element.
     if (in.shape == ir::ShapeClass::Row || in.shape == ir::ShapeClass::Scalar)
@@ -222,6 +222,7 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
     outKinds.push_back(outKindName(o.kind));
     outputList.push_back(o.name + (o.kind == plan::OutKind::Full     ? " [..., D]"
                                    : o.kind == plan::OutKind::Row    ? " [...]"
+                                   : o.kind == plan::OutKind::Stat   ? " [...] (compute type)"
                                    : o.kind == plan::OutKind::ColSum ? " [D] (sum over rows)"
                                                                      : " [] (sum over all)"));
   }
@@ -286,7 +287,7 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
     const plan::RowProgram::Output& o = p.outputs[m];
     const std::string target = "_out[" + std::to_string(m) + "]";
     const bool perRow =
-        o.kind == plan::OutKind::Row ||
+        o.kind == plan::OutKind::Row || o.kind == plan::OutKind::Stat ||
         (o.kind == plan::OutKind::Total && o.totalOf != plan::RowProgram::TotalOf::Elements);
     elem.push_back({target, perRow ? nullptr : o.value});
     rowOut.push_back({target, perRow ? o.value : nullptr});
@@ -419,7 +420,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     savedNames.push_back("saved_" + st.name);
     savedParams.push_back("const at::Tensor& saved_" + st.name);
     savedTensorArgs.push_back("fg::glue::TensorArg{\"saved_" + st.name + "\", saved_" + st.name +
-                              ", fg::Bcast::Row}");
+                              ", fg::Bcast::Stat}");
     savedSchema.push_back("Tensor saved_" + st.name);
     savedQuoted.push_back("\"" + st.name + "\"");
   }
