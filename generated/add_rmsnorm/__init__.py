@@ -29,7 +29,7 @@ SPEC = _support.OpInfo(
 
 def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
     """RMSNorm of x + residual; returns the normalized output and the sum."""
-    result = torch.ops.fusegen.add_rmsnorm.default(x, residual, weight, eps)
+    result = torch.ops.fusegen.add_rmsnorm.default(x, residual, weight, eps=eps)
     return tuple(result[:2])
 
 
@@ -72,7 +72,6 @@ def error_bounds(_r, _grads, x: Tensor, residual: Tensor, weight: Tensor, *, eps
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
     _grad_residual_out = _r.exact(_grads[1])
-    _s0 = _r.stored(_s0)
     _b0 = (_grad_y * weight)
     _b1 = (_b0 * _s0)
     _b2 = (_grad_residual_out + _b1)
@@ -104,7 +103,7 @@ def independent(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-
 
 
 @torch.library.register_fake("fusegen::add_rmsnorm")
-def _fake(x, residual, weight, eps=1e-06):
+def _fake(x, residual, weight, *, eps=1e-06):
     return _support.fake_forward(SPEC, [x, residual, weight])
 
 

@@ -14,8 +14,9 @@ namespace fusegen_ops::add_rmsnorm {
 //   residual_out = h
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 3;  // x [..., D], residual [..., D], weight [D]
-  static constexpr int kOutputs = 3; // y [..., D], residual_out [..., D], saved_rstd [...]
+  static constexpr int kInputs = 3; // x [..., D], residual [..., D], weight [D]
+  static constexpr int kOutputs =
+      3; // y [..., D], residual_out [..., D], saved_rstd [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -32,7 +33,7 @@ struct Forward {
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0   ? fg::OutKind::Full
            : m == 1 ? fg::OutKind::Full
-           : m == 2 ? fg::OutKind::Row
+           : m == 2 ? fg::OutKind::Stat
                     : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 1 : 0; }
@@ -58,9 +59,9 @@ struct Forward {
     (void)_D;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T x = _in[0];
-      const T residual = _in[1];
-      const T _t0 = x + residual;
+      const T _in_x = _in[0];
+      const T _in_residual = _in[1];
+      const T _t0 = _in_x + _in_residual;
       const T _t1 = _t0 * _t0;
       _t[0] = _t1;
     }
@@ -74,8 +75,8 @@ struct Forward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T eps = _attr[0];
-      const T _t0 = fg::div<kFast>(_red[0], _D) + eps;
+      const T _attr_eps = _attr[0];
+      const T _t0 = fg::div<kFast>(_red[0], _D) + _attr_eps;
       const T _t1 = fg::rsqrt<kFast>(_t0);
       _rv[0] = fg::div<kFast>(_red[0], _D);
       _rv[1] = _t0;
@@ -90,12 +91,12 @@ struct Forward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T residual = _in[1];
-    const T _t0 = x + residual;
+    const T _in_x = _in[0];
+    const T _in_residual = _in[1];
+    const T _t0 = _in_x + _in_residual;
     const T _t1 = _t0 * _rv[2];
-    const T weight = _in[2];
-    const T _t2 = _t1 * weight;
+    const T _in_weight = _in[2];
+    const T _t2 = _t1 * _in_weight;
     _out[0] = _t2;
     _out[1] = _t0;
     _out[2] = T(0);
@@ -130,7 +131,7 @@ struct Backward {
     return k == 0   ? fg::Bcast::Full
            : k == 1 ? fg::Bcast::Full
            : k == 2 ? fg::Bcast::Col
-           : k == 3 ? fg::Bcast::Row
+           : k == 3 ? fg::Bcast::Stat
            : k == 4 ? fg::Bcast::Full
            : k == 5 ? fg::Bcast::Full
                     : fg::Bcast::Full;
@@ -153,8 +154,8 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_rstd = _rowIn[3];
-    _rv[0] = saved_rstd;
+    const T _in_saved_rstd = _rowIn[3];
+    _rv[0] = _in_saved_rstd;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -167,11 +168,11 @@ struct Backward {
     (void)_t;
     if constexpr (kPass == 0) {
       const T _grad_y = _in[4];
-      const T weight = _in[2];
-      const T _t0 = _grad_y * weight;
-      const T x = _in[0];
-      const T residual = _in[1];
-      const T _t1 = x + residual;
+      const T _in_weight = _in[2];
+      const T _t0 = _grad_y * _in_weight;
+      const T _in_x = _in[0];
+      const T _in_residual = _in[1];
+      const T _t1 = _in_x + _in_residual;
       const T _t2 = _t0 * _t1;
       _t[0] = _t2;
     }
@@ -186,10 +187,10 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T saved_rstd = _rv[0];
-      const T _t1 = _t0 * saved_rstd;
-      const T _t2 = _t1 * saved_rstd;
-      const T _t3 = _t2 * saved_rstd;
+      const T _in_saved_rstd = _rv[0];
+      const T _t1 = _t0 * _in_saved_rstd;
+      const T _t2 = _t1 * _in_saved_rstd;
+      const T _t3 = _t2 * _in_saved_rstd;
       const T _t4 = fg::div<kFast>(_t3, _D);
       _rv[1] = _red[0];
       _rv[2] = _t0;
@@ -209,18 +210,18 @@ struct Backward {
     (void)_D;
     const T _grad_residual_out = _in[5];
     const T _grad_y = _in[4];
-    const T weight = _in[2];
-    const T _t0 = _grad_y * weight;
-    const T saved_rstd = _rv[0];
-    const T _t1 = _t0 * saved_rstd;
+    const T _in_weight = _in[2];
+    const T _t0 = _grad_y * _in_weight;
+    const T _in_saved_rstd = _rv[0];
+    const T _t1 = _t0 * _in_saved_rstd;
     const T _t2 = _grad_residual_out + _t1;
-    const T x = _in[0];
-    const T residual = _in[1];
-    const T _t3 = x + residual;
+    const T _in_x = _in[0];
+    const T _in_residual = _in[1];
+    const T _t3 = _in_x + _in_residual;
     const T _t4 = _rv[6] * _t3;
     const T _t5 = _t2 + _t4;
     const T _t6 = _t5 + _t4;
-    const T _t7 = _t3 * saved_rstd;
+    const T _t7 = _t3 * _in_saved_rstd;
     const T _t8 = _grad_y * _t7;
     _out[0] = _t6;
     _out[1] = _t6;

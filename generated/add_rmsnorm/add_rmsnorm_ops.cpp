@@ -25,37 +25,36 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Backward::Args&) = nullptr;
 constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 #endif
 
-// The functions below take the spec's names as parameters, which hide any unqualified name:
-// their bodies name the op's own declarations through this alias.
-namespace _op = fusegen_ops::add_rmsnorm;
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor>
-forward(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, double eps) {
-  std::vector<at::Tensor> _out = fg::glue::runProgram<_op::Forward>(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& _in_x,
+                                                       const at::Tensor& _in_residual,
+                                                       const at::Tensor& _in_weight,
+                                                       double _attr_eps) {
+  std::vector<at::Tensor> _out = fg::glue::runProgram<Forward>(
       "fusegen::add_rmsnorm",
-      std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"residual", residual, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"weight", weight, fg::Bcast::Col}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, {true, true, true},
-      &_op::forwardCpu, _op::kForwardCudaWorkspace, _op::kForwardCuda);
+      std::array<fg::glue::TensorArg, 3>{
+          fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+          fg::glue::TensorArg{"residual", _in_residual, fg::Bcast::Full},
+          fg::glue::TensorArg{"weight", _in_weight, fg::Bcast::Col}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps},
+      {true, true, true}, &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
   return std::make_tuple(_out[0], _out[1], _out[2]);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor>
-backward(const at::Tensor& _grad_y, const at::Tensor& _grad_residual_out, const at::Tensor& x,
-         const at::Tensor& residual, const at::Tensor& weight, const at::Tensor& saved_rstd,
-         double eps, std::array<bool, 3> output_mask) {
-  std::vector<at::Tensor> _grads = fg::glue::runProgram<_op::Backward>(
+backward(const at::Tensor& _grad_y, const at::Tensor& _grad_residual_out, const at::Tensor& _in_x,
+         const at::Tensor& _in_residual, const at::Tensor& _in_weight, const at::Tensor& saved_rstd,
+         double _attr_eps, std::array<bool, 3> output_mask) {
+  std::vector<at::Tensor> _grads = fg::glue::runProgram<Backward>(
       "fusegen::add_rmsnorm_backward",
       std::array<fg::glue::TensorArg, 6>{
-          fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-          fg::glue::TensorArg{"residual", residual, fg::Bcast::Full},
-          fg::glue::TensorArg{"weight", weight, fg::Bcast::Col},
-          fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Row},
+          fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+          fg::glue::TensorArg{"residual", _in_residual, fg::Bcast::Full},
+          fg::glue::TensorArg{"weight", _in_weight, fg::Bcast::Col},
+          fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full},
           fg::glue::TensorArg{"grad_residual_out", _grad_residual_out, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, output_mask,
-      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(_grads[0], _grads[1], _grads[2]);
 }
 
@@ -63,7 +62,7 @@ backward(const at::Tensor& _grad_y, const at::Tensor& _grad_residual_out, const 
 } // namespace fusegen_ops::add_rmsnorm
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("add_rmsnorm(Tensor x, Tensor residual, Tensor weight, float eps=1e-06) -> (Tensor, "
+  m.def("add_rmsnorm(Tensor x, Tensor residual, Tensor weight, *, float eps=1e-06) -> (Tensor, "
         "Tensor, Tensor)");
   m.def("add_rmsnorm_backward(Tensor grad_y, Tensor grad_residual_out, Tensor x, Tensor residual, "
         "Tensor weight, Tensor saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, "

@@ -28,9 +28,9 @@ struct Op {
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T bias = _in[1];
-    const T _t0 = x + bias;
+    const T _in_x = _in[0];
+    const T _in_bias = _in[1];
+    const T _t0 = _in_x + _in_bias;
     const T _t1 = (T(0.5) * _t0) * (T(1.0) + fg::erf<kFast>((_t0 * T(0.7071067811865476))));
     _out[0] = _t1;
   }
@@ -41,9 +41,9 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T _grad_y = _gout[0];
-    const T x = _in[0];
-    const T bias = _in[1];
-    const T _t0 = x + bias;
+    const T _in_x = _in[0];
+    const T _in_bias = _in[1];
+    const T _t0 = _in_x + _in_bias;
     const T _t1 = _t0 * T(0.7071067811865476);
     const T _t2 = fg::erf<kFast>(_t1);
     const T _t3 = T(1.0) + _t2;

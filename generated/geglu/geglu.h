@@ -28,12 +28,13 @@ struct Op {
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
-    const T gate = _in[0];
-    const T _t0 = (T(0.5) * gate) *
-                  (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) *
-                                             (gate + (((T(0.044715) * gate) * gate) * gate)))));
-    const T up = _in[1];
-    const T _t1 = _t0 * up;
+    const T _in_gate = _in[0];
+    const T _t0 = (T(0.5) * _in_gate) *
+                  (T(1.0) + fg::tanh<kFast>(
+                                (T(0.7978845608028654) *
+                                 (_in_gate + (((T(0.044715) * _in_gate) * _in_gate) * _in_gate)))));
+    const T _in_up = _in[1];
+    const T _t1 = _t0 * _in_up;
     _out[0] = _t1;
   }
 
@@ -43,31 +44,33 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T _grad_y = _gout[0];
-    const T up = _in[1];
-    const T _t0 = _grad_y * up;
-    const T gate = _in[0];
-    const T _t1 = T(0.044715) * gate;
-    const T _t2 = _t1 * gate;
-    const T _t3 = _t2 * gate;
-    const T _t4 = gate + _t3;
+    const T _in_up = _in[1];
+    const T _t0 = _grad_y * _in_up;
+    const T _in_gate = _in[0];
+    const T _t1 = T(0.044715) * _in_gate;
+    const T _t2 = _t1 * _in_gate;
+    const T _t3 = _t2 * _in_gate;
+    const T _t4 = _in_gate + _t3;
     const T _t5 = T(0.7978845608028654) * _t4;
     const T _t6 = fg::tanh<kFast>(_t5);
     const T _t7 = T(1.0) + _t6;
     const T _t8 = T(0.5) * _t7;
-    const T _t9 = T(0.5) * gate;
+    const T _t9 = T(0.5) * _in_gate;
     const T _t10 = _t6 * _t6;
     const T _t11 = T(1.0) - _t10;
     const T _t12 = _t9 * _t11;
     const T _t13 = _t12 * T(0.7978845608028654);
-    const T _t14 = T(0.134145) * gate;
-    const T _t15 = _t14 * gate;
+    const T _t14 = T(0.134145) * _in_gate;
+    const T _t15 = _t14 * _in_gate;
     const T _t16 = T(1.0) + _t15;
     const T _t17 = _t13 * _t16;
     const T _t18 = _t8 + _t17;
     const T _t19 = _t0 * _t18;
-    const T _t20 = (T(0.5) * gate) *
-                   (T(1.0) + fg::tanh<kFast>((T(0.7978845608028654) *
-                                              (gate + (((T(0.044715) * gate) * gate) * gate)))));
+    const T _t20 =
+        (T(0.5) * _in_gate) *
+        (T(1.0) +
+         fg::tanh<kFast>((T(0.7978845608028654) *
+                          (_in_gate + (((T(0.044715) * _in_gate) * _in_gate) * _in_gate)))));
     const T _t21 = _grad_y * _t20;
     _gin[0] = _t19;
     _gin[1] = _t21;

@@ -22,29 +22,26 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Op::BackwardArgs&) = nullptr;
 constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 #endif
 
-// The functions below take the spec's names as parameters, which hide any unqualified name:
-// their bodies name the op's own declarations through this alias.
-namespace _op = fusegen_ops::geglu;
-
-at::Tensor forward(const at::Tensor& gate, const at::Tensor& up) {
-  std::vector<at::Tensor> _out = fg::glue::runForward<_op::Op>(
+at::Tensor forward(const at::Tensor& _in_gate, const at::Tensor& _in_up) {
+  std::vector<at::Tensor> _out = fg::glue::runForward<Op>(
       "fusegen::geglu",
-      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"gate", gate, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"up", up, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &_op::forwardCpu,
-      _op::kForwardCuda);
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"gate", _in_gate, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"up", _in_up, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &forwardCpu,
+      kForwardCuda);
   return _out[0];
 }
 
-std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& gate,
-                                            const at::Tensor& up, std::array<bool, 2> output_mask) {
-  std::vector<at::Tensor> _grads = fg::glue::runBackward<_op::Op>(
+std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& _in_gate,
+                                            const at::Tensor& _in_up,
+                                            std::array<bool, 2> output_mask) {
+  std::vector<at::Tensor> _grads = fg::glue::runBackward<Op>(
       "fusegen::geglu_backward",
-      std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"gate", gate, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"up", up, fg::Bcast::Full},
+      std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"gate", _in_gate, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"up", _in_up, fg::Bcast::Full},
                                          fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
-      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(_grads[0], _grads[1]);
 }
 

@@ -26,7 +26,7 @@ SPEC = _support.OpInfo(
 
 def l2norm(x: Tensor, *, eps: float = 1e-12) -> Tensor:
     """L2 normalization over the last dim, x / max(||x||_2, eps)."""
-    result = torch.ops.fusegen.l2norm.default(x, eps)
+    result = torch.ops.fusegen.l2norm.default(x, eps=eps)
     return result[0]
 
 
@@ -61,8 +61,6 @@ def error_bounds(_r, _grads, x: Tensor, *, eps: float = 1e-12):
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _s0 = _r.stored(_s0)
-    _s1 = _r.stored(_s1)
     _b0 = (_grad_y / _s0)
     _b1 = (_s1 > eps)
     _b2 = (x / _s0)
@@ -93,7 +91,7 @@ def independent(x: Tensor, *, eps: float = 1e-12):
 
 
 @torch.library.register_fake("fusegen::l2norm")
-def _fake(x, eps=1e-12):
+def _fake(x, *, eps=1e-12):
     return _support.fake_forward(SPEC, [x])
 
 

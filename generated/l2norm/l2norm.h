@@ -11,8 +11,9 @@ namespace fusegen_ops::l2norm {
 //   y = x / max(sqrt(sum(x * x)), eps)
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 1;  // x [..., D]
-  static constexpr int kOutputs = 3; // y [..., D], saved_stat0 [...], saved_stat1 [...]
+  static constexpr int kInputs = 1; // x [..., D]
+  static constexpr int kOutputs =
+      3; // y [..., D], saved_stat0 [...] (compute type), saved_stat1 [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -25,8 +26,8 @@ struct Forward {
   }
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0   ? fg::OutKind::Full
-           : m == 1 ? fg::OutKind::Row
-           : m == 2 ? fg::OutKind::Row
+           : m == 1 ? fg::OutKind::Stat
+           : m == 2 ? fg::OutKind::Stat
                     : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 1 : 0; }
@@ -52,8 +53,8 @@ struct Forward {
     (void)_D;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T x = _in[0];
-      const T _t0 = x * x;
+      const T _in_x = _in[0];
+      const T _t0 = _in_x * _in_x;
       _t[0] = _t0;
     }
   }
@@ -67,8 +68,8 @@ struct Forward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = fg::sqrt<kFast>(_red[0]);
-      const T eps = _attr[0];
-      const T _t1 = (_t0 > eps) ? _t0 : eps;
+      const T _attr_eps = _attr[0];
+      const T _t1 = (_t0 > _attr_eps) ? _t0 : _attr_eps;
       _rv[0] = _red[0];
       _rv[1] = _t0;
       _rv[2] = _t1;
@@ -82,8 +83,8 @@ struct Forward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T _t0 = fg::div<kFast>(x, _rv[2]);
+    const T _in_x = _in[0];
+    const T _t0 = fg::div<kFast>(_in_x, _rv[2]);
     _out[0] = _t0;
     _out[1] = T(0);
     _out[2] = T(0);
@@ -115,8 +116,8 @@ struct Backward {
 
   FG_HD static constexpr fg::Bcast inBcast(int k) {
     return k == 0   ? fg::Bcast::Full
-           : k == 1 ? fg::Bcast::Row
-           : k == 2 ? fg::Bcast::Row
+           : k == 1 ? fg::Bcast::Stat
+           : k == 2 ? fg::Bcast::Stat
            : k == 3 ? fg::Bcast::Full
                     : fg::Bcast::Full;
   }
@@ -135,13 +136,13 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_stat0 = _rowIn[1];
-    const T saved_stat1 = _rowIn[2];
-    const T eps = _attr[0];
-    const bool _t0 = saved_stat1 > eps;
-    const bool _t1 = saved_stat1 == eps;
-    _rv[0] = saved_stat0;
-    _rv[1] = saved_stat1;
+    const T _in_saved_stat0 = _rowIn[1];
+    const T _in_saved_stat1 = _rowIn[2];
+    const T _attr_eps = _attr[0];
+    const bool _t0 = _in_saved_stat1 > _attr_eps;
+    const bool _t1 = _in_saved_stat1 == _attr_eps;
+    _rv[0] = _in_saved_stat0;
+    _rv[1] = _in_saved_stat1;
     _rv[2] = _t0;
     _rv[3] = _t1;
   }
@@ -156,9 +157,9 @@ struct Backward {
     (void)_t;
     if constexpr (kPass == 0) {
       const T _grad_y = _in[3];
-      const T x = _in[0];
-      const T saved_stat0 = _rv[0];
-      const T _t0 = fg::div<kFast>(x, saved_stat0);
+      const T _in_x = _in[0];
+      const T _in_saved_stat0 = _rv[0];
+      const T _t0 = fg::div<kFast>(_in_x, _in_saved_stat0);
       const T _t1 = _grad_y * _t0;
       _t[0] = _t1;
     }
@@ -172,16 +173,16 @@ struct Backward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T saved_stat0 = _rv[0];
-      const T _t0 = fg::div<kFast>(_red[0], saved_stat0);
+      const T _in_saved_stat0 = _rv[0];
+      const T _t0 = fg::div<kFast>(_red[0], _in_saved_stat0);
       const T _t1 = -_t0;
       const T _t2 = T(0.5) * _t0;
       const T _t3 = -_t2;
       const T _t4 = _rv[3] ? _t3 : T(0.0);
       const T _t5 = _rv[2] ? _t1 : _t4;
       const T _t6 = _t5 * T(0.5);
-      const T saved_stat1 = _rv[1];
-      const T _t7 = fg::div<kFast>(_t6, saved_stat1);
+      const T _in_saved_stat1 = _rv[1];
+      const T _t7 = fg::div<kFast>(_t6, _in_saved_stat1);
       _rv[4] = _red[0];
       _rv[5] = _t0;
       _rv[6] = _t1;
@@ -202,10 +203,10 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T _grad_y = _in[3];
-    const T saved_stat0 = _rv[0];
-    const T _t0 = fg::div<kFast>(_grad_y, saved_stat0);
-    const T x = _in[0];
-    const T _t1 = _rv[12] * x;
+    const T _in_saved_stat0 = _rv[0];
+    const T _t0 = fg::div<kFast>(_grad_y, _in_saved_stat0);
+    const T _in_x = _in[0];
+    const T _t1 = _rv[12] * _in_x;
     const T _t2 = _t0 + _t1;
     const T _t3 = _t2 + _t1;
     _out[0] = _t3;

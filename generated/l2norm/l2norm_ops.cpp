@@ -25,30 +25,27 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Backward::Args&) = nullptr;
 constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 #endif
 
-// The functions below take the spec's names as parameters, which hide any unqualified name:
-// their bodies name the op's own declarations through this alias.
-namespace _op = fusegen_ops::l2norm;
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x, double eps) {
-  std::vector<at::Tensor> _out = fg::glue::runProgram<_op::Forward>(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& _in_x, double _attr_eps) {
+  std::vector<at::Tensor> _out = fg::glue::runProgram<Forward>(
       "fusegen::l2norm",
-      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", x, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, {true, true, true},
-      &_op::forwardCpu, _op::kForwardCudaWorkspace, _op::kForwardCuda);
+      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps},
+      {true, true, true}, &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
   return std::make_tuple(_out[0], _out[1], _out[2]);
 }
 
-at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& saved_stat0,
-                    const at::Tensor& saved_stat1, double eps, std::array<bool, 1> output_mask) {
-  std::vector<at::Tensor> _grads = fg::glue::runProgram<_op::Backward>(
+at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& _in_x,
+                    const at::Tensor& saved_stat0, const at::Tensor& saved_stat1, double _attr_eps,
+                    std::array<bool, 1> output_mask) {
+  std::vector<at::Tensor> _grads = fg::glue::runProgram<Backward>(
       "fusegen::l2norm_backward",
       std::array<fg::glue::TensorArg, 4>{
-          fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-          fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Row},
-          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
+          fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+          fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Stat},
+          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, output_mask,
-      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return _grads[0];
 }
 
@@ -56,7 +53,7 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Te
 } // namespace fusegen_ops::l2norm
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("l2norm(Tensor x, float eps=1e-12) -> (Tensor, Tensor, Tensor)");
+  m.def("l2norm(Tensor x, *, float eps=1e-12) -> (Tensor, Tensor, Tensor)");
   m.def("l2norm_backward(Tensor grad_y, Tensor x, Tensor saved_stat0, Tensor saved_stat1, float "
         "eps, bool[1] output_mask) -> Tensor");
 }

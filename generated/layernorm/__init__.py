@@ -29,7 +29,7 @@ SPEC = _support.OpInfo(
 
 def layernorm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> Tensor:
     """LayerNorm, (x - mean) * rsqrt(var + eps) * weight + bias, over the last dim."""
-    result = torch.ops.fusegen.layernorm.default(x, weight, bias, eps)
+    result = torch.ops.fusegen.layernorm.default(x, weight, bias, eps=eps)
     return result[0]
 
 
@@ -74,8 +74,6 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, bias: Tensor, *, eps: fl
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _s0 = _r.stored(_s0)
-    _s1 = _r.stored(_s1)
     _b0 = (_grad_y * weight)
     _b1 = (_b0 * _s1)
     _b2 = (x - _s0)
@@ -114,7 +112,7 @@ def independent(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05):
 
 
 @torch.library.register_fake("fusegen::layernorm")
-def _fake(x, weight, bias, eps=1e-05):
+def _fake(x, weight, bias, *, eps=1e-05):
     return _support.fake_forward(SPEC, [x, weight, bias])
 
 

@@ -14,8 +14,9 @@ namespace fusegen_ops::layernorm {
 //   y = xc * rstd * weight + bias
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 3;  // x [..., D], weight [D], bias [D]
-  static constexpr int kOutputs = 3; // y [..., D], saved_mu [...], saved_rstd [...]
+  static constexpr int kInputs = 3; // x [..., D], weight [D], bias [D]
+  static constexpr int kOutputs =
+      3; // y [..., D], saved_mu [...] (compute type), saved_rstd [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 4; // per-row values kept in registers
@@ -31,8 +32,8 @@ struct Forward {
   }
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0   ? fg::OutKind::Full
-           : m == 1 ? fg::OutKind::Row
-           : m == 2 ? fg::OutKind::Row
+           : m == 1 ? fg::OutKind::Stat
+           : m == 2 ? fg::OutKind::Stat
                     : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) {
@@ -62,12 +63,12 @@ struct Forward {
     (void)_D;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T x = _in[0];
-      _t[0] = x;
+      const T _in_x = _in[0];
+      _t[0] = _in_x;
     }
     if constexpr (kPass == 1) {
-      const T x = _in[0];
-      const T _t0 = x - _rv[0];
+      const T _in_x = _in[0];
+      const T _t0 = _in_x - _rv[0];
       const T _t1 = _t0 * _t0;
       _t[0] = _t1;
     }
@@ -84,8 +85,8 @@ struct Forward {
       _rv[0] = fg::div<kFast>(_red[0], _D);
     }
     if constexpr (kPass == 1) {
-      const T eps = _attr[0];
-      const T _t0 = fg::div<kFast>(_red[0], _D) + eps;
+      const T _attr_eps = _attr[0];
+      const T _t0 = fg::div<kFast>(_red[0], _D) + _attr_eps;
       const T _t1 = fg::rsqrt<kFast>(_t0);
       _rv[1] = fg::div<kFast>(_red[0], _D);
       _rv[2] = _t0;
@@ -100,13 +101,13 @@ struct Forward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T _t0 = x - _rv[0];
+    const T _in_x = _in[0];
+    const T _t0 = _in_x - _rv[0];
     const T _t1 = _t0 * _rv[3];
-    const T weight = _in[1];
-    const T _t2 = _t1 * weight;
-    const T bias = _in[2];
-    const T _t3 = _t2 + bias;
+    const T _in_weight = _in[1];
+    const T _t2 = _t1 * _in_weight;
+    const T _in_bias = _in[2];
+    const T _t3 = _t2 + _in_bias;
     _out[0] = _t3;
     _out[1] = T(0);
     _out[2] = T(0);
@@ -141,8 +142,8 @@ struct Backward {
     return k == 0   ? fg::Bcast::Full
            : k == 1 ? fg::Bcast::Col
            : k == 2 ? fg::Bcast::Col
-           : k == 3 ? fg::Bcast::Row
-           : k == 4 ? fg::Bcast::Row
+           : k == 3 ? fg::Bcast::Stat
+           : k == 4 ? fg::Bcast::Stat
            : k == 5 ? fg::Bcast::Full
                     : fg::Bcast::Full;
   }
@@ -167,10 +168,10 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_rstd = _rowIn[4];
-    const T saved_mu = _rowIn[3];
-    _rv[0] = saved_rstd;
-    _rv[1] = saved_mu;
+    const T _in_saved_rstd = _rowIn[4];
+    const T _in_saved_mu = _rowIn[3];
+    _rv[0] = _in_saved_rstd;
+    _rv[1] = _in_saved_mu;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -183,11 +184,11 @@ struct Backward {
     (void)_t;
     if constexpr (kPass == 0) {
       const T _grad_y = _in[5];
-      const T weight = _in[1];
-      const T _t0 = _grad_y * weight;
-      const T x = _in[0];
-      const T saved_mu = _rv[1];
-      const T _t1 = x - saved_mu;
+      const T _in_weight = _in[1];
+      const T _t0 = _grad_y * _in_weight;
+      const T _in_x = _in[0];
+      const T _in_saved_mu = _rv[1];
+      const T _t1 = _in_x - _in_saved_mu;
       const T _t2 = _t0 * _t1;
       _t[0] = _t2;
       _t[1] = _t0;
@@ -204,12 +205,12 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T saved_rstd = _rv[0];
-      const T _t1 = _t0 * saved_rstd;
-      const T _t2 = _t1 * saved_rstd;
-      const T _t3 = _t2 * saved_rstd;
+      const T _in_saved_rstd = _rv[0];
+      const T _t1 = _t0 * _in_saved_rstd;
+      const T _t2 = _t1 * _in_saved_rstd;
+      const T _t3 = _t2 * _in_saved_rstd;
       const T _t4 = fg::div<kFast>(_t3, _D);
-      const T _t5 = _red[1] * saved_rstd;
+      const T _t5 = _red[1] * _in_saved_rstd;
       const T _t6 = _t4 * _red[2];
       const T _t7 = _t5 + _t6;
       const T _t8 = _t7 + _t6;
@@ -238,18 +239,18 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T _grad_y = _in[5];
-    const T weight = _in[1];
-    const T _t0 = _grad_y * weight;
-    const T saved_rstd = _rv[0];
-    const T _t1 = _t0 * saved_rstd;
-    const T x = _in[0];
-    const T saved_mu = _rv[1];
-    const T _t2 = x - saved_mu;
+    const T _in_weight = _in[1];
+    const T _t0 = _grad_y * _in_weight;
+    const T _in_saved_rstd = _rv[0];
+    const T _t1 = _t0 * _in_saved_rstd;
+    const T _in_x = _in[0];
+    const T _in_saved_mu = _rv[1];
+    const T _t2 = _in_x - _in_saved_mu;
     const T _t3 = _rv[7] * _t2;
     const T _t4 = _t1 + _t3;
     const T _t5 = _t4 + _t3;
     const T _t6 = _t5 - _rv[14];
-    const T _t7 = _t2 * saved_rstd;
+    const T _t7 = _t2 * _in_saved_rstd;
     const T _t8 = _grad_y * _t7;
     _out[0] = _t6;
     _out[1] = _t8;

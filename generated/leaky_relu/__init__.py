@@ -26,7 +26,7 @@ SPEC = _support.OpInfo(
 
 def leaky_relu(x: Tensor, *, negative_slope: float = 0.01) -> Tensor:
     """Leaky ReLU, x for x > 0 else negative_slope * x."""
-    result = torch.ops.fusegen.leaky_relu.default(x, negative_slope)
+    result = torch.ops.fusegen.leaky_relu.default(x, negative_slope=negative_slope)
     return result
 
 
@@ -67,7 +67,7 @@ def independent(x: Tensor, *, negative_slope: float = 0.01):
 
 
 @torch.library.register_fake("fusegen::leaky_relu")
-def _fake(x, negative_slope=0.01):
+def _fake(x, *, negative_slope=0.01):
     return _support.fake_forward(SPEC, [x])
 
 

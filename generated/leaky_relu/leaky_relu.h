@@ -28,9 +28,9 @@ struct Op {
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T negative_slope = _attr[0];
-    const T _t0 = (x > T(0.0)) ? x : (x * negative_slope);
+    const T _in_x = _in[0];
+    const T _attr_negative_slope = _attr[0];
+    const T _t0 = (_in_x > T(0.0)) ? _in_x : (_in_x * _attr_negative_slope);
     _out[0] = _t0;
   }
 
@@ -39,11 +39,11 @@ struct Op {
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const bool _t0 = x > T(0.0);
+    const T _in_x = _in[0];
+    const bool _t0 = _in_x > T(0.0);
     const T _grad_y = _gout[0];
-    const T negative_slope = _attr[0];
-    const T _t1 = _grad_y * negative_slope;
+    const T _attr_negative_slope = _attr[0];
+    const T _t1 = _grad_y * _attr_negative_slope;
     const T _t2 = _t0 ? _grad_y : _t1;
     _gin[0] = _t2;
   }

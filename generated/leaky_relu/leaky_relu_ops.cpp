@@ -22,27 +22,23 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Op::BackwardArgs&) = nullptr;
 constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 #endif
 
-// The functions below take the spec's names as parameters, which hide any unqualified name:
-// their bodies name the op's own declarations through this alias.
-namespace _op = fusegen_ops::leaky_relu;
-
-at::Tensor forward(const at::Tensor& x, double negative_slope) {
-  std::vector<at::Tensor> _out = fg::glue::runForward<_op::Op>(
+at::Tensor forward(const at::Tensor& _in_x, double _attr_negative_slope) {
+  std::vector<at::Tensor> _out = fg::glue::runForward<Op>(
       "fusegen::leaky_relu",
-      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", x, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {negative_slope},
-      &_op::forwardCpu, _op::kForwardCuda);
+      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_negative_slope},
+      &forwardCpu, kForwardCuda);
   return _out[0];
 }
 
-at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, double negative_slope,
+at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& _in_x, double _attr_negative_slope,
                     std::array<bool, 1> output_mask) {
-  std::vector<at::Tensor> _grads = fg::glue::runBackward<_op::Op>(
+  std::vector<at::Tensor> _grads = fg::glue::runBackward<Op>(
       "fusegen::leaky_relu_backward",
-      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
                                          fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {negative_slope},
-      output_mask, &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_negative_slope},
+      output_mask, &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return _grads[0];
 }
 
@@ -50,7 +46,7 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, double negat
 } // namespace fusegen_ops::leaky_relu
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("leaky_relu(Tensor x, float negative_slope=0.01) -> Tensor");
+  m.def("leaky_relu(Tensor x, *, float negative_slope=0.01) -> Tensor");
   m.def("leaky_relu_backward(Tensor grad_y, Tensor x, float negative_slope, bool[1] output_mask) "
         "-> Tensor");
 }

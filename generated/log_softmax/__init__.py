@@ -66,8 +66,6 @@ def error_bounds(_r, _grads, x: Tensor):
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _s0 = _r.stored(_s0)
-    _s1 = _r.stored(_s1)
     _b0 = _r.sum(_grad_y)
     _b1 = (_b0 / _s1)
     _b2 = (x - _s0)

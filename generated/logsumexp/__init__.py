@@ -66,8 +66,6 @@ def error_bounds(_r, _grads, x: Tensor):
     if _grads is None:
         return _outputs, None
     _grad_lse = _r.exact(_grads[0].unsqueeze(-1))
-    _s0 = _r.stored(_s0)
-    _s1 = _r.stored(_s1)
     _b0 = (_grad_lse / _s1)
     _b1 = (x - _s0)
     _b2 = _r.exp(_b1)

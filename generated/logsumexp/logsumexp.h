@@ -12,8 +12,9 @@ namespace fusegen_ops::logsumexp {
 //   lse = m + log(sum(exp(x - m)))
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 1;  // x [..., D]
-  static constexpr int kOutputs = 3; // lse [...], saved_m [...], saved_stat1 [...]
+  static constexpr int kInputs = 1; // x [..., D]
+  static constexpr int kOutputs =
+      3; // lse [...], saved_m [...] (compute type), saved_stat1 [...] (compute type)
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 5; // per-row values kept in registers
@@ -26,8 +27,8 @@ struct Forward {
   }
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0   ? fg::OutKind::Row
-           : m == 1 ? fg::OutKind::Row
-           : m == 2 ? fg::OutKind::Row
+           : m == 1 ? fg::OutKind::Stat
+           : m == 2 ? fg::OutKind::Stat
                     : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) {
@@ -57,12 +58,12 @@ struct Forward {
     (void)_D;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T x = _in[0];
-      _t[0] = x;
+      const T _in_x = _in[0];
+      _t[0] = _in_x;
     }
     if constexpr (kPass == 1) {
-      const T x = _in[0];
-      const T _t0 = x - _rv[1];
+      const T _in_x = _in[0];
+      const T _t0 = _in_x - _rv[1];
       const T _t1 = fg::exp<kFast>(_t0);
       _t[0] = _t1;
     }
@@ -126,8 +127,8 @@ struct Backward {
 
   FG_HD static constexpr fg::Bcast inBcast(int k) {
     return k == 0   ? fg::Bcast::Full
-           : k == 1 ? fg::Bcast::Row
-           : k == 2 ? fg::Bcast::Row
+           : k == 1 ? fg::Bcast::Stat
+           : k == 2 ? fg::Bcast::Stat
            : k == 3 ? fg::Bcast::Row
                     : fg::Bcast::Full;
   }
@@ -147,13 +148,13 @@ struct Backward {
     (void)_D;
     (void)_rv;
     const T _grad_lse = _rowIn[3];
-    const T saved_stat1 = _rowIn[2];
-    const T _t0 = fg::div<kFast>(_grad_lse, saved_stat1);
-    const T saved_m = _rowIn[1];
+    const T _in_saved_stat1 = _rowIn[2];
+    const T _t0 = fg::div<kFast>(_grad_lse, _in_saved_stat1);
+    const T _in_saved_m = _rowIn[1];
     _rv[0] = _grad_lse;
-    _rv[1] = saved_stat1;
+    _rv[1] = _in_saved_stat1;
     _rv[2] = _t0;
-    _rv[3] = saved_m;
+    _rv[3] = _in_saved_m;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -182,9 +183,9 @@ struct Backward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T saved_m = _rv[3];
-    const T _t0 = x - saved_m;
+    const T _in_x = _in[0];
+    const T _in_saved_m = _rv[3];
+    const T _t0 = _in_x - _in_saved_m;
     const T _t1 = fg::exp<kFast>(_t0);
     const T _t2 = _rv[2] * _t1;
     _out[0] = _t2;

@@ -25,30 +25,26 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Backward::Args&) = nullptr;
 constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 #endif
 
-// The functions below take the spec's names as parameters, which hide any unqualified name:
-// their bodies name the op's own declarations through this alias.
-namespace _op = fusegen_ops::logsumexp;
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x) {
-  std::vector<at::Tensor> _out = fg::glue::runProgram<_op::Forward>(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& _in_x) {
+  std::vector<at::Tensor> _out = fg::glue::runProgram<Forward>(
       "fusegen::logsumexp",
-      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", x, fg::Bcast::Full}},
+      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, {true, true, true},
-      &_op::forwardCpu, _op::kForwardCudaWorkspace, _op::kForwardCuda);
+      &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
   return std::make_tuple(_out[0], _out[1], _out[2]);
 }
 
-at::Tensor backward(const at::Tensor& _grad_lse, const at::Tensor& x, const at::Tensor& saved_m,
+at::Tensor backward(const at::Tensor& _grad_lse, const at::Tensor& _in_x, const at::Tensor& saved_m,
                     const at::Tensor& saved_stat1, std::array<bool, 1> output_mask) {
-  std::vector<at::Tensor> _grads = fg::glue::runProgram<_op::Backward>(
+  std::vector<at::Tensor> _grads = fg::glue::runProgram<Backward>(
       "fusegen::logsumexp_backward",
       std::array<fg::glue::TensorArg, 4>{
-          fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-          fg::glue::TensorArg{"saved_m", saved_m, fg::Bcast::Row},
-          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
+          fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+          fg::glue::TensorArg{"saved_m", saved_m, fg::Bcast::Stat},
+          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_lse", _grad_lse, fg::Bcast::Row}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
-      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return _grads[0];
 }
 

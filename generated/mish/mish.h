@@ -28,15 +28,15 @@ struct Op {
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T _t0 = (x > T(0.0)) ? x : T(0.0);
-    const T _t1 = fg::abs<kFast>(x);
+    const T _in_x = _in[0];
+    const T _t0 = (_in_x > T(0.0)) ? _in_x : T(0.0);
+    const T _t1 = fg::abs<kFast>(_in_x);
     const T _t2 = -_t1;
     const T _t3 = fg::exp<kFast>(_t2);
     const T _t4 = fg::log1p<kFast>(_t3);
     const T _t5 = _t0 + _t4;
     const T _t6 = fg::tanh<kFast>(_t5);
-    const T _t7 = x * _t6;
+    const T _t7 = _in_x * _t6;
     _out[0] = _t7;
   }
 
@@ -46,9 +46,9 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T _grad_y = _gout[0];
-    const T x = _in[0];
-    const T _t0 = (x > T(0.0)) ? x : T(0.0);
-    const T _t1 = fg::abs<kFast>(x);
+    const T _in_x = _in[0];
+    const T _t0 = (_in_x > T(0.0)) ? _in_x : T(0.0);
+    const T _t1 = fg::abs<kFast>(_in_x);
     const T _t2 = -_t1;
     const T _t3 = fg::exp<kFast>(_t2);
     const T _t4 = fg::log1p<kFast>(_t3);
@@ -56,8 +56,8 @@ struct Op {
     const T _t6 = fg::tanh<kFast>(_t5);
     const T _t7 = _t6 * _t6;
     const T _t8 = T(1.0) - _t7;
-    const T _t9 = x * _t8;
-    const T _t10 = -x;
+    const T _t9 = _in_x * _t8;
+    const T _t10 = -_in_x;
     const T _t11 = fg::exp<kFast>(_t10);
     const T _t12 = T(1.0) + _t11;
     const T _t13 = fg::div<kFast>(T(1.0), _t12);

@@ -28,9 +28,9 @@ struct Op {
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
-    const T a = _in[0];
-    const T b = _in[1];
-    const T _t0 = a * b;
+    const T _in_a = _in[0];
+    const T _in_b = _in[1];
+    const T _t0 = _in_a * _in_b;
     _out[0] = _t0;
   }
 
@@ -40,10 +40,10 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T _grad_y = _gout[0];
-    const T b = _in[1];
-    const T _t0 = _grad_y * b;
-    const T a = _in[0];
-    const T _t1 = _grad_y * a;
+    const T _in_b = _in[1];
+    const T _t0 = _grad_y * _in_b;
+    const T _in_a = _in[0];
+    const T _t1 = _grad_y * _in_a;
     _gin[0] = _t0;
     _gin[1] = _t1;
   }

@@ -28,7 +28,7 @@ SPEC = _support.OpInfo(
 
 def polynorm(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: float = 1e-06) -> Tensor:
     """PolyNorm w0 * norm(x^3) + w1 * norm(x^2) + w2 * norm(x) + b, norm an RMS norm over D."""
-    result = torch.ops.fusegen.polynorm.default(x, w0, w1, w2, b, eps)
+    result = torch.ops.fusegen.polynorm.default(x, w0, w1, w2, b, eps=eps)
     return result[0]
 
 
@@ -102,9 +102,6 @@ def error_bounds(_r, _grads, x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: T
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _s0 = _r.stored(_s0)
-    _s1 = _r.stored(_s1)
-    _s2 = _r.stored(_s2)
     _b0 = (_grad_y * _s0)
     _b1 = (_b0 * w2)
     _b2 = (x * x)
@@ -171,7 +168,7 @@ def independent(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps
 
 
 @torch.library.register_fake("fusegen::polynorm")
-def _fake(x, w0, w1, w2, b, eps=1e-06):
+def _fake(x, w0, w1, w2, b, *, eps=1e-06):
     return _support.fake_forward(SPEC, [x, w0, w1, w2, b])
 
 

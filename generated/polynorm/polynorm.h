@@ -14,9 +14,9 @@ namespace fusegen_ops::polynorm {
 //   rsqrt(mean(x * x) + eps) + b
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
-  static constexpr int kInputs = 5; // x [..., D], w0 [], w1 [], w2 [], b []
-  static constexpr int kOutputs =
-      4; // y [..., D], saved_stat0 [...], saved_stat1 [...], saved_stat2 [...]
+  static constexpr int kInputs = 5;  // x [..., D], w0 [], w1 [], w2 [], b []
+  static constexpr int kOutputs = 4; // y [..., D], saved_stat0 [...] (compute type), saved_stat1
+                                     // [...] (compute type), saved_stat2 [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;     // passes of reductions over each row
   static constexpr int kRowValues = 13; // per-row values kept in registers
@@ -34,9 +34,9 @@ struct Forward {
   }
   FG_HD static constexpr fg::OutKind outKind(int m) {
     return m == 0   ? fg::OutKind::Full
-           : m == 1 ? fg::OutKind::Row
-           : m == 2 ? fg::OutKind::Row
-           : m == 3 ? fg::OutKind::Row
+           : m == 1 ? fg::OutKind::Stat
+           : m == 2 ? fg::OutKind::Stat
+           : m == 3 ? fg::OutKind::Stat
                     : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 3 : 0; }
@@ -54,14 +54,14 @@ struct Forward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T w0 = _rowIn[1];
-    const T w1 = _rowIn[2];
-    const T w2 = _rowIn[3];
-    const T b = _rowIn[4];
-    _rv[0] = w0;
-    _rv[1] = w1;
-    _rv[2] = w2;
-    _rv[3] = b;
+    const T _in_w0 = _rowIn[1];
+    const T _in_w1 = _rowIn[2];
+    const T _in_w2 = _rowIn[3];
+    const T _in_b = _rowIn[4];
+    _rv[0] = _in_w0;
+    _rv[1] = _in_w1;
+    _rv[2] = _in_w2;
+    _rv[3] = _in_b;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -73,9 +73,9 @@ struct Forward {
     (void)_D;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T x = _in[0];
-      const T _t0 = x * x;
-      const T _t1 = _t0 * x;
+      const T _in_x = _in[0];
+      const T _t0 = _in_x * _in_x;
+      const T _t1 = _t0 * _in_x;
       const T _t2 = _t1 * _t1;
       const T _t3 = _t0 * _t0;
       _t[0] = _t2;
@@ -92,12 +92,12 @@ struct Forward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T eps = _attr[0];
-      const T _t0 = fg::div<kFast>(_red[0], _D) + eps;
+      const T _attr_eps = _attr[0];
+      const T _t0 = fg::div<kFast>(_red[0], _D) + _attr_eps;
       const T _t1 = fg::rsqrt<kFast>(_t0);
-      const T _t2 = fg::div<kFast>(_red[1], _D) + eps;
+      const T _t2 = fg::div<kFast>(_red[1], _D) + _attr_eps;
       const T _t3 = fg::rsqrt<kFast>(_t2);
-      const T _t4 = fg::div<kFast>(_red[2], _D) + eps;
+      const T _t4 = fg::div<kFast>(_red[2], _D) + _attr_eps;
       const T _t5 = fg::rsqrt<kFast>(_t4);
       _rv[4] = fg::div<kFast>(_red[0], _D);
       _rv[5] = _t0;
@@ -118,22 +118,22 @@ struct Forward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    const T w0 = _rv[0];
-    const T x = _in[0];
-    const T _t0 = x * x;
-    const T _t1 = _t0 * x;
-    const T _t2 = w0 * _t1;
+    const T _in_w0 = _rv[0];
+    const T _in_x = _in[0];
+    const T _t0 = _in_x * _in_x;
+    const T _t1 = _t0 * _in_x;
+    const T _t2 = _in_w0 * _t1;
     const T _t3 = _t2 * _rv[6];
-    const T w1 = _rv[1];
-    const T _t4 = w1 * _t0;
+    const T _in_w1 = _rv[1];
+    const T _t4 = _in_w1 * _t0;
     const T _t5 = _t4 * _rv[9];
     const T _t6 = _t3 + _t5;
-    const T w2 = _rv[2];
-    const T _t7 = w2 * x;
+    const T _in_w2 = _rv[2];
+    const T _t7 = _in_w2 * _in_x;
     const T _t8 = _t7 * _rv[12];
     const T _t9 = _t6 + _t8;
-    const T b = _rv[3];
-    const T _t10 = _t9 + b;
+    const T _in_b = _rv[3];
+    const T _t10 = _t9 + _in_b;
     _out[0] = _t10;
     _out[1] = T(0);
     _out[2] = T(0);
@@ -173,9 +173,9 @@ struct Backward {
            : k == 2 ? fg::Bcast::Scalar
            : k == 3 ? fg::Bcast::Scalar
            : k == 4 ? fg::Bcast::Scalar
-           : k == 5 ? fg::Bcast::Row
-           : k == 6 ? fg::Bcast::Row
-           : k == 7 ? fg::Bcast::Row
+           : k == 5 ? fg::Bcast::Stat
+           : k == 6 ? fg::Bcast::Stat
+           : k == 7 ? fg::Bcast::Stat
            : k == 8 ? fg::Bcast::Full
                     : fg::Bcast::Full;
   }
@@ -202,18 +202,18 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_stat0 = _rowIn[5];
-    const T w2 = _rowIn[3];
-    const T w0 = _rowIn[1];
-    const T saved_stat1 = _rowIn[6];
-    const T w1 = _rowIn[2];
-    const T saved_stat2 = _rowIn[7];
-    _rv[0] = saved_stat0;
-    _rv[1] = w2;
-    _rv[2] = w0;
-    _rv[3] = saved_stat1;
-    _rv[4] = w1;
-    _rv[5] = saved_stat2;
+    const T _in_saved_stat0 = _rowIn[5];
+    const T _in_w2 = _rowIn[3];
+    const T _in_w0 = _rowIn[1];
+    const T _in_saved_stat1 = _rowIn[6];
+    const T _in_w1 = _rowIn[2];
+    const T _in_saved_stat2 = _rowIn[7];
+    _rv[0] = _in_saved_stat0;
+    _rv[1] = _in_w2;
+    _rv[2] = _in_w0;
+    _rv[3] = _in_saved_stat1;
+    _rv[4] = _in_w1;
+    _rv[5] = _in_saved_stat2;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -226,17 +226,17 @@ struct Backward {
     (void)_t;
     if constexpr (kPass == 0) {
       const T _grad_y = _in[8];
-      const T w0 = _rv[2];
-      const T x = _in[0];
-      const T _t0 = x * x;
-      const T _t1 = _t0 * x;
-      const T _t2 = w0 * _t1;
+      const T _in_w0 = _rv[2];
+      const T _in_x = _in[0];
+      const T _t0 = _in_x * _in_x;
+      const T _t1 = _t0 * _in_x;
+      const T _t2 = _in_w0 * _t1;
       const T _t3 = _grad_y * _t2;
-      const T w2 = _rv[1];
-      const T _t4 = w2 * x;
+      const T _in_w2 = _rv[1];
+      const T _t4 = _in_w2 * _in_x;
       const T _t5 = _grad_y * _t4;
-      const T w1 = _rv[4];
-      const T _t6 = w1 * _t0;
+      const T _in_w1 = _rv[4];
+      const T _t6 = _in_w1 * _t0;
       const T _t7 = _grad_y * _t6;
       _t[0] = _t3;
       _t[1] = _t5;
@@ -253,22 +253,22 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T saved_stat1 = _rv[3];
-      const T _t1 = _t0 * saved_stat1;
-      const T _t2 = _t1 * saved_stat1;
-      const T _t3 = _t2 * saved_stat1;
+      const T _in_saved_stat1 = _rv[3];
+      const T _t1 = _t0 * _in_saved_stat1;
+      const T _t2 = _t1 * _in_saved_stat1;
+      const T _t3 = _t2 * _in_saved_stat1;
       const T _t4 = fg::div<kFast>(_t3, _D);
       const T _t5 = T(-0.5) * _red[1];
-      const T saved_stat0 = _rv[0];
-      const T _t6 = _t5 * saved_stat0;
-      const T _t7 = _t6 * saved_stat0;
-      const T _t8 = _t7 * saved_stat0;
+      const T _in_saved_stat0 = _rv[0];
+      const T _t6 = _t5 * _in_saved_stat0;
+      const T _t7 = _t6 * _in_saved_stat0;
+      const T _t8 = _t7 * _in_saved_stat0;
       const T _t9 = fg::div<kFast>(_t8, _D);
       const T _t10 = T(-0.5) * _red[2];
-      const T saved_stat2 = _rv[5];
-      const T _t11 = _t10 * saved_stat2;
-      const T _t12 = _t11 * saved_stat2;
-      const T _t13 = _t12 * saved_stat2;
+      const T _in_saved_stat2 = _rv[5];
+      const T _t11 = _t10 * _in_saved_stat2;
+      const T _t12 = _t11 * _in_saved_stat2;
+      const T _t13 = _t12 * _in_saved_stat2;
       const T _t14 = fg::div<kFast>(_t13, _D);
       _rv[6] = _red[0];
       _rv[7] = _t0;
@@ -299,38 +299,38 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T _grad_y = _in[8];
-    const T saved_stat0 = _rv[0];
-    const T _t0 = _grad_y * saved_stat0;
-    const T w2 = _rv[1];
-    const T _t1 = _t0 * w2;
-    const T x = _in[0];
-    const T _t2 = x * x;
-    const T _t3 = _t2 * x;
+    const T _in_saved_stat0 = _rv[0];
+    const T _t0 = _grad_y * _in_saved_stat0;
+    const T _in_w2 = _rv[1];
+    const T _t1 = _t0 * _in_w2;
+    const T _in_x = _in[0];
+    const T _t2 = _in_x * _in_x;
+    const T _t3 = _t2 * _in_x;
     const T _t4 = _rv[11] * _t3;
     const T _t5 = _t4 + _t4;
-    const T saved_stat1 = _rv[3];
-    const T _t6 = _grad_y * saved_stat1;
-    const T w0 = _rv[2];
-    const T _t7 = _t6 * w0;
+    const T _in_saved_stat1 = _rv[3];
+    const T _t6 = _grad_y * _in_saved_stat1;
+    const T _in_w0 = _rv[2];
+    const T _t7 = _t6 * _in_w0;
     const T _t8 = _t5 + _t7;
     const T _t9 = _t8 * _t2;
     const T _t10 = _t1 + _t9;
     const T _t11 = _rv[23] * _t2;
     const T _t12 = _rv[17] + _t11;
     const T _t13 = _t12 + _t11;
-    const T saved_stat2 = _rv[5];
-    const T _t14 = _grad_y * saved_stat2;
-    const T w1 = _rv[4];
-    const T _t15 = _t14 * w1;
+    const T _in_saved_stat2 = _rv[5];
+    const T _t14 = _grad_y * _in_saved_stat2;
+    const T _in_w1 = _rv[4];
+    const T _t15 = _t14 * _in_w1;
     const T _t16 = _t13 + _t15;
-    const T _t17 = _t8 * x;
+    const T _t17 = _t8 * _in_x;
     const T _t18 = _t16 + _t17;
-    const T _t19 = _t18 * x;
+    const T _t19 = _t18 * _in_x;
     const T _t20 = _t10 + _t19;
     const T _t21 = _t20 + _t19;
     const T _t22 = _t6 * _t3;
     const T _t23 = _t14 * _t2;
-    const T _t24 = _t0 * x;
+    const T _t24 = _t0 * _in_x;
     _out[0] = _t21;
     _out[1] = _t22;
     _out[2] = _t23;

@@ -25,44 +25,40 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Backward::Args&) = nullptr;
 constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 #endif
 
-// The functions below take the spec's names as parameters, which hide any unqualified name:
-// their bodies name the op's own declarations through this alias.
-namespace _op = fusegen_ops::polynorm;
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>
-forward(const at::Tensor& x, const at::Tensor& w0, const at::Tensor& w1, const at::Tensor& w2,
-        const at::Tensor& b, double eps) {
-  std::vector<at::Tensor> _out = fg::glue::runProgram<_op::Forward>(
+forward(const at::Tensor& _in_x, const at::Tensor& _in_w0, const at::Tensor& _in_w1,
+        const at::Tensor& _in_w2, const at::Tensor& _in_b, double _attr_eps) {
+  std::vector<at::Tensor> _out = fg::glue::runProgram<Forward>(
       "fusegen::polynorm",
-      std::array<fg::glue::TensorArg, 5>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"w0", w0, fg::Bcast::Scalar},
-                                         fg::glue::TensorArg{"w1", w1, fg::Bcast::Scalar},
-                                         fg::glue::TensorArg{"w2", w2, fg::Bcast::Scalar},
-                                         fg::glue::TensorArg{"b", b, fg::Bcast::Scalar}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps},
-      {true, true, true, true}, &_op::forwardCpu, _op::kForwardCudaWorkspace, _op::kForwardCuda);
+      std::array<fg::glue::TensorArg, 5>{fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"w0", _in_w0, fg::Bcast::Scalar},
+                                         fg::glue::TensorArg{"w1", _in_w1, fg::Bcast::Scalar},
+                                         fg::glue::TensorArg{"w2", _in_w2, fg::Bcast::Scalar},
+                                         fg::glue::TensorArg{"b", _in_b, fg::Bcast::Scalar}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps},
+      {true, true, true, true}, &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
   return std::make_tuple(_out[0], _out[1], _out[2], _out[3]);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>
-backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& w0, const at::Tensor& w1,
-         const at::Tensor& w2, const at::Tensor& b, const at::Tensor& saved_stat0,
-         const at::Tensor& saved_stat1, const at::Tensor& saved_stat2, double eps,
-         std::array<bool, 5> output_mask) {
-  std::vector<at::Tensor> _grads = fg::glue::runProgram<_op::Backward>(
+backward(const at::Tensor& _grad_y, const at::Tensor& _in_x, const at::Tensor& _in_w0,
+         const at::Tensor& _in_w1, const at::Tensor& _in_w2, const at::Tensor& _in_b,
+         const at::Tensor& saved_stat0, const at::Tensor& saved_stat1,
+         const at::Tensor& saved_stat2, double _attr_eps, std::array<bool, 5> output_mask) {
+  std::vector<at::Tensor> _grads = fg::glue::runProgram<Backward>(
       "fusegen::polynorm_backward",
       std::array<fg::glue::TensorArg, 9>{
-          fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-          fg::glue::TensorArg{"w0", w0, fg::Bcast::Scalar},
-          fg::glue::TensorArg{"w1", w1, fg::Bcast::Scalar},
-          fg::glue::TensorArg{"w2", w2, fg::Bcast::Scalar},
-          fg::glue::TensorArg{"b", b, fg::Bcast::Scalar},
-          fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Row},
-          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Row},
-          fg::glue::TensorArg{"saved_stat2", saved_stat2, fg::Bcast::Row},
+          fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+          fg::glue::TensorArg{"w0", _in_w0, fg::Bcast::Scalar},
+          fg::glue::TensorArg{"w1", _in_w1, fg::Bcast::Scalar},
+          fg::glue::TensorArg{"w2", _in_w2, fg::Bcast::Scalar},
+          fg::glue::TensorArg{"b", _in_b, fg::Bcast::Scalar},
+          fg::glue::TensorArg{"saved_stat0", saved_stat0, fg::Bcast::Stat},
+          fg::glue::TensorArg{"saved_stat1", saved_stat1, fg::Bcast::Stat},
+          fg::glue::TensorArg{"saved_stat2", saved_stat2, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, output_mask,
-      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(_grads[0], _grads[1], _grads[2], _grads[3], _grads[4]);
 }
 
@@ -70,7 +66,7 @@ backward(const at::Tensor& _grad_y, const at::Tensor& x, const at::Tensor& w0, c
 } // namespace fusegen_ops::polynorm
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("polynorm(Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, float eps=1e-06) -> "
+  m.def("polynorm(Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, *, float eps=1e-06) -> "
         "(Tensor, Tensor, Tensor, Tensor)");
   m.def("polynorm_backward(Tensor grad_y, Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, "
         "Tensor saved_stat0, Tensor saved_stat1, Tensor saved_stat2, float eps, bool[5] "

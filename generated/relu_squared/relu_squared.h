@@ -28,9 +28,9 @@ struct Op {
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const bool _t0 = x > T(0.0);
-    const T _t1 = _t0 ? x : T(0.0);
+    const T _in_x = _in[0];
+    const bool _t0 = _in_x > T(0.0);
+    const T _t1 = _t0 ? _in_x : T(0.0);
     const T _t2 = _t1 * _t1;
     _out[0] = _t2;
   }
@@ -40,10 +40,10 @@ struct Op {
   FG_HD static void backward(const T* _in, const T* _attr, T _D, const T* _gout, T* _gin) {
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const bool _t0 = x > T(0.0);
+    const T _in_x = _in[0];
+    const bool _t0 = _in_x > T(0.0);
     const T _grad_y = _gout[0];
-    const T _t1 = _t0 ? x : T(0.0);
+    const T _t1 = _t0 ? _in_x : T(0.0);
     const T _t2 = _grad_y * _t1;
     const T _t3 = _t2 + _t2;
     const T _t4 = _t0 ? _t3 : T(0.0);

@@ -28,11 +28,11 @@ struct Op {
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T alpha = _in[2];
-    const T h = _in[1];
-    const T _t0 = alpha * h;
-    const T _t1 = x + _t0;
+    const T _in_x = _in[0];
+    const T _in_alpha = _in[2];
+    const T _in_h = _in[1];
+    const T _t0 = _in_alpha * _in_h;
+    const T _t1 = _in_x + _t0;
     _out[0] = _t1;
   }
 
@@ -42,10 +42,10 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T _grad_y = _gout[0];
-    const T alpha = _in[2];
-    const T _t0 = _grad_y * alpha;
-    const T h = _in[1];
-    const T _t1 = _grad_y * h;
+    const T _in_alpha = _in[2];
+    const T _t0 = _grad_y * _in_alpha;
+    const T _in_h = _in[1];
+    const T _t1 = _grad_y * _in_h;
     _gin[0] = _grad_y;
     _gin[1] = _t0;
     _gin[2] = _t1;

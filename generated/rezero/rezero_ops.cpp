@@ -22,33 +22,29 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Op::BackwardArgs&) = nullptr;
 constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 #endif
 
-// The functions below take the spec's names as parameters, which hide any unqualified name:
-// their bodies name the op's own declarations through this alias.
-namespace _op = fusegen_ops::rezero;
-
-at::Tensor forward(const at::Tensor& x, const at::Tensor& h, const at::Tensor& alpha) {
-  std::vector<at::Tensor> _out = fg::glue::runForward<_op::Op>(
-      "fusegen::rezero",
-      std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"h", h, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"alpha", alpha, fg::Bcast::Scalar}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &_op::forwardCpu,
-      _op::kForwardCuda);
+at::Tensor forward(const at::Tensor& _in_x, const at::Tensor& _in_h, const at::Tensor& _in_alpha) {
+  std::vector<at::Tensor> _out =
+      fg::glue::runForward<Op>("fusegen::rezero",
+                               std::array<fg::glue::TensorArg, 3>{
+                                   fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+                                   fg::glue::TensorArg{"h", _in_h, fg::Bcast::Full},
+                                   fg::glue::TensorArg{"alpha", _in_alpha, fg::Bcast::Scalar}},
+                               /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {},
+                               &forwardCpu, kForwardCuda);
   return _out[0];
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y,
-                                                        const at::Tensor& x, const at::Tensor& h,
-                                                        const at::Tensor& alpha,
-                                                        std::array<bool, 3> output_mask) {
-  std::vector<at::Tensor> _grads = fg::glue::runBackward<_op::Op>(
+std::tuple<at::Tensor, at::Tensor, at::Tensor>
+backward(const at::Tensor& _grad_y, const at::Tensor& _in_x, const at::Tensor& _in_h,
+         const at::Tensor& _in_alpha, std::array<bool, 3> output_mask) {
+  std::vector<at::Tensor> _grads = fg::glue::runBackward<Op>(
       "fusegen::rezero_backward",
-      std::array<fg::glue::TensorArg, 4>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"h", h, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"alpha", alpha, fg::Bcast::Scalar},
+      std::array<fg::glue::TensorArg, 4>{fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"h", _in_h, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"alpha", _in_alpha, fg::Bcast::Scalar},
                                          fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
-      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(_grads[0], _grads[1], _grads[2]);
 }
 

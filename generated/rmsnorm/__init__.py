@@ -27,7 +27,7 @@ SPEC = _support.OpInfo(
 
 def rmsnorm(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:
     """RMSNorm, x * rsqrt(mean(x^2) + eps) * weight, over the last dim."""
-    result = torch.ops.fusegen.rmsnorm.default(x, weight, eps)
+    result = torch.ops.fusegen.rmsnorm.default(x, weight, eps=eps)
     return result[0]
 
 
@@ -64,7 +64,6 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, *, eps: float = 1e-06):
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _s0 = _r.stored(_s0)
     _b0 = (_grad_y * weight)
     _b1 = (_b0 * _s0)
     _b2 = (_b0 * x)
@@ -93,7 +92,7 @@ def independent(x: Tensor, weight: Tensor, *, eps: float = 1e-06):
 
 
 @torch.library.register_fake("fusegen::rmsnorm")
-def _fake(x, weight, eps=1e-06):
+def _fake(x, weight, *, eps=1e-06):
     return _support.fake_forward(SPEC, [x, weight])
 
 

@@ -27,7 +27,7 @@ SPEC = _support.OpInfo(
 
 def rmsnorm_gemma(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:
     """Gemma RMSNorm, x * rsqrt(mean(x^2) + eps) * (1 + weight)."""
-    result = torch.ops.fusegen.rmsnorm_gemma.default(x, weight, eps)
+    result = torch.ops.fusegen.rmsnorm_gemma.default(x, weight, eps=eps)
     return result[0]
 
 
@@ -66,7 +66,6 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, *, eps: float = 1e-06):
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _s0 = _r.stored(_s0)
     _b0 = (1.0 + weight)
     _b1 = (_grad_y * _b0)
     _b2 = (_b1 * _s0)
@@ -96,7 +95,7 @@ def independent(x: Tensor, weight: Tensor, *, eps: float = 1e-06):
 
 
 @torch.library.register_fake("fusegen::rmsnorm_gemma")
-def _fake(x, weight, eps=1e-06):
+def _fake(x, weight, *, eps=1e-06):
     return _support.fake_forward(SPEC, [x, weight])
 
 

@@ -13,7 +13,7 @@ namespace fusegen_ops::rmsnorm_gemma {
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
   static constexpr int kInputs = 2;  // x [..., D], weight [D]
-  static constexpr int kOutputs = 2; // y [..., D], saved_rstd [...]
+  static constexpr int kOutputs = 2; // y [..., D], saved_rstd [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -25,7 +25,7 @@ struct Forward {
     return k == 0 ? fg::Bcast::Full : k == 1 ? fg::Bcast::Col : fg::Bcast::Full;
   }
   FG_HD static constexpr fg::OutKind outKind(int m) {
-    return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Row : fg::OutKind::Full;
+    return m == 0 ? fg::OutKind::Full : m == 1 ? fg::OutKind::Stat : fg::OutKind::Full;
   }
   FG_HD static constexpr int reductions([[maybe_unused]] int s) { return s == 0 ? 1 : 0; }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
@@ -50,8 +50,8 @@ struct Forward {
     (void)_D;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T x = _in[0];
-      const T _t0 = x * x;
+      const T _in_x = _in[0];
+      const T _t0 = _in_x * _in_x;
       _t[0] = _t0;
     }
   }
@@ -64,8 +64,8 @@ struct Forward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T eps = _attr[0];
-      const T _t0 = fg::div<kFast>(_red[0], _D) + eps;
+      const T _attr_eps = _attr[0];
+      const T _t0 = fg::div<kFast>(_red[0], _D) + _attr_eps;
       const T _t1 = fg::rsqrt<kFast>(_t0);
       _rv[0] = fg::div<kFast>(_red[0], _D);
       _rv[1] = _t0;
@@ -80,10 +80,10 @@ struct Forward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T _t0 = x * _rv[2];
-    const T weight = _in[1];
-    const T _t1 = T(1.0) + weight;
+    const T _in_x = _in[0];
+    const T _t0 = _in_x * _rv[2];
+    const T _in_weight = _in[1];
+    const T _t1 = T(1.0) + _in_weight;
     const T _t2 = _t0 * _t1;
     _out[0] = _t2;
     _out[1] = T(0);
@@ -114,7 +114,7 @@ struct Backward {
   FG_HD static constexpr fg::Bcast inBcast(int k) {
     return k == 0   ? fg::Bcast::Full
            : k == 1 ? fg::Bcast::Col
-           : k == 2 ? fg::Bcast::Row
+           : k == 2 ? fg::Bcast::Stat
            : k == 3 ? fg::Bcast::Full
                     : fg::Bcast::Full;
   }
@@ -133,8 +133,8 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_rstd = _rowIn[2];
-    _rv[0] = saved_rstd;
+    const T _in_saved_rstd = _rowIn[2];
+    _rv[0] = _in_saved_rstd;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -147,11 +147,11 @@ struct Backward {
     (void)_t;
     if constexpr (kPass == 0) {
       const T _grad_y = _in[3];
-      const T weight = _in[1];
-      const T _t0 = T(1.0) + weight;
+      const T _in_weight = _in[1];
+      const T _t0 = T(1.0) + _in_weight;
       const T _t1 = _grad_y * _t0;
-      const T x = _in[0];
-      const T _t2 = _t1 * x;
+      const T _in_x = _in[0];
+      const T _t2 = _t1 * _in_x;
       _t[0] = _t2;
     }
   }
@@ -165,10 +165,10 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T saved_rstd = _rv[0];
-      const T _t1 = _t0 * saved_rstd;
-      const T _t2 = _t1 * saved_rstd;
-      const T _t3 = _t2 * saved_rstd;
+      const T _in_saved_rstd = _rv[0];
+      const T _t1 = _t0 * _in_saved_rstd;
+      const T _t2 = _t1 * _in_saved_rstd;
+      const T _t3 = _t2 * _in_saved_rstd;
       const T _t4 = fg::div<kFast>(_t3, _D);
       _rv[1] = _red[0];
       _rv[2] = _t0;
@@ -187,16 +187,16 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T _grad_y = _in[3];
-    const T weight = _in[1];
-    const T _t0 = T(1.0) + weight;
+    const T _in_weight = _in[1];
+    const T _t0 = T(1.0) + _in_weight;
     const T _t1 = _grad_y * _t0;
-    const T saved_rstd = _rv[0];
-    const T _t2 = _t1 * saved_rstd;
-    const T x = _in[0];
-    const T _t3 = _rv[6] * x;
+    const T _in_saved_rstd = _rv[0];
+    const T _t2 = _t1 * _in_saved_rstd;
+    const T _in_x = _in[0];
+    const T _t3 = _rv[6] * _in_x;
     const T _t4 = _t2 + _t3;
     const T _t5 = _t4 + _t3;
-    const T _t6 = x * saved_rstd;
+    const T _t6 = _in_x * _in_saved_rstd;
     const T _t7 = _grad_y * _t6;
     _out[0] = _t5;
     _out[1] = _t7;

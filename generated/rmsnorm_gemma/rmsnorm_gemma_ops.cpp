@@ -25,33 +25,30 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Backward::Args&) = nullptr;
 constexpr void (*kBackwardCuda)(const Backward::Args&, void*) = nullptr;
 #endif
 
-// The functions below take the spec's names as parameters, which hide any unqualified name:
-// their bodies name the op's own declarations through this alias.
-namespace _op = fusegen_ops::rmsnorm_gemma;
-
-std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& weight,
-                                           double eps) {
-  std::vector<at::Tensor> _out = fg::glue::runProgram<_op::Forward>(
+std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& _in_x, const at::Tensor& _in_weight,
+                                           double _attr_eps) {
+  std::vector<at::Tensor> _out = fg::glue::runProgram<Forward>(
       "fusegen::rmsnorm_gemma",
-      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"weight", weight, fg::Bcast::Col}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, {true, true},
-      &_op::forwardCpu, _op::kForwardCudaWorkspace, _op::kForwardCuda);
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+                                         fg::glue::TensorArg{"weight", _in_weight, fg::Bcast::Col}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps}, {true, true},
+      &forwardCpu, kForwardCudaWorkspace, kForwardCuda);
   return std::make_tuple(_out[0], _out[1]);
 }
 
-std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& x,
-                                            const at::Tensor& weight, const at::Tensor& saved_rstd,
-                                            double eps, std::array<bool, 2> output_mask) {
-  std::vector<at::Tensor> _grads = fg::glue::runProgram<_op::Backward>(
+std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at::Tensor& _in_x,
+                                            const at::Tensor& _in_weight,
+                                            const at::Tensor& saved_rstd, double _attr_eps,
+                                            std::array<bool, 2> output_mask) {
+  std::vector<at::Tensor> _grads = fg::glue::runProgram<Backward>(
       "fusegen::rmsnorm_gemma_backward",
       std::array<fg::glue::TensorArg, 4>{
-          fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-          fg::glue::TensorArg{"weight", weight, fg::Bcast::Col},
-          fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Row},
+          fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
+          fg::glue::TensorArg{"weight", _in_weight, fg::Bcast::Col},
+          fg::glue::TensorArg{"saved_rstd", saved_rstd, fg::Bcast::Stat},
           fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {eps}, output_mask,
-      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {_attr_eps}, output_mask,
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return std::make_tuple(_grads[0], _grads[1]);
 }
 
@@ -59,7 +56,7 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
 } // namespace fusegen_ops::rmsnorm_gemma
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
-  m.def("rmsnorm_gemma(Tensor x, Tensor weight, float eps=1e-06) -> (Tensor, Tensor)");
+  m.def("rmsnorm_gemma(Tensor x, Tensor weight, *, float eps=1e-06) -> (Tensor, Tensor)");
   m.def("rmsnorm_gemma_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor saved_rstd, float "
         "eps, bool[2] output_mask) -> (Tensor, Tensor)");
 }

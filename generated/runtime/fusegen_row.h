@@ -13,6 +13,8 @@
 // Inputs broadcast per inBcast(k); outputs are written per outKind(m):
 //   Full   one value per element
 //   Row    one value per row
+//   Stat   one value per row in the compute type: a statistic saved for the backward, which
+//          reads it as an input of Bcast::Stat
 //   ColSum the sum over rows of an element value (a [D] gradient), accumulated in the
 //          compute type per fixed chunk of rows and added in a fixed order
 //   Total  the sum over rows and columns of an element value plus the sum over rows of a
@@ -25,7 +27,7 @@
 
 namespace fg {
 
-enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3 };
+enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4 };
 enum class Reduce : int { Sum = 0, Max = 1, Min = 2 };
 
 template <typename T> FG_HD T reduceIdentity(Reduce r) {

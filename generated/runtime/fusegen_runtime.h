@@ -25,8 +25,11 @@ namespace fg {
 
 enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 
-// How an input broadcasts against the [rows, D] view (spec shape classes).
-enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3 };
+// How an input broadcasts against the [rows, D] view (spec shape classes). Stat (row
+// programs only): a per-row statistic the backward reads from its forward, broadcast like Row
+// but stored in the compute type (float for half types), not the dtype: the backward compares
+// and computes with it as the forward computed it (a max is equal to its maximal elements).
+enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3, Stat = 4 };
 
 template <int N> constexpr int atLeastOne() { return N > 0 ? N : 1; }
 

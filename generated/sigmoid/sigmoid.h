@@ -28,9 +28,10 @@ struct Op {
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
-    const T x = _in[0];
-    const T _t0 = fg::div<kFast>(((x >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(x)))),
-                                 (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(x)))));
+    const T _in_x = _in[0];
+    const T _t0 =
+        fg::div<kFast>(((_in_x >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(_in_x)))),
+                       (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(_in_x)))));
     _out[0] = _t0;
   }
 
@@ -40,9 +41,10 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T _grad_y = _gout[0];
-    const T x = _in[0];
-    const T _t0 = fg::div<kFast>(((x >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(x)))),
-                                 (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(x)))));
+    const T _in_x = _in[0];
+    const T _t0 =
+        fg::div<kFast>(((_in_x >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(_in_x)))),
+                       (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(_in_x)))));
     const T _t1 = _grad_y * _t0;
     const T _t2 = T(1.0) - _t0;
     const T _t3 = _t1 * _t2;

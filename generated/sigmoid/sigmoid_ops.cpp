@@ -22,27 +22,23 @@ constexpr size_t (*kBackwardCudaWorkspace)(const Op::BackwardArgs&) = nullptr;
 constexpr void (*kBackwardCuda)(const Op::BackwardArgs&, void*) = nullptr;
 #endif
 
-// The functions below take the spec's names as parameters, which hide any unqualified name:
-// their bodies name the op's own declarations through this alias.
-namespace _op = fusegen_ops::sigmoid;
-
-at::Tensor forward(const at::Tensor& x) {
-  std::vector<at::Tensor> _out = fg::glue::runForward<_op::Op>(
+at::Tensor forward(const at::Tensor& _in_x) {
+  std::vector<at::Tensor> _out = fg::glue::runForward<Op>(
       "fusegen::sigmoid",
-      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", x, fg::Bcast::Full}},
-      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &_op::forwardCpu,
-      _op::kForwardCuda);
+      std::array<fg::glue::TensorArg, 1>{fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full}},
+      /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, &forwardCpu,
+      kForwardCuda);
   return _out[0];
 }
 
-at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x,
+at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& _in_x,
                     std::array<bool, 1> output_mask) {
-  std::vector<at::Tensor> _grads = fg::glue::runBackward<_op::Op>(
+  std::vector<at::Tensor> _grads = fg::glue::runBackward<Op>(
       "fusegen::sigmoid_backward",
-      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
+      std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", _in_x, fg::Bcast::Full},
                                          fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
-      &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
+      &backwardCpu, kBackwardCudaWorkspace, kBackwardCuda);
   return _grads[0];
 }
 

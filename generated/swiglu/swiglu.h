@@ -28,12 +28,12 @@ struct Op {
   FG_HD static void forward(const T* _in, const T* _attr, T _D, T* _out) {
     (void)_attr;
     (void)_D;
-    const T gate = _in[0];
+    const T _in_gate = _in[0];
     const T _t0 = fg::div<kFast>(
-        (gate * ((gate >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(gate))))),
-        (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(gate)))));
-    const T up = _in[1];
-    const T _t1 = _t0 * up;
+        (_in_gate * ((_in_gate >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(_in_gate))))),
+        (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(_in_gate)))));
+    const T _in_up = _in[1];
+    const T _t1 = _t0 * _in_up;
     _out[0] = _t1;
   }
 
@@ -43,20 +43,20 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T _grad_y = _gout[0];
-    const T up = _in[1];
-    const T _t0 = _grad_y * up;
-    const T gate = _in[0];
-    const T _t1 =
-        fg::div<kFast>(((gate >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(gate)))),
-                       (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(gate)))));
+    const T _in_up = _in[1];
+    const T _t0 = _grad_y * _in_up;
+    const T _in_gate = _in[0];
+    const T _t1 = fg::div<kFast>(
+        ((_in_gate >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(_in_gate)))),
+        (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(_in_gate)))));
     const T _t2 = _t0 * _t1;
     const T _t3 = T(1.0) - _t1;
-    const T _t4 = gate * _t3;
+    const T _t4 = _in_gate * _t3;
     const T _t5 = T(1.0) + _t4;
     const T _t6 = _t2 * _t5;
     const T _t7 = fg::div<kFast>(
-        (gate * ((gate >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(gate))))),
-        (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(gate)))));
+        (_in_gate * ((_in_gate >= T(0.0)) ? T(1.0) : fg::exp<kFast>((-fg::abs<kFast>(_in_gate))))),
+        (T(1.0) + fg::exp<kFast>((-fg::abs<kFast>(_in_gate)))));
     const T _t8 = _grad_y * _t7;
     _gin[0] = _t6;
     _gin[1] = _t8;

@@ -10,6 +10,7 @@ from typing import List, Sequence, Tuple
 import torch
 
 FULL, COL, ROW, SCALAR = "[..., D]", "[D]", "[...]", "[]"
+STAT = "stat"  # a per-row statistic the forward saves for the backward: ROW, in the compute type
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,12 @@ _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat
                 torch.float64: "float64"}
 
 
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the kernels compute in and store the saved statistics in (computeType in
+    fusegen_torch.h): float32 for the half types."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return _DTYPE_NAMES.get(dtype, str(dtype).replace("torch.", ""))
 
@@ -68,11 +75,16 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
     full = spec.full_input()
     ref_name, _, ref = named[full]
     has_col = any(cls == COL for _, cls, _ in named)
-    for name, _, t in named:
-        if t.dtype not in spec.torch_dtypes():
+    for name, cls, t in named:
+        if cls == STAT:
+            if t.dtype != compute_dtype(ref.dtype):
+                raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
+                                   f"must have dtype {_dtype_name(compute_dtype(ref.dtype))} (the "
+                                   f"compute type of '{ref_name}', {_dtype_name(ref.dtype)})")
+        elif t.dtype not in spec.torch_dtypes():
             raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but this "
                                f"op supports {', '.join(spec.dtypes)}")
-        if t.dtype != ref.dtype:
+        elif t.dtype != ref.dtype:
             raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
                                f"'{ref_name}' has dtype {_dtype_name(ref.dtype)}; all tensor "
                                "arguments must have the same dtype")
@@ -90,7 +102,7 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
         if cls == COL and (t.dim() != 1 or t.shape[0] != D):
             raise RuntimeError(f"{op}: argument '{name}' must have shape [D] with D = {D} (the last "
                                f"dim of '{ref_name}'), but has shape {_shape(t.shape)}")
-        if cls == ROW and list(t.shape) != list(ref.shape[:-1]):
+        if cls in (ROW, STAT) and list(t.shape) != list(ref.shape[:-1]):
             raise RuntimeError(f"{op}: argument '{name}' must have shape {_shape(ref.shape[:-1])} "
                                f"(the leading dims of '{ref_name}'), but has shape {_shape(t.shape)}")
         if cls == SCALAR and t.dim() != 0:
@@ -104,7 +116,7 @@ def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
     for o in spec.outputs:
         shape = full_shape[:-1] if o.shape == ROW else full_shape
         outs.append(ref.new_empty(shape))
-    outs += [ref.new_empty(full_shape[:-1]) for _ in spec.saved]
+    outs += [ref.new_empty(full_shape[:-1], dtype=compute_dtype(ref.dtype)) for _ in spec.saved]
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -117,7 +129,7 @@ def fake_forward(spec: OpInfo, tensors: Sequence[torch.Tensor]):
 def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence[torch.Tensor],
                   grads: Sequence[torch.Tensor], output_mask: Sequence[bool]):
     named = [(a.name, a.shape, t) for a, t in zip(spec.inputs, tensors)]
-    named += [(f"saved_{n}", ROW, t) for n, t in zip(spec.saved, saved)]
+    named += [(f"saved_{n}", STAT, t) for n, t in zip(spec.saved, saved)]
     named += [(f"grad_{o.name}", o.shape, g) for o, g in zip(spec.outputs, grads)]
     check_arguments(spec, spec.qualname + "_backward", named)
     out = tuple(t.new_empty(t.shape) if m else t.new_empty(0) for t, m in zip(tensors, output_mask))

@@ -38,9 +38,9 @@ CUDA_DEVICES = ["cuda"] if torch.cuda.is_available() else []  # GPU-sized checks
 #     E(f(a, b, ...)) = sum_i |df/da_i| E(a_i) + units_f * u * |f|;
 #
 # a sum adds u sum_k |s_k|, its partial sums s_k in index order (the same running bound:
-# each addition rounds its partial sum), and a value written in the dtype (an output, a
-# per-row statistic the backward reads back) adds the dtype's unit roundoff times its
-# magnitude. Sums and differences thus carry the magnitudes of their terms: a result that
+# each addition rounds its partial sum), and a value written in the dtype (an output)
+# adds the dtype's unit roundoff times its magnitude (a per-row statistic the backward reads
+# back is written in the compute type: it adds nothing). Sums and differences thus carry the magnitudes of their terms: a result that
 # cancels between large terms gets the tolerance it needs, a well-conditioned one keeps a
 # tight one, from the dtype's epsilon, the terms and the reductions (their length and partial
 # sums) alone, for outputs and gradients alike ([D] and [] gradients are sums over rows).
@@ -223,11 +223,6 @@ class Rounding:
     def min(self, a):
         v, e = self._row(a)
         return Bounded(v.amin(-1, keepdim=True), e.amax(-1, keepdim=True), self)
-
-    def stored(self, a):
-        """A per-row value the forward writes in the dtype and the backward reads back."""
-        a = self._b(a)
-        return Bounded(a.v, a.e + self.u_store * a.v.abs(), self)
 
     def result(self, a, cls):
         """E of an output or input gradient of shape class `cls` as the kernels write it: a
@@ -525,8 +520,9 @@ class OpChecks:
 
     def opcheck(self, device):
         x = self.inputs((4, 3), 16, torch.float32, device, requires_grad=True)
-        args = tuple(x) + tuple(self.attrs().values())
-        torch.library.opcheck(getattr(torch.ops.fusegen, self.spec.name).default, args)
+        # The schema takes the attrs keyword-only, as the Python wrapper does.
+        torch.library.opcheck(getattr(torch.ops.fusegen, self.spec.name).default, tuple(x),
+                              self.attrs())
 
     def compile_fullgraph(self, device):
         torch._dynamo.reset()

@@ -191,7 +191,9 @@ template <class P, typename S> struct RowRunner {
       T rowTotal[atLeastOne<totalOutputs<P>()>()] = {};
       T rowIn[P::kInputs];
       for (int k = 0; k < P::kInputs; ++k)
-        rowIn[k] = P::inBcast(k) == Bcast::Row ? toCompute(static_cast<const S*>(a.in[k])[row]) : scalar[k];
+        rowIn[k] = P::inBcast(k) == Bcast::Row    ? toCompute(static_cast<const S*>(a.in[k])[row])
+                   : P::inBcast(k) == Bcast::Stat ? static_cast<const T*>(a.in[k])[row]
+                                                  : scalar[k];
       P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
       stage<0>(row, rv);
       for (int64_t c = 0; c < a.D; ++c) {
@@ -213,6 +215,8 @@ template <class P, typename S> struct RowRunner {
       for (int m = 0; m < P::kOutputs; ++m) {
         if (P::outKind(m) == OutKind::Row && a.need[m])
           static_cast<S*>(a.out[m])[row] = fromCompute<S>(out[m]);
+        if (P::outKind(m) == OutKind::Stat && a.need[m])
+          static_cast<T*>(a.out[m])[row] = out[m];
         if (P::outKind(m) == OutKind::Total)
           totalPartial[totalSlot<P>(m)] += rowTotal[totalSlot<P>(m)] + out[m];
       }

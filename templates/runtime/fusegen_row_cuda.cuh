@@ -266,9 +266,11 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
       T rowIn[P::kInputs];
 #pragma unroll
       for (int k = 0; k < P::kInputs; ++k)
-        rowIn[k] = P::inBcast(k) != Bcast::Row ? scalar[k] // [] inputs; 0 for the others
-                   : active                    ? toCompute(static_cast<const S*>(a.in[k])[row])
-                                               : T(0);
+        rowIn[k] = P::inBcast(k) != Bcast::Row && P::inBcast(k) != Bcast::Stat
+                       ? scalar[k] // [] inputs; 0 for the others
+                   : !active                     ? T(0)
+                   : P::inBcast(k) == Bcast::Row ? toCompute(static_cast<const S*>(a.in[k])[row])
+                                                 : static_cast<const T*>(a.in[k])[row];
       if (active) {
         P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
         if constexpr (ITEMS > 0)
@@ -321,6 +323,8 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
         for (int m = 0; m < P::kOutputs; ++m) {
           if (P::outKind(m) == OutKind::Row && a.need[m])
             static_cast<S*>(a.out[m])[row] = fromCompute<S>(out[m]);
+          if (P::outKind(m) == OutKind::Stat && a.need[m])
+            static_cast<T*>(a.out[m])[row] = out[m];
           if (P::outKind(m) == OutKind::Total) // the per-row part (zero for element sums)
             totalAcc[totalSlot<P>(m)] += out[m];
         }

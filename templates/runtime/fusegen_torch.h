@@ -77,6 +77,11 @@ inline DType toDType(at::ScalarType t) {
   }
 }
 
+// The dtype a row program computes in, and stores its saved statistics (Bcast::Stat) in.
+inline at::ScalarType computeType(at::ScalarType t) {
+  return t == at::kDouble ? at::kDouble : at::kFloat;
+}
+
 // The checked, contiguous form of an op's tensor arguments.
 struct Prepared {
   std::vector<at::Tensor> tensors; // contiguous, in argument order
@@ -101,19 +106,26 @@ Prepared prepare(const char* op, const std::array<TensorArg, N>& args, int full,
     hasCol = hasCol || a.bcast == Bcast::Col;
   for (const TensorArg& a : args) {
     TORCH_CHECK(a.tensor.defined(), op, ": argument '", a.name, "' is an undefined tensor");
-    bool supported = false;
-    for (at::ScalarType t : dtypes)
-      supported = supported || a.tensor.scalar_type() == t;
-    if (!supported) { // the message is built only when it is needed (this runs every call)
-      std::string list;
+    if (a.bcast == Bcast::Stat) { // a statistic saved by the forward, in the compute type
+      TORCH_CHECK(a.tensor.scalar_type() == computeType(p.dtype), op, ": argument '", a.name,
+                  "' has dtype ", dtypeName(a.tensor.scalar_type()), ", but must have dtype ",
+                  dtypeName(computeType(p.dtype)), " (the compute type of '", refName, "', ",
+                  dtypeName(p.dtype), ")");
+    } else {
+      bool supported = false;
       for (at::ScalarType t : dtypes)
-        list += (list.empty() ? "" : ", ") + std::string(dtypeName(t));
-      TORCH_CHECK(false, op, ": argument '", a.name, "' has dtype ",
-                  dtypeName(a.tensor.scalar_type()), ", but this op supports ", list);
+        supported = supported || a.tensor.scalar_type() == t;
+      if (!supported) { // the message is built only when it is needed (this runs every call)
+        std::string list;
+        for (at::ScalarType t : dtypes)
+          list += (list.empty() ? "" : ", ") + std::string(dtypeName(t));
+        TORCH_CHECK(false, op, ": argument '", a.name, "' has dtype ",
+                    dtypeName(a.tensor.scalar_type()), ", but this op supports ", list);
+      }
+      TORCH_CHECK(a.tensor.scalar_type() == p.dtype, op, ": argument '", a.name, "' has dtype ",
+                  dtypeName(a.tensor.scalar_type()), ", but '", refName, "' has dtype ",
+                  dtypeName(p.dtype), "; all tensor arguments must have the same dtype");
     }
-    TORCH_CHECK(a.tensor.scalar_type() == p.dtype, op, ": argument '", a.name, "' has dtype ",
-                dtypeName(a.tensor.scalar_type()), ", but '", refName, "' has dtype ",
-                dtypeName(p.dtype), "; all tensor arguments must have the same dtype");
     TORCH_CHECK(a.tensor.device() == p.device, op, ": argument '", a.name, "' is on ",
                 a.tensor.device().str(), ", but '", refName, "' is on ", p.device.str(),
                 "; all tensor arguments must be on the same device");
@@ -138,7 +150,8 @@ Prepared prepare(const char* op, const std::array<TensorArg, N>& args, int full,
                   "' must have shape [D] with D = ", std::to_string(p.D), " (the last dim of '", refName,
                   "'), but has shape ", shapeString(t.sizes()));
       break;
-    case Bcast::Row: {
+    case Bcast::Row:
+    case Bcast::Stat: {
       std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (ref.dim() ? 1 : 0));
       TORCH_CHECK(t.sizes().vec() == rowShape, op, ": argument '", a.name,
                   "' must have shape ", shapeString(rowShape), " (the leading dims of '", refName,
@@ -295,6 +308,8 @@ runProgram(const char* op, const std::array<TensorArg, N>& args, int full,
       t = empty ? at::zeros({p.D}, options) : at::empty({p.D}, options);
     else if (P::outKind(m) == OutKind::Total)
       t = empty ? at::zeros({}, options) : at::empty({}, options);
+    else if (P::outKind(m) == OutKind::Stat)
+      t = at::empty(rowShape, options.dtype(computeType(p.dtype)));
     else
       t = at::empty(P::outKind(m) == OutKind::Row ? rowShape : p.fullShape, options);
     a.out[m] = need[m] ? t.data_ptr() : nullptr;

@@ -11,8 +11,8 @@ the fuzzer's own spellings (prims.TORCH). Every primitive call is printed as
   with every builtin operation's result multiplied by (1 + 2u r), r uniform in [-1, 1] and u
   the unit roundoff of the dtype the op computes in; sums over a row get an extra
   u sqrt(n) sum|terms|; per-row values and outputs are perturbed at the storage dtype's u
-  (fusegen stores the per-row values its backward reads in the input dtype); values beyond
-  the compute or storage range become inf. Monte Carlo arithmetic (Parker 1997): the spread
+  (per-row values: conservative, as fusegen saves the per-row values its backward reads in
+  the compute type since 1ccccee); values beyond the compute or storage range become inf. Monte Carlo arithmetic (Parker 1997): the spread
   of a few runs around the same model's unperturbed run (u = 0) measures how far an honest
   implementation of that computation in that precision may land -- cancellation inside a
   formula (1 + tanh(z) in gelu_tanh, 1 - tanh^2 in its derivative), branch flips and long

@@ -45,18 +45,18 @@ TEST_F(CodePrinter, SharedNodesArePrintedOnce) {
   Expr y = call("add", {call("mul", {t, t}), e});
   Expr z = call("sub", {e, t});
   std::string cpp = emit::printCpp({{"out_y", y}, {"out_z", z}}, 4, leaves());
-  EXPECT_EQ(cpp, "    const T x = in_x[i];\n"
-                 "    const T bias = in_bias[c];\n"
-                 "    const T _t0 = x * bias;\n"
+  EXPECT_EQ(cpp, "    const T _in_x = in_x[i];\n"
+                 "    const T _in_bias = in_bias[c];\n"
+                 "    const T _t0 = _in_x * _in_bias;\n"
                  "    const T _t1 = _t0 * _t0;\n"
                  "    const T _t2 = fg::exp<kFast>(_t0);\n"
                  "    const T _t3 = _t1 + _t2;\n"
                  "    const T _t4 = _t2 - _t0;\n"
                  "    out_y = _t3;\n"
                  "    out_z = _t4;\n");
-  EXPECT_EQ(count(cpp, "x * bias"), 1u);
+  EXPECT_EQ(count(cpp, "_in_x * _in_bias"), 1u);
   EXPECT_EQ(count(cpp, "fg::exp<kFast>("), 1u);
-  EXPECT_EQ(count(cpp, "const T x ="), 1u);
+  EXPECT_EQ(count(cpp, "const T _in_x ="), 1u);
   EXPECT_EQ(count(cpp, "const T _t"), 5u); // one per call node in the DAG
   EXPECT_EQ(count(cpp, "const T _t"), ir::topoOrder({y, z}).size() - 2);
 
@@ -74,8 +74,8 @@ TEST_F(CodePrinter, SharedNodesArePrintedOnce) {
 TEST_F(CodePrinter, ConstantsAndLeaves) {
   Expr y = call("add", {call("mul", {x, Node::makeConst(0.5)}), alpha});
   std::string cpp = emit::printCpp({{"o", y}}, 0, leaves());
-  EXPECT_EQ(cpp, "const T x = in_x[i];\nconst T _t0 = x * T(0.5);\nconst T alpha = alpha_;\n"
-                 "const T _t1 = _t0 + alpha;\no = _t1;\n");
+  EXPECT_EQ(cpp, "const T _in_x = in_x[i];\nconst T _t0 = _in_x * T(0.5);\n"
+                 "const T _attr_alpha = alpha_;\nconst T _t1 = _t0 + _attr_alpha;\no = _t1;\n");
   std::string py = emit::printPython({{"o", y}}, 0);
   EXPECT_EQ(py, "_t0 = (x * 0.5)\n_t1 = (_t0 + alpha)\no = _t1\n");
   // Gradient leaves are named after their output; D is the kernel parameter _D.
@@ -83,6 +83,25 @@ TEST_F(CodePrinter, ConstantsAndLeaves) {
   EXPECT_EQ(
       emit::printCpp({{"gx", call("div", {g, Node::makeDim()})}}, 0, {{g.get(), "grad_y[i]"}}),
       "const T _grad_y = grad_y[i];\nconst T _t0 = fg::div<kFast>(_grad_y, _D);\ngx = _t0;\n");
+}
+
+// Spec names may be macros of the headers the generated C++ includes (M_PI, INT_MAX,
+// FG_HD...): in C++ an input is _in_<name> and an attr _attr_<name>, never a macro; the
+// Python reference keeps the spec's names.
+TEST_F(CodePrinter, SpecNamesArePrefixedInCppOnly) {
+  Expr pi = Node::makeInput("M_PI", 0, ir::ShapeClass::Full);
+  Expr hd = Node::makeInput("FG_HD", 1, ir::ShapeClass::Col);
+  Expr max = Node::makeAttr("INT_MAX", 0);
+  Expr y = call("add", {call("mul", {pi, hd}), max});
+  EXPECT_EQ(emit::printCpp({{"o", y}}, 0,
+                           {{pi.get(), "_in[0]"}, {hd.get(), "_in[1]"}, {max.get(), "_attr[0]"}}),
+            "const T _in_M_PI = _in[0];\nconst T _in_FG_HD = _in[1];\n"
+            "const T _t0 = _in_M_PI * _in_FG_HD;\nconst T _attr_INT_MAX = _attr[0];\n"
+            "const T _t1 = _t0 + _attr_INT_MAX;\no = _t1;\n");
+  EXPECT_EQ(emit::cppInputName("M_PI"), "_in_M_PI");
+  EXPECT_EQ(emit::cppAttrName("INT_MAX"), "_attr_INT_MAX");
+  EXPECT_EQ(emit::printPython({{"o", y}}, 0),
+            "_t0 = (M_PI * FG_HD)\n_t1 = (_t0 + INT_MAX)\no = _t1\n");
 }
 
 TEST_F(CodePrinter, UnboundLeafInCppIsALogicError) {
@@ -94,13 +113,13 @@ TEST_F(CodePrinter, BoundInnerNodeIsUsedAndNotRecomputed) {
   Expr y = call("exp", {t});
   std::string cpp = emit::printCpp({{"o", y}}, 2, {{t.get(), "row_t"}});
   EXPECT_EQ(cpp, "  const T _t0 = fg::exp<kFast>(row_t);\n  o = _t0;\n");
-  EXPECT_EQ(count(cpp, "x *"), 0u);
+  EXPECT_EQ(count(cpp, "_in_x"), 0u);
   EXPECT_EQ(count(cpp, "in_x"), 0u);
 }
 
 TEST_F(CodePrinter, NullValueIsZeroAndLeavesAssignDirectly) {
   EXPECT_EQ(emit::printCpp({{"gx", nullptr}, {"o", x}}, 2, leaves()),
-            "  const T x = in_x[i];\n  gx = T(0);\n  o = x;\n");
+            "  const T _in_x = in_x[i];\n  gx = T(0);\n  o = _in_x;\n");
   EXPECT_EQ(emit::printPython({{"gx", nullptr}, {"o", x}}, 0), "gx = 0.0\no = x\n");
 }
 
@@ -110,8 +129,8 @@ TEST_F(CodePrinter, ConditionsAreBool) {
   std::string cpp = emit::printCpp({{"o", y}}, 0, leaves());
   EXPECT_EQ(count(cpp, "const bool "), 1u);
   EXPECT_EQ(count(cpp, "const T _t"), 2u);
-  EXPECT_NE(cpp.find("const bool _t0 = x > T(0.0);\n"), std::string::npos) << cpp;
-  EXPECT_NE(cpp.find("const T _t2 = _t0 ? x : _t1;\n"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find("const bool _t0 = _in_x > T(0.0);\n"), std::string::npos) << cpp;
+  EXPECT_NE(cpp.find("const T _t2 = _t0 ? _in_x : _t1;\n"), std::string::npos) << cpp;
   std::string py = emit::printPython({{"o", y}}, 0);
   EXPECT_NE(py.find("_t0 = (x > 0.0)\n"), std::string::npos) << py;
   EXPECT_NE(py.find("_t2 = torch.where(_t0, x, _t1)\n"), std::string::npos) << py;
@@ -119,8 +138,8 @@ TEST_F(CodePrinter, ConditionsAreBool) {
 
 TEST_F(CodePrinter, PrimitiveFormulasAreInlinedWithOperands) {
   std::string cpp = emit::printCpp({{"o", call("leaky_relu", {x, alpha})}}, 0, leaves());
-  EXPECT_EQ(cpp, "const T x = in_x[i];\nconst T alpha = alpha_;\n"
-                 "const T _t0 = (x > T(0.0)) ? x : (x * alpha);\no = _t0;\n");
+  EXPECT_EQ(cpp, "const T _in_x = in_x[i];\nconst T _attr_alpha = alpha_;\n"
+                 "const T _t0 = (_in_x > T(0.0)) ? _in_x : (_in_x * _attr_alpha);\no = _t0;\n");
   std::string py = emit::printPython({{"o", call("pow", {b, Node::makeConst(2)})}}, 0);
   EXPECT_EQ(py, "_t0 = torch.pow(bias, 2.0)\no = _t0\n");
 }

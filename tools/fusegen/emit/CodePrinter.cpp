@@ -143,8 +143,9 @@ private:
     case ir::NodeKind::Const:
       return target_ == Target::Cpp ? cppLiteral(n->value()) : pythonLiteral(n->value());
     case ir::NodeKind::Input:
+      return target_ == Target::Cpp ? cppInputName(n->name()) : n->name();
     case ir::NodeKind::Attr:
-      return n->name();
+      return target_ == Target::Cpp ? cppAttrName(n->name()) : n->name();
     case ir::NodeKind::GradOut:
       return "_grad_" + n->name();
     case ir::NodeKind::Dim:
@@ -214,6 +215,14 @@ private:
 };
 
 } // namespace
+
+std::string cppInputName(const std::string& name) {
+  return "_in_" + name;
+}
+
+std::string cppAttrName(const std::string& name) {
+  return "_attr_" + name;
+}
 
 std::string cppFormula(const expr::AstPtr& a,
                        const std::function<std::string(const std::string&)>& name) {

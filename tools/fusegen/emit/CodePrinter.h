@@ -3,8 +3,9 @@
 // and CUDA plans, in the compute type T), PyTorch (the reference implementation) and the
 // reference's error bounds (Python over fusegen_ops.testing.Rounding: each primitive
 // expanded through its `eval` formula, as the kernels compute it, builtin by builtin).
-// Leaves print as the names the surrounding template declares: inputs and attrs by their
-// spec names, output gradients as _grad_<output>; temporaries are _t0, _t1, ... (spec names
+// Leaves print as the names the surrounding template declares: in C++ inputs as
+// _in_<input>, attrs as _attr_<attr> (cppInputName, cppAttrName), output gradients as
+// _grad_<output>; in Python by their spec names. Temporaries are _t0, _t1, ... (spec names
 // cannot start with '_', so they never clash).
 #pragma once
 
@@ -41,6 +42,14 @@ std::string printPython(const std::vector<Assignment>& assignments, int indent);
 // Temporaries are <prefix>0, <prefix>1, ...
 std::string printPythonBounds(const std::vector<Assignment>& assignments, int indent,
                               const Bindings& bound, const std::string& prefix);
+
+// The C++ identifiers of a spec's inputs and attrs (parameters and locals of the generated
+// C++). A spec name may be an object-like macro of a header the generated C++ includes
+// (M_PI, INT_MAX, FG_HD, TORCH_API, ...), which cannot all be listed: printed with a prefix
+// of '_' and a lower-case word, as the generated code's own locals are, it is never one.
+// The schema, the Python code and the messages keep the spec's names.
+std::string cppInputName(const std::string& name);
+std::string cppAttrName(const std::string& name);
 
 // A formula over builtins printed as C++, names resolved by `name`.
 std::string cppFormula(const expr::AstPtr& formula,

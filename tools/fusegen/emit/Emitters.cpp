@@ -121,6 +121,8 @@ const char* outKindName(plan::OutKind k) {
     return "fg::OutKind::ColSum";
   case plan::OutKind::Total:
     return "fg::OutKind::Total";
+  case plan::OutKind::Stat:
+    return "fg::OutKind::Stat";
   }
   return "";
 }
@@ -155,8 +157,8 @@ bool usesDim(const std::vector<ir::Expr>& roots) {
 // The body of error_bounds() in op_init.py.mustache: the forward, then the derived backward,
 // printed from the IR the kernels are generated from, over testing.Rounding's bounded
 // numbers (templates/package/testing.py states the error model). The per-row values a row
-// plan's backward reads back from its forward (plan.saved) are rounded to the dtype there,
-// as the forward stores them in it.
+// plan's backward reads back from its forward (plan.saved) are used as computed: the forward
+// stores them in the compute type.
 std::string boundsBody(const OpModel& op) {
   const ir::Function& fn = op.fn;
   const std::string full = fn.inputs[op.plan.fullInput].name;
@@ -183,8 +185,6 @@ std::string boundsBody(const OpModel& op) {
   for (size_t m = 0; m < fn.outputs.size(); ++m)
     out += "    _grad_" + fn.outputs[m].name + " = _r.exact(_grads[" + std::to_string(m) + "]" +
            (fn.outputs[m].value->shape() == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "") + ")\n";
-  for (size_t i = 0; i < op.plan.saved.size(); ++i)
-    out += "    _s" + std::to_string(i) + " = _r.stored(_s" + std::to_string(i) + ")\n";
   std::vector<Assignment> backward;
   for (size_t k = 0; k < fn.inputs.size(); ++k) {
     const ir::Expr& g = op.grad.inputGrads[k];
@@ -288,7 +288,7 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
   std::vector<std::string> inBcast, inputList;
   for (size_t k = 0; k < p.inputs.size(); ++k) {
     const plan::RowProgram::Input& in = p.inputs[k];
-    inBcast.push_back(bcastName(in.shape));
+    inBcast.push_back(in.stat ? "fg::Bcast::Stat" : bcastName(in.shape));
     inputList.push_back(in.name + " " + spec::shapeClassSpelling(in.shape));
     // [...] and [] inputs are read per row (rowPre), the others per element.
     if (in.shape == ir::ShapeClass::Row || in.shape == ir::ShapeClass::Scalar)
@@ -301,6 +301,7 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
     outKinds.push_back(outKindName(o.kind));
     outputList.push_back(o.name + (o.kind == plan::OutKind::Full     ? " [..., D]"
                                    : o.kind == plan::OutKind::Row    ? " [...]"
+                                   : o.kind == plan::OutKind::Stat   ? " [...] (compute type)"
                                    : o.kind == plan::OutKind::ColSum ? " [D] (sum over rows)"
                                                                      : " [] (sum over all)"));
   }
@@ -365,7 +366,7 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
     const plan::RowProgram::Output& o = p.outputs[m];
     const std::string target = "_out[" + std::to_string(m) + "]";
     const bool perRow =
-        o.kind == plan::OutKind::Row ||
+        o.kind == plan::OutKind::Row || o.kind == plan::OutKind::Stat ||
         (o.kind == plan::OutKind::Total && o.totalOf != plan::RowProgram::TotalOf::Elements);
     elem.push_back({target, perRow ? nullptr : o.value});
     rowOut.push_back({target, perRow ? o.value : nullptr});
@@ -415,16 +416,16 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     inShapes.push_back(in.shape);
     inputList.push_back(in.name + " " + spec::shapeClassSpelling(in.shape));
     tensorNames.push_back(in.name);
-    cppParams.push_back("const at::Tensor& " + in.name);
-    tensorArgs.push_back("fg::glue::TensorArg{\"" + in.name + "\", " + in.name + ", " +
-                         bcastName(in.shape) + "}");
+    cppParams.push_back("const at::Tensor& " + cppInputName(in.name));
+    tensorArgs.push_back("fg::glue::TensorArg{\"" + in.name + "\", " + cppInputName(in.name) +
+                         ", " + bcastName(in.shape) + "}");
     schemaArgs.push_back("Tensor " + in.name);
     pyParams.push_back(in.name + ": Tensor");
     pyCall.push_back(in.name);
     fakeParams.push_back(in.name);
     pointwise[in.node.get()] = "_in[" + std::to_string(i) + "]";
   }
-  std::vector<std::string> attrParams, attrSchema, attrPy, attrNames, attrFake;
+  std::vector<std::string> attrParams, attrSchema, attrPy, attrNames, attrCall, attrFake;
   for (size_t i = 0; i < fn.attrs.size(); ++i) {
     const spec::Attr& a = fn.attrs[i].attr;
     Data x;
@@ -433,16 +434,18 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     x.set("type", spec::attrTypeName(a.type));
     x.set("py_default", a.hasDefault ? attrDefault(a) : "None");
     attrs.push_back(x);
-    attrParams.push_back(std::string(cppAttrType(a.type)) + " " + a.name);
+    attrParams.push_back(std::string(cppAttrType(a.type)) + " " + cppAttrName(a.name));
     attrSchema.push_back(std::string(spec::attrTypeName(a.type)) + " " + a.name +
                          (a.hasDefault ? "=" + attrDefault(a) : ""));
     attrPy.push_back(a.name + ": " + spec::attrTypeName(a.type) +
                      (a.hasDefault ? " = " + attrDefault(a) : ""));
     attrNames.push_back(a.name);
-    // The dispatcher drops trailing arguments equal to their schema default.
+    attrCall.push_back(a.name + "=" + a.name);
+    // The dispatcher leaves out keyword arguments equal to their schema default.
     attrFake.push_back(a.name + (a.hasDefault ? "=" + attrDefault(a) : ""));
-    attrValues.push_back(a.type == spec::AttrType::Float ? a.name
-                                                         : "static_cast<double>(" + a.name + ")");
+    attrValues.push_back(a.type == spec::AttrType::Float
+                             ? cppAttrName(a.name)
+                             : "static_cast<double>(" + cppAttrName(a.name) + ")");
     pointwise[fn.attrs[i].node.get()] = "_attr[" + std::to_string(i) + "]";
   }
   std::vector<std::string> outputList, gradNames, gradParams, gradTensorArgs, gradSchema,
@@ -496,7 +499,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     savedNames.push_back("saved_" + st.name);
     savedParams.push_back("const at::Tensor& saved_" + st.name);
     savedTensorArgs.push_back("fg::glue::TensorArg{\"saved_" + st.name + "\", saved_" + st.name +
-                              ", fg::Bcast::Row}");
+                              ", fg::Bcast::Stat}");
     savedSchema.push_back("Tensor saved_" + st.name);
     savedQuoted.push_back("\"" + st.name + "\"");
   }
@@ -526,8 +529,13 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("backward_return", tupleValue("_grads", nIn));
   d.set("saved_list", savedNames.empty() ? std::string("none") : join(savedNames, ", "));
 
+  // The attrs are keyword-only, in the schema as in the Python wrapper: an attr without a
+  // default may then follow one with a default (positional ones could not).
   std::vector<std::string> schemaAll = schemaArgs;
-  schemaAll.insert(schemaAll.end(), attrSchema.begin(), attrSchema.end());
+  if (!attrSchema.empty()) {
+    schemaAll.push_back("*");
+    schemaAll.insert(schemaAll.end(), attrSchema.begin(), attrSchema.end());
+  }
   std::vector<std::string> bwdSchema = gradSchema;
   bwdSchema.insert(bwdSchema.end(), schemaArgs.begin(), schemaArgs.end());
   bwdSchema.insert(bwdSchema.end(), savedSchema.begin(), savedSchema.end());
@@ -547,8 +555,11 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     pyAll.insert(pyAll.end(), attrPy.begin(), attrPy.end());
   }
   std::vector<std::string> callAll = pyCall, fakeAll = fakeParams;
-  callAll.insert(callAll.end(), attrNames.begin(), attrNames.end());
-  fakeAll.insert(fakeAll.end(), attrFake.begin(), attrFake.end());
+  callAll.insert(callAll.end(), attrCall.begin(), attrCall.end());
+  if (!attrFake.empty()) {
+    fakeAll.push_back("*");
+    fakeAll.insert(fakeAll.end(), attrFake.begin(), attrFake.end());
+  }
   std::vector<std::string> fakeBwd = gradNames;
   fakeBwd.insert(fakeBwd.end(), fakeParams.begin(), fakeParams.end());
   fakeBwd.insert(fakeBwd.end(), savedNames.begin(), savedNames.end());

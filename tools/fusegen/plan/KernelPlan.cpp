@@ -231,13 +231,13 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   for (const ir::FunctionOutput& o : fn.outputs)
     f.outputs.push_back({o.name, gradKind(o.value->shape()), o.value});
   for (const SavedStat& s : plan.saved)
-    f.outputs.push_back({"saved_" + s.name, OutKind::Row, s.value});
+    f.outputs.push_back({"saved_" + s.name, OutKind::Stat, s.value});
 
   RowProgram& b = plan.backward;
   b.inputs = f.inputs;
   for (size_t j = 0; j < plan.saved.size(); ++j)
     b.inputs.push_back({"saved_" + plan.saved[j].name, ir::ShapeClass::Row,
-                        replace.at(plan.saved[j].value.get())});
+                        replace.at(plan.saved[j].value.get()), /*stat=*/true});
   for (size_t m = 0; m < fn.outputs.size(); ++m)
     b.inputs.push_back({"grad_" + fn.outputs[m].name, grad.gradOuts[m]->shape(), grad.gradOuts[m]});
   std::vector<ir::Expr> grads;
@@ -287,6 +287,7 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
       out << "    output " << o.name << ": "
           << (o.kind == OutKind::Full     ? "[..., D]"
               : o.kind == OutKind::Row    ? "[...]"
+              : o.kind == OutKind::Stat   ? "[...] in the compute type, for the backward"
               : o.kind == OutKind::ColSum ? "[D] sum over rows (partials + finalize)"
               : o.totalOf == RowProgram::TotalOf::Rows
                   ? "[] sum over rows of a per-row value (partials + finalize)"

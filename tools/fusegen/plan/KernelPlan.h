@@ -27,8 +27,10 @@ namespace fusegen::plan {
 enum class PlanKind { Pointwise, Row };
 
 // How a row program writes an output: one value per element, one per row, the sum over rows
-// of an element value (a [D] gradient), or its sum over all rows and columns (a [] gradient).
-enum class OutKind { Full, Row, ColSum, Total };
+// of an element value (a [D] gradient), its sum over all rows and columns (a [] gradient), or
+// one value per row in the compute type (a statistic saved for the backward: float for half
+// types, so the backward reads back exactly what the forward computed).
+enum class OutKind { Full, Row, ColSum, Total, Stat };
 
 // One direction (forward or backward) of a row plan.
 struct RowProgram {
@@ -36,6 +38,7 @@ struct RowProgram {
     std::string name;     // argument name in the generated code
     ir::ShapeClass shape; // Full, Col, Row or Scalar
     ir::Expr leaf;        // the Input / GradOut node it binds
+    bool stat = false;    // a statistic saved by the forward (OutKind::Stat): compute type
   };
   // What a Total output's value is. Elements: an element value, summed over rows and columns
   // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row
