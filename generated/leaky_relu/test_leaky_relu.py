@@ -18,6 +18,12 @@ def test_forward_matches_reference(device, dtype):
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)
+@pytest.mark.parametrize("dtype", testing.wide_dtypes(SPEC))
+def test_extreme_magnitudes(device, dtype):
+    CHECKS.extreme_magnitudes(device, dtype)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
 @pytest.mark.parametrize("dtype", SPEC.torch_dtypes())
 def test_forward_matches_independent_formula(device, dtype):
     CHECKS.forward_matches_independent(device, dtype)

@@ -169,17 +169,35 @@ template <class P, typename S> struct RowRunner {
 
   template <int St> void stage(int64_t row, T* rv) const {
     if constexpr (St < P::kStages) {
-      T acc[P::reductions(St) > 0 ? P::reductions(St) : 1];
-      for (int j = 0; j < P::reductions(St); ++j)
-        acc[j] = reduceIdentity<T>(P::reduceKind(St, j));
-      for (int64_t c = 0; c < a.D; ++c) {
-        T in[P::kInputs], t[P::reductions(St) > 0 ? P::reductions(St) : 1];
+      // Compensated sums (fusegen_row.h) in kLanes accumulators of interleaved columns, merged
+      // in lane order: independent dependency chains the core overlaps.
+      constexpr int N = P::reductions(St) > 0 ? P::reductions(St) : 1;
+      constexpr int kLanes = 4;
+      RowAcc<T> acc[N][kLanes];
+      for (int j = 0; j < N; ++j)
+        for (int l = 0; l < kLanes; ++l)
+          acc[j][l] = accIdentity<T>(P::reduceKind(St, j));
+      auto add = [&](int64_t c, int l) {
+        T in[P::kInputs], t[N];
         elementInputs(row, c, in);
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
         for (int j = 0; j < P::reductions(St); ++j)
-          acc[j] = reduceCombine(P::reduceKind(St, j), acc[j], t[j]);
+          accAdd(P::reduceKind(St, j), acc[j][l], t[j]);
+      };
+      int64_t c = 0;
+      for (; c + kLanes <= a.D; c += kLanes)
+        for (int l = 0; l < kLanes; ++l)
+          add(c + l, l);
+      for (int l = 0; c + l < a.D; ++l)
+        add(c + l, l);
+      T red[N];
+      for (int j = 0; j < N; ++j) {
+        RowAcc<T> r = acc[j][0];
+        for (int l = 1; l < kLanes; ++l)
+          r = accMerge(P::reduceKind(St, j), r, acc[j][l]);
+        red[j] = accResult(P::reduceKind(St, j), r);
       }
-      P::template rowAfter<St, T, isHalf<S>()>(acc, attr, Dval, rv);
+      P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv);
       stage<St + 1>(row, rv);
     }
   }

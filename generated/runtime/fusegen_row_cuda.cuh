@@ -7,7 +7,7 @@
 // kept in registers: they are re-read (128-bit, read-only path) for every row and hit in L1,
 // which leaves the registers to the row and lets more rows be in flight per SM. Reductions
 // combine in a fixed order (warp shuffles, then shared memory across the group's warps), so
-// results are deterministic. ColSum outputs are accumulated per thread over the block's rows
+// results are deterministic; sums are compensated (fusegen_row.h). ColSum outputs are accumulated per thread over the block's rows
 // and written as one partial row per block; finalizeCol (fusegen_cuda.cuh) adds the partials
 // in order. Total outputs (gradients of [] inputs: elem's values, plus rowOut's for those
 // used per row) are accumulated the same way in one register per thread, combined across the
@@ -53,22 +53,32 @@ template <class P> FG_HD constexpr int colSumSlot(int m) {
 template <class P> constexpr int colSumOutputs() { return colSumSlot<P>(P::kOutputs); }
 
 // Combines v[0..N) across the `group` threads of a row (threadIdx.x), in a fixed order;
-// every thread of the group ends with the result. `shared` holds blockDim.y * warps * N.
+// every thread of the group ends with the result. Sums combine as compensated pairs
+// (accMerge, fusegen_row.h), so the threads' and warps' partials keep their compensation.
+// `shared` holds blockDim.y * warps * N * 2.
 template <class P, int S, typename T, int N>
-__device__ __forceinline__ void groupReduce(T (&v)[N], T* shared) {
+__device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared) {
+  auto shuffle = [](Reduce r, RowAcc<T> a, int offset) {
+    RowAcc<T> b;
+    b.s = __shfl_xor_sync(0xffffffffu, a.s, offset);
+    b.c = r == Reduce::Sum ? __shfl_xor_sync(0xffffffffu, a.c, offset) : T(0);
+    return accMerge(r, a, b);
+  };
 #pragma unroll
   for (int j = 0; j < N; ++j)
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2)
-      v[j] = reduceCombine(P::reduceKind(S, j), v[j], __shfl_xor_sync(0xffffffffu, v[j], offset));
+      v[j] = shuffle(P::reduceKind(S, j), v[j], offset);
   const int warps = blockDim.x / 32;
   if (warps > 1) {
     const int warp = threadIdx.x / 32;
-    T* mine = shared + threadIdx.y * warps * N;
+    T* mine = shared + threadIdx.y * warps * N * 2;
     if (threadIdx.x % 32 == 0)
 #pragma unroll
-      for (int j = 0; j < N; ++j)
-        mine[warp * N + j] = v[j];
+      for (int j = 0; j < N; ++j) {
+        mine[(warp * N + j) * 2] = v[j].s;
+        mine[(warp * N + j) * 2 + 1] = v[j].c;
+      }
     __syncthreads();
     // Every warp combines the group's warp values (at most 32; the other lanes hold the
     // identity) with a full butterfly, so every lane ends with the result: one shared load
@@ -76,10 +86,11 @@ __device__ __forceinline__ void groupReduce(T (&v)[N], T* shared) {
     const int lane = threadIdx.x % 32;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      T r = lane < warps ? mine[lane * N + j] : reduceIdentity<T>(P::reduceKind(S, j));
+      RowAcc<T> r = lane < warps ? RowAcc<T>{mine[(lane * N + j) * 2], mine[(lane * N + j) * 2 + 1]}
+                                 : accIdentity<T>(P::reduceKind(S, j));
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2)
-        r = reduceCombine(P::reduceKind(S, j), r, __shfl_xor_sync(0xffffffffu, r, offset));
+        r = shuffle(P::reduceKind(S, j), r, offset);
       v[j] = r;
     }
     __syncthreads();
@@ -169,10 +180,10 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
 
   template <int St> __device__ void stage(int64_t row, bool active, T* rv, T* shared) {
     if constexpr (St < P::kStages) {
-      T acc[kNR];
+      RowAcc<T> acc[kNR]; // compensated sums (fusegen_row.h)
 #pragma unroll
       for (int j = 0; j < kNR; ++j)
-        acc[j] = reduceIdentity<T>(j < P::reductions(St) ? P::reduceKind(St, j) : Reduce::Sum);
+        acc[j] = accIdentity<T>(j < P::reductions(St) ? P::reduceKind(St, j) : Reduce::Sum);
       if (active) {
         forEachItem([&](int64_t vi, auto item) {
           ColVectors col;
@@ -184,13 +195,18 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
             P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
 #pragma unroll
             for (int j = 0; j < P::reductions(St); ++j)
-              acc[j] = reduceCombine(P::reduceKind(St, j), acc[j], t[j]);
+              accAdd(P::reduceKind(St, j), acc[j], t[j]);
           }
         });
       }
       groupReduce<P, St>(acc, shared);
-      if (active)
-        P::template rowAfter<St, T, isHalf<S>()>(acc, attr, Dval, rv);
+      if (active) {
+        T red[kNR];
+#pragma unroll
+        for (int j = 0; j < kNR; ++j)
+          red[j] = accResult(P::reduceKind(St, j), acc[j]);
+        P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv);
+      }
       stage<St + 1>(row, active, rv, shared);
     }
   }
@@ -425,11 +441,11 @@ inline std::optional<bool> rowGridPerRowOverride() {
   return perRow;
 }
 
-// Shared memory for combining reductions across the warps of each row's group, and the
-// Total outputs across the block's warps.
+// Shared memory for combining reductions (compensated pairs) across the warps of each row's
+// group, and the Total outputs across the block's warps.
 template <class P, typename S> size_t rowShared(const RowGeometry& g) {
   return sizeof(compute_t<S>) * g.rowsPerBlock * (g.group / 32) *
-         std::max(maxReductions<P>(), totalOutputs<P>());
+         std::max(2 * maxReductions<P>(), totalOutputs<P>());
 }
 
 // Calls f with the rowProgram variant g selects: 128-bit vectors with `items` of them kept in

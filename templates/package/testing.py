@@ -44,12 +44,18 @@ CUDA_DEVICES = ["cuda"] if torch.cuda.is_available() else []  # GPU-sized checks
 # cancels between large terms gets the tolerance it needs, a well-conditioned one keeps a
 # tight one, from the dtype's epsilon, the terms and the reductions (their length and partial
 # sums) alone, for outputs and gradients alike ([D] and [] gradients are sums over rows).
-# The sum's term is the first-order bound of the CPU plans' sequential sums, and covers
-# the CUDA plans' blocked and tree sums (whose partial sums are smaller). It grows like
-# sqrt(n) u sum|terms| for terms of both signs and n/2 u sum|terms| for terms of one sign,
-# and must: a float32 sum of 65535 sixth powers of random halfs, done in order, errs by up to
-# 1039 u sum|terms| (small terms vanish against a large partial sum, all the same way), four
-# times the sqrt(n) of a random-sign model and 65 times the log2(n) of a tree sum.
+# That plain sum's term is the first-order bound of sequential sums (the CPU plans' [D] and
+# [] sums over rows, and the reference's), and covers blocked and tree sums (the CUDA plans',
+# whose partial sums are smaller). It grows like sqrt(n) u sum|terms| for terms of both signs
+# and n/2 u sum|terms| for terms of one sign, and must: a float32 sum of 65535 sixth powers
+# of random halfs, done in order, errs by up to 1039 u sum|terms| (small terms vanish against
+# a large partial sum, all the same way), four times the sqrt(n) of a random-sign model and
+# 65 times the log2(n) of a tree sum.
+# The kernels' reductions over a row (sum, mean) are compensated (fusegen_row.h): the exact
+# rounding errors of the additions (each at most u |s_k|) are summed, off by at most
+# n u sum|errors| <= n u^2 sum_k |s_k|, and added back, so such a sum adds
+# u |sum| + n u^2 sum_k |s_k| (n: the row length) instead: a row of large terms with a small
+# spread, whose mean a centred value carries, is held to the precision of the mean itself.
 # E_ref is the reference's own bound at the dtype it runs in (float64: negligible unless the
 # op runs in float64 too). A spec's independent formula is held to float32's: PyTorch's
 # built-ins promise no more (F.hardswish on CUDA multiplies by 1.0f / 6.0f in float64 too).
@@ -110,7 +116,7 @@ class Rounding:
     (fusegen_runtime.h): exp (2 + 1.17 |x|) ulp, log 3 ulp and 2^-21.41 absolute, tanh
     2^-10.99 relative, division 2 ulp."""
 
-    def __init__(self, dtype, full, device, partial=False):
+    def __init__(self, dtype, full, device, partial=False, compensated=True):
         half = dtype in (torch.float16, torch.bfloat16)
         self.compute = torch.float32 if half else dtype
         self.u = torch.finfo(self.compute).eps / 2
@@ -118,6 +124,7 @@ class Rounding:
         self.fast = half and torch.device(device).type == "cuda"
         self.full, self.device = list(full), device
         self.partial = partial  # rows of a larger tensor: result() leaves [D] and [] sums open
+        self.compensated = compensated  # row sums as the kernels do them (else plain: torch)
 
     def exact(self, t):
         t = t.detach().to(torch.float64)
@@ -213,8 +220,10 @@ class Rounding:
 
     def sum(self, a):
         v, e = self._row(a)
-        return Bounded(v.sum(-1, keepdim=True),
-                       e.sum(-1, keepdim=True) + self.u * _partial_sums(v, -1), self)
+        s, running = v.sum(-1, keepdim=True), _partial_sums(v, -1)
+        rounding = (self.u * s.abs() + v.shape[-1] * self.u**2 * running if self.compensated
+                    else self.u * running)
+        return Bounded(s, e.sum(-1, keepdim=True) + rounding, self)
 
     def max(self, a):
         v, e = self._row(a)
@@ -265,6 +274,12 @@ def _join_sums(parts):
     return v, e, running, sum(p[3] for p in parts)
 
 
+def wide_dtypes(spec: OpInfo) -> List[torch.dtype]:
+    """The op's dtypes of at least 32 bits: a half type holds too few distinct values near a
+    large mean to make a small spread (the extreme-magnitude check)."""
+    return [d for d in spec.torch_dtypes() if d in (torch.float32, torch.float64)]
+
+
 def _shape_of(cls: str, lead: Sequence[int], D: int) -> List[int]:
     return {FULL: [*lead, D], COL: [D], ROW: list(lead), SCALAR: []}[cls]
 
@@ -308,11 +323,12 @@ class OpChecks:
         return self.call(self.reference, [t.detach().double() for t in tensors])
 
     # ---- tolerances (the error model above) ------------------------------------------
-    def _bounds(self, x, dtype, gouts, partial=False):
+    def _bounds(self, x, dtype, gouts, partial=False, compensated=True):
         """E of the outputs and (with gouts) the input gradients of the kernels in dtype on
         the values x, by the op's error_bounds(); large inputs in chunks of rows (memory).
         With `partial`, x are rows of larger tensors: [D] and [] gradients come back as the
-        open sums (value, E, running, count) that Rounding.sum_rounded closes."""
+        open sums (value, E, running, count) that Rounding.sum_rounded closes. Without
+        `compensated`, E of plain PyTorch (the reference) computing the same in dtype."""
         full = list(x[self.spec.full_input()].shape)
         rows = math.prod(full[:-1])
         if gouts is not None:
@@ -320,7 +336,7 @@ class OpChecks:
                      if g is None else g for o, g in zip(self.spec.outputs, gouts)]
         step = max(1, self.BOUND_CHUNK // max(full[-1], 1))
         if rows <= step and not partial:
-            r = Rounding(dtype, full, x[0].device)
+            r = Rounding(dtype, full, x[0].device, compensated=compensated)
             return self.error_bounds(r, gouts, *x, **self.attrs())
 
         def flat(ts, classes):
@@ -332,7 +348,8 @@ class OpChecks:
         parts = []
         for a in range(0, rows, step):
             b = min(a + step, rows)
-            r = Rounding(dtype, [b - a, full[-1]], x[0].device, partial=True)
+            r = Rounding(dtype, [b - a, full[-1]], x[0].device, partial=True,
+                         compensated=compensated)
             cut = [t[a:b] if c in (FULL, ROW) else t for t, c in zip(xs, ins)]
             g = None if gs is None else [t[a:b] for t in gs]
             parts.append(self.error_bounds(r, g, *cut, **self.attrs()))
@@ -354,12 +371,10 @@ class OpChecks:
         output gradients gouts) the input gradients of the op in dtype on the values x, its
         reference run in ref_dtype."""
         ops = self._bounds(x, dtype, gouts)
-        if ref_dtype == dtype:
-            refs = ops
-        elif ref_dtype == torch.float64:  # 2^-29 of a lower precision's bound or less
+        if ref_dtype == torch.float64 and dtype != ref_dtype:  # 2^-29 of a lower one's or less
             refs = ([0.0] * len(ops[0]), None if ops[1] is None else [0.0] * len(ops[1]))
         else:
-            refs = self._bounds(x, ref_dtype, gouts)
+            refs = self._bounds(x, ref_dtype, gouts, compensated=False)
         floor = torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps
         out = []
         for a, b in zip(ops, refs):
@@ -438,6 +453,32 @@ class OpChecks:
             assert torch.isfinite(g[finite]).all(), f"{self.spec.name}.{o.name}: overflow at large |x|"
             self.close(g[finite], w[finite], tol.expand_as(w)[finite],
                        f"{self.spec.name}.{o.name} {dtype} large |x|")
+
+    def extreme_magnitudes(self, device, dtype):
+        """Rows of a large mean and a tiny spread (1000 + 0.01 N(0, 1)) and the same small
+        (-0.001 + 1e-8 N(0, 1)) in the [..., D] inputs, D = 1024: sums over such a row are large
+        against their spread, and a centred value (x - mean(x)) carries the mean's error over
+        the spread; outputs and gradients against the reference in float64. Where an output
+        is beyond the dtype's range (exp(1000)) it must be so in the op too, and the
+        gradients are not compared."""
+        for mean, std in [(1e3, 1e-2), (-1e-3, 1e-8)]:
+            x = self.inputs((16,), 1024, torch.float64, device,
+                            generator=torch.Generator().manual_seed(13))
+            x = [(mean + std * t if a.shape == FULL else t).to(dtype)
+                 for a, t in zip(self.spec.inputs, x)]
+            where = f"{dtype} rows of mean {mean:g}, std {std:g}"
+            got, want = self.call(self.op, x), self.reference64(x)
+            tols, _ = self.tolerances(x, dtype)
+            in_range = True
+            for o, g, w, tol in zip(self.spec.outputs, got, want, tols):
+                finite = torch.isfinite(w.to(dtype))
+                in_range = in_range and bool(finite.all())
+                assert torch.isfinite(g[finite]).all(), f"{o.name} overflows, {where}"
+                self.close(g[finite], w[finite], tol.expand_as(w)[finite],
+                           f"{self.spec.name}.{o.name} {where}")
+            if in_range:
+                gouts = [torch.randn_like(o) for o in got]
+                self.close_grads(self.grads(self.op, x, gouts), x, gouts, dtype, f", {where}")
 
     def forward_matches_independent(self, device, dtype):
         x = self.inputs((32, 3), 80, dtype, device)
@@ -731,7 +772,7 @@ class OpChecks:
             if not edge and not reduced:
                 continue
             bounds = {d: self._bounds([t.to(dtype) for t in xs], d, [g.to(dtype) for g in gs],
-                                      partial=True) for d in open_sums}
+                                      partial=True, compensated=d == dtype) for d in open_sums}
             tols, gtols = ([None if p is None or isinstance(p, tuple) else C * (p + q) + floor
                             for p, q in zip(*(bounds[d][k] for d in open_sums))] for k in (0, 1))
             if edge:
