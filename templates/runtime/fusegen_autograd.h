@@ -3,20 +3,15 @@
 // per-row statistics that the forward returns after its outputs, and its backward calls
 // <op>_backward through the dispatcher. No Python runs between the op and its backward
 // (register_autograd cost about 30 us per forward+backward on the CPU side, which decided
-// small shapes). The implementation (fusegen_autograd.cpp) is one shared translation unit,
-// so each op's registration file stays free of the autograd headers and compiles faster.
+// small shapes). Registered by the shared glue (fusegen_glue.cpp); AutogradInfo is in
+// fusegen_glue.h.
 #pragma once
+
+#include "fusegen_glue.h"
 
 #include <torch/library.h>
 
 namespace fg::glue {
-
-struct AutogradInfo {
-  const char* backwardOp; // "fusegen::<op>_backward"
-  int inputs;             // tensor arguments, first in the schema
-  int attrs;              // scalar arguments after them
-  int outputs;            // differentiable results, first; the rest are saved statistics
-};
 
 torch::CppFunction autogradKernel(const AutogradInfo& info);
 
