@@ -45,8 +45,7 @@ public:
     if (need.empty()) need.assign(plan_.nResults, true);
     TORCH_INTERNAL_ASSERT(static_cast<int>(tensors.size()) == plan_.nTensors &&
                           static_cast<int>(need.size()) == plan_.nResults);
-    std::vector<TensorArg> tensorArgs;
-    tensorArgs.reserve(plan_.nTensors);
+    c10::SmallVector<TensorArg, 16> tensorArgs;
     for (int k = 0; k < plan_.nTensors; ++k) {
       const TensorInfo& t = plan_.tensors[k];
       tensorArgs.push_back(TensorArg{t.name, *tensors[t.position], t.bcast});
