@@ -4,20 +4,15 @@
 // <op>_backward through the dispatcher, below autograd. No Python runs between the op and
 // its backward (register_autograd cost about 30 us per forward+backward on the CPU side,
 // which decided small shapes). With create_graph the call goes through <op>_backward's own
-// autograd formula, registered in Python by the op's module: the second derivatives. The implementation (fusegen_autograd.cpp) is one shared translation unit,
-// so each op's registration file stays free of the autograd headers and compiles faster.
+// autograd formula, registered in Python by the op's module: the second derivatives.
+// Registered by the shared glue (fusegen_glue.cpp); AutogradInfo is in fusegen_glue.h.
 #pragma once
+
+#include "fusegen_glue.h"
 
 #include <torch/library.h>
 
 namespace fg::glue {
-
-struct AutogradInfo {
-  const char* backwardOp; // "fusegen::<op>_backward"
-  int inputs;             // tensor arguments, first in the schema
-  int attrs;              // scalar arguments after them
-  int outputs;            // differentiable results, first; the rest are saved statistics
-};
 
 torch::CppFunction autogradKernel(const AutogradInfo& info);
 

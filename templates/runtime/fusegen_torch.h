@@ -1,9 +1,11 @@
-// fusegen torch glue: argument checking and dispatch shared by every generated op's
-// registration file. It turns the op's tensors into contiguous [rows, D] views, checks
+// fusegen torch glue: argument checking and dispatch shared by every generated op, included
+// only by the shared glue (fusegen_glue.cpp; the ops describe themselves in fusegen_glue.h).
+// It turns the op's tensors into contiguous [rows, D] views, checks
 // dtype, device and shape with messages that name the argument, allocates outputs and
 // gradients, and calls the CPU or CUDA plan.
 #pragma once
 
+#include "fusegen_glue.h"
 #include "fusegen_row.h"
 #include "fusegen_runtime.h"
 
@@ -11,12 +13,13 @@
 #include <ATen/DeviceGuard.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/ArrayRef.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 #ifdef FUSEGEN_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include <array>
 #include <string>
 #include <vector>
 
@@ -93,9 +96,8 @@ struct Prepared {
 };
 
 // `full` is the index of the first full input: it defines D and the output shape.
-template <size_t N>
-Prepared prepare(const char* op, const std::array<TensorArg, N>& args, int full,
-                 std::initializer_list<at::ScalarType> dtypes) {
+inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
+                        c10::ArrayRef<at::ScalarType> dtypes) {
   const at::Tensor& ref = args[full].tensor;
   const char* refName = args[full].name;
   Prepared p;
@@ -188,143 +190,72 @@ inline at::Tensor allocateWorkspace(size_t bytes, const at::TensorOptions& optio
   return workspace;
 }
 
-// Runs an op's forward: checks and prepares the tensors, allocates the outputs (full or
-// per-row) and calls the plan for the tensors' device.
-template <class Op, size_t N>
-std::vector<at::Tensor>
-runForward(const char* op, const std::array<TensorArg, N>& args, int full,
-           std::initializer_list<at::ScalarType> dtypes,
-           const std::array<double, atLeastOne<Op::kAttrs>()>& attrs,
-           void (*cpu)(const typename Op::ForwardArgs&),
-           void (*cuda)(const typename Op::ForwardArgs&, void*)) {
-  Prepared p = prepare(op, args, full, dtypes);
-  const at::OptionalDeviceGuard guard(p.device);
-  typename Op::ForwardArgs a{};
-  a.dtype = toDType(p.dtype);
-  for (int k = 0; k < Op::kInputs; ++k)
-    a.in[k] = p.tensors[k].data_ptr();
-  for (int k = 0; k < Op::kAttrs; ++k)
-    a.attr[k] = attrs[k];
-  a.rows = p.rows;
-  a.D = p.D;
-  std::vector<at::Tensor> outs;
-  const auto options = p.tensors[full].options();
-  std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (p.fullShape.empty() ? 0 : 1));
-  for (int m = 0; m < Op::kOutputs; ++m) {
-    outs.push_back(at::empty(Op::outputBcast(m) == Bcast::Row ? rowShape : p.fullShape, options));
-    a.out[m] = outs.back().data_ptr();
+inline at::ScalarType toScalarType(DType t) {
+  switch (t) {
+  case DType::Float16:
+    return at::kHalf;
+  case DType::BFloat16:
+    return at::kBFloat16;
+  case DType::Float64:
+    return at::kDouble;
+  default:
+    return at::kFloat;
   }
-  if (p.rows * p.D == 0)
-    return outs;
-  if (p.device.is_cuda()) {
-    TORCH_CHECK(cuda != nullptr, op, ": this package was built without CUDA");
-    cuda(a, currentStream(p));
-  } else {
-    cpu(a);
-  }
-  return outs;
 }
 
-// Runs an op's backward: `args` holds the inputs followed by the gradients of the outputs.
-// Gradients not asked for in `mask` come back as empty tensors.
-template <class Op, size_t N>
-std::vector<at::Tensor>
-runBackward(const char* op, const std::array<TensorArg, N>& args, int full,
-            std::initializer_list<at::ScalarType> dtypes,
-            const std::array<double, atLeastOne<Op::kAttrs>()>& attrs,
-            const std::array<bool, Op::kInputs>& mask,
-            void (*cpu)(const typename Op::BackwardArgs&),
-            size_t (*cudaWorkspace)(const typename Op::BackwardArgs&),
-            void (*cuda)(const typename Op::BackwardArgs&, void*)) {
-  Prepared p = prepare(op, args, full, dtypes);
+// Runs one plan of an op (fusegen_glue.h): checks and prepares the tensors, allocates the
+// results (skipping those not in `need`) and calls the plan for the tensors' device.
+inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<TensorArg> args,
+                                       c10::ArrayRef<double> attrs, c10::ArrayRef<bool> need) {
+  c10::SmallVector<at::ScalarType, 4> dtypes;
+  for (int k = 0; k < plan.nDtypes; ++k)
+    dtypes.push_back(toScalarType(plan.dtypes[k]));
+  Prepared p = prepare(plan.op, args, plan.full, dtypes);
   const at::OptionalDeviceGuard guard(p.device);
-  typename Op::BackwardArgs a{};
-  a.dtype = toDType(p.dtype);
-  for (int k = 0; k < Op::kInputs; ++k)
-    a.in[k] = p.tensors[k].data_ptr();
-  for (int m = 0; m < Op::kOutputs; ++m)
-    a.gout[m] = p.tensors[Op::kInputs + m].data_ptr();
-  for (int k = 0; k < Op::kAttrs; ++k)
-    a.attr[k] = attrs[k];
-  a.rows = p.rows;
-  a.D = p.D;
-  const bool empty = p.rows * p.D == 0;
-  std::vector<at::Tensor> grads;
-  for (int k = 0; k < Op::kInputs; ++k) {
-    const at::Tensor& in = p.tensors[k];
-    a.need[k] = mask[k];
-    // Broadcast gradients are sums; over no rows they are zero.
-    at::Tensor g = !mask[k] ? at::empty({0}, in.options())
-                   : empty  ? at::zeros(in.sizes(), in.options())
-                            : at::empty(in.sizes(), in.options());
-    a.gin[k] = mask[k] ? g.data_ptr() : nullptr;
-    grads.push_back(g);
-  }
-  if (empty)
-    return grads;
-  if (p.device.is_cuda()) {
-    TORCH_CHECK(cuda != nullptr, op, ": this package was built without CUDA");
-    const at::Tensor workspace = allocateWorkspace(cudaWorkspace(a), p.tensors[0].options(),
-                                                   a.workspace);
-    cuda(a, currentStream(p));
-  } else {
-    cpu(a);
-  }
-  return grads;
-}
-
-// Runs a row program (fusegen_row.h): checks and prepares the tensors, allocates the outputs
-// by kind (Full, Row, a [D] ColSum or a [] Total), skipping those not in `need`, and calls
-// the plan.
-template <class P, size_t N>
-std::vector<at::Tensor>
-runProgram(const char* op, const std::array<TensorArg, N>& args, int full,
-           std::initializer_list<at::ScalarType> dtypes,
-           const std::array<double, atLeastOne<P::kAttrs>()>& attrs,
-           const std::array<bool, P::kOutputs>& need, void (*cpu)(const typename P::Args&),
-           size_t (*cudaWorkspace)(const typename P::Args&),
-           void (*cuda)(const typename P::Args&, void*)) {
-  Prepared p = prepare(op, args, full, dtypes);
-  const at::OptionalDeviceGuard guard(p.device);
-  typename P::Args a{};
-  a.dtype = toDType(p.dtype);
-  for (int k = 0; k < P::kInputs; ++k)
-    a.in[k] = p.tensors[k].data_ptr();
-  for (int k = 0; k < P::kAttrs; ++k)
-    a.attr[k] = attrs[k];
-  a.rows = p.rows;
-  a.D = p.D;
-  // With D == 0 the rows still exist: their reductions are empty (a sum is 0, a max -inf).
-  const bool empty = p.rows == 0;
-  const auto options = p.tensors[full].options();
+  const auto options = p.tensors[plan.full].options();
   std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (p.fullShape.empty() ? 0 : 1));
-  std::vector<at::Tensor> outs;
-  for (int m = 0; m < P::kOutputs; ++m) {
-    a.need[m] = need[m];
+  // A row program's rows exist with D == 0 too: their reductions are empty (a sum is 0, a max
+  // -inf). An elementwise op has nothing to compute without elements.
+  const bool empty = plan.results == Results::Program ? p.rows == 0 : p.rows * p.D == 0;
+  std::vector<at::Tensor> results;
+  c10::SmallVector<void*, 8> resultData;
+  for (int m = 0; m < plan.nResults; ++m) {
     at::Tensor t;
-    if (!need[m])
+    if (!need[m]) {
       t = at::empty({0}, options);
-    else if (P::outKind(m) == OutKind::ColSum) // a sum over no rows is zero
+    } else if (plan.results == Results::InputGrads) {
+      // Broadcast gradients are sums; over no rows they are zero.
+      const at::Tensor& in = p.tensors[m];
+      t = empty ? at::zeros(in.sizes(), in.options()) : at::empty(in.sizes(), in.options());
+    } else if (plan.kinds[m] == OutKind::ColSum) { // a sum over no rows is zero
       t = empty ? at::zeros({p.D}, options) : at::empty({p.D}, options);
-    else if (P::outKind(m) == OutKind::Total)
+    } else if (plan.kinds[m] == OutKind::Total) {
       t = empty ? at::zeros({}, options) : at::empty({}, options);
-    else if (P::outKind(m) == OutKind::Stat)
+    } else if (plan.kinds[m] == OutKind::Stat) { // saved statistics: the compute type
       t = at::empty(rowShape, options.dtype(computeType(p.dtype)));
-    else
-      t = at::empty(P::outKind(m) == OutKind::Row ? rowShape : p.fullShape, options);
-    a.out[m] = need[m] ? t.data_ptr() : nullptr;
-    outs.push_back(t);
+    } else {
+      t = at::empty(plan.kinds[m] == OutKind::Row ? rowShape : p.fullShape, options);
+    }
+    resultData.push_back(need[m] ? t.data_ptr() : nullptr);
+    results.push_back(t);
   }
   if (empty)
-    return outs;
+    return results;
+  c10::SmallVector<const void*, 16> tensorData;
+  for (const at::Tensor& t : p.tensors)
+    tensorData.push_back(t.data_ptr());
+  Call c{toDType(p.dtype), tensorData.data(), resultData.data(), need.data(), attrs.data(),
+         p.rows,           p.D,               nullptr};
   if (p.device.is_cuda()) {
-    TORCH_CHECK(cuda != nullptr, op, ": this package was built without CUDA");
-    const at::Tensor workspace = allocateWorkspace(cudaWorkspace(a), options, a.workspace);
-    cuda(a, currentStream(p));
+    TORCH_CHECK(plan.cuda != nullptr, plan.op, ": this package was built without CUDA");
+    const at::Tensor workspace =
+        plan.cudaWorkspace ? allocateWorkspace(plan.cudaWorkspace(c), options, c.workspace)
+                           : at::Tensor();
+    plan.cuda(c, currentStream(p));
   } else {
-    cpu(a);
+    plan.cpu(c);
   }
-  return outs;
+  return results;
 }
 
 } // namespace fg::glue

@@ -42,6 +42,11 @@ class Batch:
         self.timings = {}
         self.specs = {}     # op -> spec path
         self.fusegen = os.path.abspath(args.fusegen)
+        self.started = time.time()
+        self.deadline = self.started + args.time_limit if args.time_limit else None
+
+    def out_of_time(self):
+        return self.deadline is not None and time.time() > self.deadline
 
     # ---- 1. specs -----------------------------------------------------------------------------
     def make_specs(self):
@@ -139,18 +144,23 @@ class Batch:
     def build(self):
         t0 = time.time()
         self.timings.setdefault("build_s", 0)
+        self.built = False
         cmd = [self.fusegen, "--build", "-o", self.pkg, "-j", str(self.args.jobs)]
         if self.args.device == "cpu":
             cmd.append("--cpu-only")
         for attempt in range(20):
-            if not self.ops:
+            if not self.ops or self.out_of_time():
                 break
-            p = subprocess.run(cmd, capture_output=True, text=True)
+            p = run_killable(cmd, None if self.deadline is None else self.deadline - time.time())
+            if p is None:
+                log("time limit reached while building")
+                break
             logtext = p.stdout + p.stderr
             with open(os.path.join(self.out, f"build-{attempt}.log"), "w") as f:
                 f.write(logtext)
             if p.returncode == 0:
                 self.parse_build_times(logtext)
+                self.built = True
                 break
             full_log = os.path.join(self.pkg, "build", "fusegen-build.log")
             text = logtext + (open(full_log, errors="replace").read() if os.path.exists(full_log) else "")
@@ -182,6 +192,8 @@ class Batch:
     # ---- 4. checks -----------------------------------------------------------------------------
     def check(self):
         t0 = time.time()
+        if not getattr(self, "built", True):
+            return
         for attempt in range(10):
             todo = [self.specs[o] for o in self.ops if o not in self.results]
             if not todo:
@@ -198,7 +210,13 @@ class Batch:
                 for w in list(procs):
                     if w.poll():
                         procs.remove(w)
-            if self.load_failure is None:
+                if procs and self.out_of_time():
+                    log("time limit reached while checking")
+                    for w in procs:
+                        w.p.kill()
+                        w.p.wait()
+                    procs = []
+            if self.load_failure is None or self.out_of_time():
                 break
             # The library did not load (every op of the package with it): blame the ops its
             # error names, and rebuild without them.
@@ -234,10 +252,12 @@ class Batch:
                                 "unchecked": rec.get("unchecked"), "elements": rec.get("elements"),
                                 "skipped": rec.get("skipped")}
             log(f"PASS {op}" + (f" (skipped under --skip-known: {', '.join(rec['skipped'])})" if rec.get("skipped") else ""))
+        self.summary(final=False)
 
     def skip(self, op, why):
         self.results[op] = {"status": "SKIP", "why": why, "spec": self.specs.get(op)}
         log(f"SKIP {op}: {why[:300]}")
+        self.summary(final=False)
 
     def fail(self, op, kind, messages):
         self.results[op] = {"status": "FAIL", "kind": kind, "messages": messages, "spec": self.specs.get(op)}
@@ -253,14 +273,19 @@ class Batch:
             m = re.search(r"^functions:\s*(\S+)", spec_text, re.M)
             if m:
                 shutil.copy(os.path.join(os.path.dirname(src), m.group(1)), keep)
+        self.summary(final=False)
 
     # ---- 5. summary ------------------------------------------------------------------------------
-    def summary(self):
+    def summary(self, final=True):
+        """Writes OUT/summary.json: after every checked spec (final=False, so a run killed at
+        a time limit keeps what it checked) and at the end. `not_run`: the specs of the batch
+        with no result yet (a time limit); `complete` once there are none."""
         passed = sum(1 for r in self.results.values() if r["status"] == "PASS")
         failed = sum(1 for r in self.results.values() if r["status"] == "FAIL")
         skipped = sum(1 for r in self.results.values() if r["status"] == "SKIP")
         n = len(self.results)
-        t = self.timings
+        not_run = sorted(op for op in self.specs if op not in self.results)
+        t = dict(self.timings)
         total = sum(v for k, v in t.items() if k.endswith("_s") and k != "build_reported_s")
         if n:
             t["per_spec_s"] = round(total / n, 2)
@@ -268,13 +293,20 @@ class Batch:
              "first": self.args.first, "count": n, "device": self.args.device,
              "regressions": bool(self.args.regressions), "fusegen": self.fusegen,
              "fusegen_version": fusegen_version(self.fusegen),
-             "passed": passed, "failed": failed, "skipped": skipped, "timings": t, "total_s": round(total, 1),
+             "passed": passed, "failed": failed, "skipped": skipped, "complete": not not_run,
+             "not_run": not_run, "timings": t, "total_s": round(total, 1),
              "failures": [{"op": op, **r} for op, r in sorted(self.results.items()) if r["status"] == "FAIL"],
              "skips": [{"op": op, **r} for op, r in sorted(self.results.items()) if r["status"] == "SKIP"],
              "kinds": count_kinds(self.results)}
-        with open(os.path.join(self.out, "summary.json"), "w") as f:
+        tmp = os.path.join(self.out, "summary.json.partial")
+        with open(tmp, "w") as f:
             json.dump(s, f, indent=1)
+        os.replace(tmp, os.path.join(self.out, "summary.json"))
+        if not final:
+            return True
         log(f"timings: {json.dumps(t)}")
+        if not_run:
+            log(f"{len(not_run)} not run (time limit)")
         if skipped:
             log(f"{skipped} skipped (rejected by fusegen for an open finding, --skip-known)")
         log(f"{passed} passed, {failed} failed")
@@ -352,6 +384,19 @@ KNOWN_REJECTIONS = [r"error: the derived backward needs \d+ passes over each row
 KNOWN_FEATURES = ["cxx_int_div", "with_grad_shape", "derived_names"]  # generate what triggers open findings only without --skip-known
 
 
+def run_killable(cmd, timeout):
+    """subprocess.run of cmd in its own process group, killed whole (ninja and the compilers
+    too) past timeout seconds: None then."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=None if timeout is None else max(timeout, 0))
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        p.communicate()
+        return None
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
 def load_error_lines(err):
     lines = [l for l in err.splitlines() if not l.startswith("frame #") and "<omitting" not in l]
     return "\n".join(lines[:8])
@@ -410,6 +455,9 @@ def main(argv=None):
     ap.add_argument("--recheck", action="store_true",
                     help="check the specs and package an earlier run left in OUT again (no generation, no build)")
     ap.add_argument("--generate-only", action="store_true", help="write the specs and stop")
+    ap.add_argument("--time-limit", type=float,
+                    help="seconds: stop building or checking past them; the specs not checked are "
+                         "listed as not_run in summary.json (which is written after every spec)")
     args = ap.parse_args(argv)
     b = Batch(args)
     what = ("regressions" if args.regressions else f"{len(args.specs)} spec files" if args.specs
@@ -448,9 +496,10 @@ def main(argv=None):
     b.generate()
     b.build()
     b.check()
-    for op in b.specs:
-        if op not in b.results:
-            b.fail(op, "not-checked", ["no result from the checker"])
+    if not b.out_of_time():
+        for op in b.specs:
+            if op not in b.results:
+                b.fail(op, "not-checked", ["no result from the checker"])
     return 0 if b.summary() else 1
 
 

@@ -241,11 +241,12 @@ std::vector<std::string> packageOps(const fs::path& dir) {
   return ops;
 }
 
-// Where the runtime's autograd object of this package is cached: it depends only on the
-// runtime sources (copies of templates/runtime), the compiler and its flags, so every package
-// built with one torch install shares it. The name hashes all of those.
-fs::path sharedAutogradObject(const fs::path& dir, const std::string& cxx,
-                              const std::string& flags) {
+// Where the object of a runtime source (runtime/<stem>.cpp: the shared glue and autograd
+// kernel) is cached: it depends only on the runtime sources (copies of templates/runtime), the
+// compiler and its flags, so every package built with one torch install shares it. The name
+// hashes all of those.
+fs::path sharedObject(const fs::path& dir, const std::string& stem, const std::string& cxx,
+                      const std::string& flags) {
   Fnv h;
   h.add(cxx);
   h.add(capture(quote(cxx) + " --version 2>/dev/null"));
@@ -258,11 +259,11 @@ fs::path sharedAutogradObject(const fs::path& dir, const std::string& cxx,
     h.add(f.filename().string());
     h.add(readFile(f.string()));
   }
-  return cacheDir() / "objects" / ("fusegen_autograd-" + h.hex() + ".o");
+  return cacheDir() / "objects" / (stem + "-" + h.hex() + ".o");
 }
 
 // build.ninja for the package in `dir`: every op's registration, CPU and (with CUDA) CUDA
-// sources and the shared autograd object (compiled into fusegen's cache unless it is there
+// sources and the shared runtime objects (compiled into fusegen's cache unless they are there
 // already), linked into `library`.
 std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
                       const fs::path& toolchainFile, const fs::path& dir, const fs::path& objectDir,
@@ -298,14 +299,16 @@ std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
   std::vector<std::string> sharedFlags; // all but the package's own include directory
   std::copy_if(cxxFlags.begin(), cxxFlags.end(), std::back_inserter(sharedFlags),
                [&](const std::string& f) { return f != include; });
-  const fs::path autograd = sharedAutogradObject(dir, tc.cxx, joinFlags(sharedFlags));
-  if (fs::exists(autograd)) {
-    emit::Data d;
-    d.set("object", ninjaValue(autograd.string(), true));
-    cached.push_back(d);
-  } else {
-    fs::create_directories(autograd.parent_path());
-    add("runtime/fusegen_autograd.cpp", "cxx_shared", autograd);
+  for (const char* stem : {"fusegen_autograd", "fusegen_glue"}) {
+    const fs::path object = sharedObject(dir, stem, tc.cxx, joinFlags(sharedFlags));
+    if (fs::exists(object)) {
+      emit::Data d;
+      d.set("object", ninjaValue(object.string(), true));
+      cached.push_back(d);
+    } else {
+      fs::create_directories(object.parent_path());
+      add(std::string("runtime/") + stem + ".cpp", "cxx_shared", object);
+    }
   }
   for (const std::string& op : packageOps(dir)) {
     addOwn(op + "/" + op + "_ops.cpp", "cxx");

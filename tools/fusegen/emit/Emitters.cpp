@@ -65,25 +65,13 @@ std::string chain(const std::string& var, const std::vector<spec::ShapeClass>& s
 const char* cppDtype(spec::DType d) {
   switch (d) {
   case spec::DType::Float32:
-    return "at::kFloat";
+    return "fg::DType::Float32";
   case spec::DType::Float16:
-    return "at::kHalf";
+    return "fg::DType::Float16";
   case spec::DType::BFloat16:
-    return "at::kBFloat16";
+    return "fg::DType::BFloat16";
   case spec::DType::Float64:
-    return "at::kDouble";
-  }
-  return "";
-}
-
-const char* cppAttrType(spec::AttrType t) {
-  switch (t) {
-  case spec::AttrType::Float:
-    return "double";
-  case spec::AttrType::Int:
-    return "int64_t";
-  case spec::AttrType::Bool:
-    return "bool";
+    return "fg::DType::Float64";
   }
   return "";
 }
@@ -97,18 +85,15 @@ std::string attrDefault(const spec::Attr& a) {
   return pythonLiteral(a.defaultValue);
 }
 
-std::string tupleType(const std::string& element, size_t n, bool cpp) {
+std::string tupleType(const std::string& element, size_t n) {
   if (n == 1) return element;
   std::vector<std::string> items(n, element);
-  return cpp ? "std::tuple<" + join(items, ", ") + ">" : "tuple[" + join(items, ", ") + "]";
+  return "tuple[" + join(items, ", ") + "]";
 }
 
-std::string tupleValue(const std::string& vec, size_t n) {
-  if (n == 1) return vec + "[0]";
-  std::vector<std::string> items;
-  for (size_t i = 0; i < n; ++i)
-    items.push_back(vec + "[" + std::to_string(i) + "]");
-  return "std::make_tuple(" + join(items, ", ") + ")";
+// A tensor argument as the registration file describes it to the glue (fusegen_glue.h).
+std::string tensorInfo(const std::string& name, const char* bcast, size_t position) {
+  return "{\"" + name + "\", " + bcast + ", " + std::to_string(position) + "}";
 }
 
 const char* outKindName(plan::OutKind k) {
@@ -403,8 +388,11 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
 
   std::vector<Data> inputs, attrs, outputs;
   std::vector<spec::ShapeClass> inShapes, outShapes;
-  std::vector<std::string> inputList, tensorNames, cppParams, tensorArgs, schemaArgs, pyParams,
-      pyCall, fakeParams, attrValues;
+  const size_t nIn = fn.inputs.size(), nOut = fn.outputs.size(), nSaved = op.plan.saved.size();
+  // The backward's tensors in its schema: the outputs' gradients, the inputs, the statistics;
+  // its plan reads the inputs, the statistics, then the gradients.
+  std::vector<std::string> inputList, tensorNames, tensorArgs, bwdTensorArgs, schemaArgs, pyParams,
+      pyCall, fakeParams;
   Bindings pointwise;
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     const ir::FunctionInput& in = fn.inputs[i];
@@ -416,16 +404,15 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     inShapes.push_back(in.shape);
     inputList.push_back(in.name + " " + spec::shapeClassSpelling(in.shape));
     tensorNames.push_back(in.name);
-    cppParams.push_back("const at::Tensor& " + cppInputName(in.name));
-    tensorArgs.push_back("fg::glue::TensorArg{\"" + in.name + "\", " + cppInputName(in.name) +
-                         ", " + bcastName(in.shape) + "}");
+    tensorArgs.push_back(tensorInfo(in.name, bcastName(in.shape), i));
+    bwdTensorArgs.push_back(tensorInfo(in.name, bcastName(in.shape), nOut + i));
     schemaArgs.push_back("Tensor " + in.name);
     pyParams.push_back(in.name + ": Tensor");
     pyCall.push_back(in.name);
     fakeParams.push_back(in.name);
     pointwise[in.node.get()] = "_in[" + std::to_string(i) + "]";
   }
-  std::vector<std::string> attrParams, attrSchema, attrPy, attrNames, attrCall, attrFake;
+  std::vector<std::string> attrSchema, attrPy, attrNames, attrCall, attrFake;
   for (size_t i = 0; i < fn.attrs.size(); ++i) {
     const spec::Attr& a = fn.attrs[i].attr;
     Data x;
@@ -434,7 +421,6 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     x.set("type", spec::attrTypeName(a.type));
     x.set("py_default", a.hasDefault ? attrDefault(a) : "None");
     attrs.push_back(x);
-    attrParams.push_back(std::string(cppAttrType(a.type)) + " " + cppAttrName(a.name));
     attrSchema.push_back(std::string(spec::attrTypeName(a.type)) + " " + a.name +
                          (a.hasDefault ? "=" + attrDefault(a) : ""));
     attrPy.push_back(a.name + ": " + spec::attrTypeName(a.type) +
@@ -443,13 +429,10 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     attrCall.push_back(a.name + "=" + a.name);
     // The dispatcher leaves out keyword arguments equal to their schema default.
     attrFake.push_back(a.name + (a.hasDefault ? "=" + attrDefault(a) : ""));
-    attrValues.push_back(a.type == spec::AttrType::Float
-                             ? cppAttrName(a.name)
-                             : "static_cast<double>(" + cppAttrName(a.name) + ")");
     pointwise[fn.attrs[i].node.get()] = "_attr[" + std::to_string(i) + "]";
   }
-  std::vector<std::string> outputList, gradNames, gradParams, gradTensorArgs, gradSchema,
-      outputNames, returnNames;
+  std::vector<std::string> outputList, gradNames, gradTensorArgs, gradSchema, outputNames,
+      returnNames;
   std::vector<Assignment> forward, reference;
   std::vector<ir::Expr> referenceRoots;
   for (size_t m = 0; m < fn.outputs.size(); ++m) {
@@ -466,9 +449,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     returnNames.push_back(o.value->shape() == ir::ShapeClass::Row ? o.name + ".squeeze(-1)"
                                                                   : o.name);
     gradNames.push_back("grad_" + o.name);
-    gradParams.push_back("const at::Tensor& _grad_" + o.name);
-    gradTensorArgs.push_back("fg::glue::TensorArg{\"grad_" + o.name + "\", _grad_" + o.name + ", " +
-                             bcastName(o.value->shape()) + "}");
+    gradTensorArgs.push_back(tensorInfo("grad_" + o.name, bcastName(o.value->shape()), m));
     gradSchema.push_back("Tensor grad_" + o.name);
     forward.push_back({"_out[" + std::to_string(m) + "]", o.value});
     reference.push_back({o.name, o.value});
@@ -479,7 +460,6 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   for (size_t k = 0; k < fn.inputs.size(); ++k)
     backward.push_back({"_gin[" + std::to_string(k) + "]", op.grad.inputGrads[k]});
 
-  const size_t nIn = fn.inputs.size(), nOut = fn.outputs.size(), nSaved = op.plan.saved.size();
   d.set("inputs", list(inputs));
   d.set("attrs", list(attrs));
   d.set("outputs", list(outputs));
@@ -494,39 +474,20 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     cppDtypes.push_back(cppDtype(t));
     pyDtypes.push_back(std::string("\"") + spec::dtypeName(t) + "\"");
   }
-  std::vector<std::string> savedNames, savedParams, savedTensorArgs, savedSchema, savedQuoted;
+  std::vector<std::string> savedNames, savedSchema, savedQuoted;
   for (const plan::SavedStat& st : op.plan.saved) {
     savedNames.push_back("saved_" + st.name);
-    savedParams.push_back("const at::Tensor& saved_" + st.name);
-    savedTensorArgs.push_back("fg::glue::TensorArg{\"saved_" + st.name + "\", saved_" + st.name +
-                              ", fg::Bcast::Stat}");
+    bwdTensorArgs.push_back(
+        tensorInfo("saved_" + st.name, "fg::Bcast::Stat", nOut + nIn + savedNames.size() - 1));
     savedSchema.push_back("Tensor saved_" + st.name);
     savedQuoted.push_back("\"" + st.name + "\"");
   }
-  std::vector<std::string> fwdParams = cppParams;
-  fwdParams.insert(fwdParams.end(), attrParams.begin(), attrParams.end());
-  std::vector<std::string> bwdParams = gradParams;
-  bwdParams.insert(bwdParams.end(), cppParams.begin(), cppParams.end());
-  bwdParams.insert(bwdParams.end(), savedParams.begin(), savedParams.end());
-  bwdParams.insert(bwdParams.end(), attrParams.begin(), attrParams.end());
-  bwdParams.push_back("std::array<bool, " + std::to_string(nIn) + "> output_mask");
-  std::vector<std::string> bwdTensorArgs = tensorArgs;
-  bwdTensorArgs.insert(bwdTensorArgs.end(), savedTensorArgs.begin(), savedTensorArgs.end());
   bwdTensorArgs.insert(bwdTensorArgs.end(), gradTensorArgs.begin(), gradTensorArgs.end());
   const size_t nFwdOut = nOut + nSaved;
-  d.set("forward_return_type", tupleType("at::Tensor", nFwdOut, true));
-  d.set("forward_params", join(fwdParams, ", "));
   d.set("forward_tensor_args", join(tensorArgs, ", "));
-  d.set("forward_need", join(std::vector<std::string>(nFwdOut, "true"), ", "));
   d.set("full_input", std::to_string(op.plan.fullInput));
   d.set("cpp_dtypes", join(cppDtypes, ", "));
-  d.set("attr_values", join(attrValues, ", "));
-  d.set("forward_return", tupleValue("_out", nFwdOut));
-  d.set("backward_return_type", tupleType("at::Tensor", nIn, true));
-  d.set("backward_params", join(bwdParams, ", "));
-  d.set("n_backward_tensors", std::to_string(nIn + nSaved + nOut));
   d.set("backward_tensor_args", join(bwdTensorArgs, ", "));
-  d.set("backward_return", tupleValue("_grads", nIn));
   d.set("saved_list", savedNames.empty() ? std::string("none") : join(savedNames, ", "));
 
   // The attrs are keyword-only, in the schema as in the Python wrapper: an attr without a
@@ -566,7 +527,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   fakeBwd.insert(fakeBwd.end(), attrNames.begin(), attrNames.end());
   d.set("py_params", join(pyAll, ", "));
   d.set("py_call_args", join(callAll, ", "));
-  d.set("py_return_type", nOut == 1 ? "Tensor" : tupleType("Tensor", nOut, false));
+  d.set("py_return_type", nOut == 1 ? "Tensor" : tupleType("Tensor", nOut));
   d.set("py_wrapper_return", nFwdOut == 1 ? std::string("result")
                              : nOut == 1  ? std::string("result[0]")
                                           : "tuple(result[:" + std::to_string(nOut) + "])");
@@ -667,7 +628,8 @@ std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
   };
   for (const char* header :
        {"fusegen_runtime.h", "fusegen_row.h", "fusegen_cpu.h", "fusegen_cuda.cuh",
-        "fusegen_row_cuda.cuh", "fusegen_torch.h", "fusegen_autograd.h", "fusegen_autograd.cpp"})
+        "fusegen_row_cuda.cuh", "fusegen_torch.h", "fusegen_autograd.h", "fusegen_autograd.cpp",
+        "fusegen_glue.h", "fusegen_glue.cpp"})
     files.push_back({std::string("runtime/") + header,
                      "// " + stamp + templates.read(std::string("runtime/") + header)});
   for (const char* module : {"_support.py", "testing.py", "benchmark.py", "test_package.py"})
