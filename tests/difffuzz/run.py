@@ -348,7 +348,7 @@ class Worker:
 
 
 # fusegen's rejections of valid specs that are open findings (skipped under --skip-known)
-KNOWN_REJECTIONS = [r"error: the derived backward needs \d+ passes over each row"]
+KNOWN_REJECTIONS: list = []
 KNOWN_FEATURES = ["cxx_int_div", "attr_default_order", "with_grad_shape", "macro_names", "derived_names"]  # generate what triggers open findings only without --skip-known
 
 

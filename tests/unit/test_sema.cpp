@@ -5,6 +5,7 @@
 #include "TestUtil.h"
 
 #include "ir/Node.h"
+#include "opt/Simplify.h"
 #include "plan/KernelPlan.h"
 
 #include <gtest/gtest.h>
@@ -401,7 +402,9 @@ Planned planSpec(const std::string& text) {
   Diagnostics diags(out);
   std::optional<spec::OpSpec> s = spec::loadSpecFromString("t.yaml", text, diags);
   Planned p;
-  p.plan = plan::planOp(*s, *l.fn, gradientOf(*l.fn), diags);
+  autodiff::Gradient g = gradientOf(*l.fn);
+  ir::Function fn = opt::dropStatedGradients(*l.fn, g.inputGrads); // as the pipeline does
+  p.plan = plan::planOp(*s, fn, g, diags);
   p.messages = out.str();
   return p;
 }
@@ -441,6 +444,26 @@ TEST(Plan, ScalarInputUsedPerElementAndPerRowIsAnError) {
   EXPECT_TRUE(contains(p.messages, "t.yaml:4:3: error: 0-dim input 'w' is used both in "
                                    "per-element values and directly in per-row values"))
       << p.messages;
+}
+
+// The planner recognizes the forward's per-row values in the backward by node identity, so
+// the backward must refer to the forward's nodes as they are: neither a copy that the
+// simplifier rewrote (exp(0) * x folded to x) nor one that still holds the with_grad the
+// forward has dropped. Else it recomputes each of them, a pass more per level of nesting.
+TEST(Plan, BackwardReadsTheForwardsPerRowValuesBackWhateverTheSimplifierDoes) {
+  for (const char* formula :
+       {"x * max(exp(0) * x * max(exp(0) * x * max(exp(0) * x)))",
+        "x * mean(tanh(with_grad(x, x, 1) * max(with_grad(x, x, 1) * max(with_grad(x, x, 1) * "
+        "max(with_grad(x, x, 1))))))"}) {
+    Planned p = planSpec(spec("  x: [..., D]\n", std::string("  y: ") + formula + "\n"));
+    ASSERT_TRUE(p.plan) << formula << "\n" << p.messages;
+    EXPECT_EQ(p.plan->saved.size(), p.plan->forward.stages.size()) << formula;
+    EXPECT_LE(p.plan->backward.stages.size(), p.plan->forward.stages.size()) << formula;
+    for (const plan::RowProgram::Stage& st : p.plan->backward.stages)
+      for (const ir::Expr& r : st.reductions)
+        EXPECT_EQ(r->prim()->name, "sum")
+            << formula << ": the backward recomputes a " << r->prim()->name;
+  }
 }
 
 } // namespace

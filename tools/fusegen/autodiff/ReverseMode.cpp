@@ -12,8 +12,10 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
                                       Diagnostics& diags, const SourceLoc& where) {
   opt::Simplifier simplifier(lib);
   std::vector<ir::Expr> roots;
-  for (const ir::FunctionOutput& o : fn.outputs)
+  for (const ir::FunctionOutput& o : fn.outputs) {
     roots.push_back(o.value);
+    simplifier.keep(o.value); // the backward reads the forward's values as they are
+  }
 
   // Shared pointers of every node, so rules can refer to `result` and the arguments.
   std::unordered_map<const ir::Node*, ir::Expr> owner;

@@ -97,7 +97,7 @@ std::optional<Compiled> compileText(const std::string& path, const std::string& 
   std::optional<autodiff::Gradient> grad =
       autodiff::differentiate(*fn, lib, diags, spec->outputs.front().formulaLoc);
   if (!grad) return std::nullopt;
-  fn = opt::dropStatedGradients(*fn); // reverse mode has used them
+  fn = opt::dropStatedGradients(*fn, grad->inputGrads); // reverse mode has used them
   std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, *grad, diags);
   if (!plan) return std::nullopt;
   return Compiled{std::move(*spec), std::move(*fn), std::move(*grad), std::move(*plan)};

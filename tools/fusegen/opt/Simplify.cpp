@@ -17,6 +17,14 @@ ir::Expr Simplifier::call(const char* primName, std::vector<ir::Expr> args) {
   return result;
 }
 
+void Simplifier::keep(const ir::Expr& e) {
+  if (!e) return;
+  remember(e, e);
+  for (const ir::Node* n : ir::topoOrder({e}))
+    for (const ir::Expr& a : n->args())
+      remember(a, a);
+}
+
 ir::Expr Simplifier::simplified(const ir::Expr& e) const {
   auto it = done_.find(e.get());
   return it == done_.end() ? e : it->second.second;
@@ -180,22 +188,29 @@ std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {
   return out;
 }
 
-ir::Function dropStatedGradients(const ir::Function& fn) {
+ir::Function dropStatedGradients(const ir::Function& fn, std::vector<ir::Expr>& backward) {
   std::vector<ir::Expr> roots;
   for (const ir::FunctionOutput& o : fn.outputs)
     roots.push_back(o.value);
   for (const auto& [name, e] : fn.lets)
     roots.push_back(e);
+  roots.insert(roots.end(), backward.begin(), backward.end());
   std::unordered_map<const ir::Node*, ir::Expr> replace;
   for (const ir::Node* n : ir::topoOrder(roots)) // inner with_grads first
     if (n->kind() == ir::NodeKind::Call && n->prim()->declaresGradient)
       replace[n] = ir::substitute(n->args().front(), replace);
   if (replace.empty()) return fn;
+  for (ir::Expr& r : roots)
+    r = ir::substitute(r, replace);
+  roots = cse(roots);
   ir::Function out = fn;
+  size_t k = 0;
   for (ir::FunctionOutput& o : out.outputs)
-    o.value = ir::substitute(o.value, replace);
+    o.value = roots[k++];
   for (auto& [name, e] : out.lets)
-    e = ir::substitute(e, replace);
+    e = roots[k++];
+  for (ir::Expr& g : backward)
+    g = roots[k++];
   return out;
 }
 
