@@ -15,7 +15,7 @@ namespace fusegen_ops::add_rmsnorm {
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
   static constexpr int kInputs = 3;  // x [..., D], residual [..., D], weight [D]
-  static constexpr int kOutputs = 3; // y [..., D], residual_out [..., D], saved_rstd [...]
+  static constexpr int kOutputs = 3; // y [..., D], residual_out [..., D], _saved_rstd [...]
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -115,8 +115,8 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 6; // x [..., D], residual [..., D], weight [D], saved_rstd [...],
-                                    // grad_y [..., D], grad_residual_out [..., D]
+  static constexpr int kInputs = 6; // x [..., D], residual [..., D], weight [D], _saved_rstd [...],
+                                    // _grad_y [..., D], _grad_residual_out [..., D]
   static constexpr int kOutputs =
       3; // grad_x [..., D], grad_residual [..., D], grad_weight [D] (sum over rows)
   static constexpr int kAttrs = 1;
@@ -153,8 +153,8 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_rstd = _rowIn[3];
-    _rv[0] = saved_rstd;
+    const T _saved_rstd = _rowIn[3];
+    _rv[0] = _saved_rstd;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -186,10 +186,10 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T saved_rstd = _rv[0];
-      const T _t1 = _t0 * saved_rstd;
-      const T _t2 = _t1 * saved_rstd;
-      const T _t3 = _t2 * saved_rstd;
+      const T _saved_rstd = _rv[0];
+      const T _t1 = _t0 * _saved_rstd;
+      const T _t2 = _t1 * _saved_rstd;
+      const T _t3 = _t2 * _saved_rstd;
       const T _t4 = fg::div<kFast>(_t3, _D);
       _rv[1] = _red[0];
       _rv[2] = _t0;
@@ -211,8 +211,8 @@ struct Backward {
     const T _grad_y = _in[4];
     const T weight = _in[2];
     const T _t0 = _grad_y * weight;
-    const T saved_rstd = _rv[0];
-    const T _t1 = _t0 * saved_rstd;
+    const T _saved_rstd = _rv[0];
+    const T _t1 = _t0 * _saved_rstd;
     const T _t2 = _grad_residual_out + _t1;
     const T x = _in[0];
     const T residual = _in[1];
@@ -220,7 +220,7 @@ struct Backward {
     const T _t4 = _rv[6] * _t3;
     const T _t5 = _t2 + _t4;
     const T _t6 = _t5 + _t4;
-    const T _t7 = _t3 * saved_rstd;
+    const T _t7 = _t3 * _saved_rstd;
     const T _t8 = _grad_y * _t7;
     _out[0] = _t6;
     _out[1] = _t6;

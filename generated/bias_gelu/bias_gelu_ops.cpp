@@ -43,7 +43,7 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
       "fusegen::bias_gelu_backward",
       std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
                                          fg::glue::TensorArg{"bias", bias, fg::Bcast::Col},
-                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+                                         fg::glue::TensorArg{"_grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
       &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
   return std::make_tuple(_grads[0], _grads[1]);
@@ -54,8 +54,8 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("bias_gelu(Tensor x, Tensor bias) -> Tensor");
-  m.def("bias_gelu_backward(Tensor grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> (Tensor, "
-        "Tensor)");
+  m.def("bias_gelu_backward(Tensor _grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> "
+        "(Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

@@ -116,8 +116,8 @@ def fake_forward(spec: OpInfo, tensors: Sequence[torch.Tensor]):
 def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence[torch.Tensor],
                   grads: Sequence[torch.Tensor], output_mask: Sequence[bool]):
     named = [(a.name, a.shape, t) for a, t in zip(spec.inputs, tensors)]
-    named += [(f"saved_{n}", ROW, t) for n, t in zip(spec.saved, saved)]
-    named += [(f"grad_{o.name}", o.shape, g) for o, g in zip(spec.outputs, grads)]
+    named += [(f"_saved_{n}", ROW, t) for n, t in zip(spec.saved, saved)]
+    named += [(f"_grad_{o.name}", o.shape, g) for o, g in zip(spec.outputs, grads)]
     check_arguments(spec, spec.qualname + "_backward", named)
     out = tuple(t.new_empty(t.shape) if m else t.new_empty(0) for t, m in zip(tensors, output_mask))
     return out[0] if len(out) == 1 else out

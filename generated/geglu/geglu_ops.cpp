@@ -42,7 +42,7 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
       "fusegen::geglu_backward",
       std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"gate", gate, fg::Bcast::Full},
                                          fg::glue::TensorArg{"up", up, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+                                         fg::glue::TensorArg{"_grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
       &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
   return std::make_tuple(_grads[0], _grads[1]);
@@ -53,7 +53,7 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("geglu(Tensor gate, Tensor up) -> Tensor");
-  m.def("geglu_backward(Tensor grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, "
+  m.def("geglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, "
         "Tensor)");
 }
 

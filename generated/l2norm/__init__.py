@@ -98,6 +98,6 @@ def _fake(x, eps=1e-12):
 
 
 @torch.library.register_fake("fusegen::l2norm_backward")
-def _fake_backward(grad_y, x, saved_stat0, saved_stat1, eps, output_mask):
-    return _support.fake_backward(SPEC, [x], [saved_stat0, saved_stat1], [grad_y],
+def _fake_backward(_grad_y, x, _saved_stat0, _saved_stat1, eps, output_mask):
+    return _support.fake_backward(SPEC, [x], [_saved_stat0, _saved_stat1], [_grad_y],
                                   output_mask)

@@ -12,7 +12,7 @@ namespace fusegen_ops::l2norm {
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
   static constexpr int kInputs = 1;  // x [..., D]
-  static constexpr int kOutputs = 3; // y [..., D], saved_stat0 [...], saved_stat1 [...]
+  static constexpr int kOutputs = 3; // y [..., D], _saved_stat0 [...], _saved_stat1 [...]
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -104,7 +104,7 @@ struct Forward {
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
   static constexpr int kInputs =
-      4; // x [..., D], saved_stat0 [...], saved_stat1 [...], grad_y [..., D]
+      4; // x [..., D], _saved_stat0 [...], _saved_stat1 [...], _grad_y [..., D]
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;     // passes of reductions over each row
@@ -135,13 +135,13 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_stat0 = _rowIn[1];
-    const T saved_stat1 = _rowIn[2];
+    const T _saved_stat0 = _rowIn[1];
+    const T _saved_stat1 = _rowIn[2];
     const T eps = _attr[0];
-    const bool _t0 = saved_stat1 > eps;
-    const bool _t1 = saved_stat1 == eps;
-    _rv[0] = saved_stat0;
-    _rv[1] = saved_stat1;
+    const bool _t0 = _saved_stat1 > eps;
+    const bool _t1 = _saved_stat1 == eps;
+    _rv[0] = _saved_stat0;
+    _rv[1] = _saved_stat1;
     _rv[2] = _t0;
     _rv[3] = _t1;
   }
@@ -157,8 +157,8 @@ struct Backward {
     if constexpr (kPass == 0) {
       const T _grad_y = _in[3];
       const T x = _in[0];
-      const T saved_stat0 = _rv[0];
-      const T _t0 = fg::div<kFast>(x, saved_stat0);
+      const T _saved_stat0 = _rv[0];
+      const T _t0 = fg::div<kFast>(x, _saved_stat0);
       const T _t1 = _grad_y * _t0;
       _t[0] = _t1;
     }
@@ -172,16 +172,16 @@ struct Backward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T saved_stat0 = _rv[0];
-      const T _t0 = fg::div<kFast>(_red[0], saved_stat0);
+      const T _saved_stat0 = _rv[0];
+      const T _t0 = fg::div<kFast>(_red[0], _saved_stat0);
       const T _t1 = -_t0;
       const T _t2 = T(0.5) * _t0;
       const T _t3 = -_t2;
       const T _t4 = _rv[3] ? _t3 : T(0.0);
       const T _t5 = _rv[2] ? _t1 : _t4;
       const T _t6 = _t5 * T(0.5);
-      const T saved_stat1 = _rv[1];
-      const T _t7 = fg::div<kFast>(_t6, saved_stat1);
+      const T _saved_stat1 = _rv[1];
+      const T _t7 = fg::div<kFast>(_t6, _saved_stat1);
       _rv[4] = _red[0];
       _rv[5] = _t0;
       _rv[6] = _t1;
@@ -202,8 +202,8 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T _grad_y = _in[3];
-    const T saved_stat0 = _rv[0];
-    const T _t0 = fg::div<kFast>(_grad_y, saved_stat0);
+    const T _saved_stat0 = _rv[0];
+    const T _t0 = fg::div<kFast>(_grad_y, _saved_stat0);
     const T x = _in[0];
     const T _t1 = _rv[12] * x;
     const T _t2 = _t0 + _t1;

@@ -119,6 +119,6 @@ def _fake(x, weight, bias, eps=1e-05):
 
 
 @torch.library.register_fake("fusegen::layernorm_backward")
-def _fake_backward(grad_y, x, weight, bias, saved_mu, saved_rstd, eps, output_mask):
-    return _support.fake_backward(SPEC, [x, weight, bias], [saved_mu, saved_rstd], [grad_y],
+def _fake_backward(_grad_y, x, weight, bias, _saved_mu, _saved_rstd, eps, output_mask):
+    return _support.fake_backward(SPEC, [x, weight, bias], [_saved_mu, _saved_rstd], [_grad_y],
                                   output_mask)

@@ -15,7 +15,7 @@ namespace fusegen_ops::layernorm {
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
   static constexpr int kInputs = 3;  // x [..., D], weight [D], bias [D]
-  static constexpr int kOutputs = 3; // y [..., D], saved_mu [...], saved_rstd [...]
+  static constexpr int kOutputs = 3; // y [..., D], _saved_mu [...], _saved_rstd [...]
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 4; // per-row values kept in registers
@@ -127,7 +127,7 @@ struct Forward {
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
   static constexpr int kInputs =
-      6; // x [..., D], weight [D], bias [D], saved_mu [...], saved_rstd [...], grad_y [..., D]
+      6; // x [..., D], weight [D], bias [D], _saved_mu [...], _saved_rstd [...], _grad_y [..., D]
   static constexpr int kOutputs =
       3; // grad_x [..., D], grad_weight [D] (sum over rows), grad_bias [D] (sum over rows)
   static constexpr int kAttrs = 1;
@@ -167,10 +167,10 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_rstd = _rowIn[4];
-    const T saved_mu = _rowIn[3];
-    _rv[0] = saved_rstd;
-    _rv[1] = saved_mu;
+    const T _saved_rstd = _rowIn[4];
+    const T _saved_mu = _rowIn[3];
+    _rv[0] = _saved_rstd;
+    _rv[1] = _saved_mu;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -186,8 +186,8 @@ struct Backward {
       const T weight = _in[1];
       const T _t0 = _grad_y * weight;
       const T x = _in[0];
-      const T saved_mu = _rv[1];
-      const T _t1 = x - saved_mu;
+      const T _saved_mu = _rv[1];
+      const T _t1 = x - _saved_mu;
       const T _t2 = _t0 * _t1;
       _t[0] = _t2;
       _t[1] = _t0;
@@ -204,12 +204,12 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T saved_rstd = _rv[0];
-      const T _t1 = _t0 * saved_rstd;
-      const T _t2 = _t1 * saved_rstd;
-      const T _t3 = _t2 * saved_rstd;
+      const T _saved_rstd = _rv[0];
+      const T _t1 = _t0 * _saved_rstd;
+      const T _t2 = _t1 * _saved_rstd;
+      const T _t3 = _t2 * _saved_rstd;
       const T _t4 = fg::div<kFast>(_t3, _D);
-      const T _t5 = _red[1] * saved_rstd;
+      const T _t5 = _red[1] * _saved_rstd;
       const T _t6 = _t4 * _red[2];
       const T _t7 = _t5 + _t6;
       const T _t8 = _t7 + _t6;
@@ -240,16 +240,16 @@ struct Backward {
     const T _grad_y = _in[5];
     const T weight = _in[1];
     const T _t0 = _grad_y * weight;
-    const T saved_rstd = _rv[0];
-    const T _t1 = _t0 * saved_rstd;
+    const T _saved_rstd = _rv[0];
+    const T _t1 = _t0 * _saved_rstd;
     const T x = _in[0];
-    const T saved_mu = _rv[1];
-    const T _t2 = x - saved_mu;
+    const T _saved_mu = _rv[1];
+    const T _t2 = x - _saved_mu;
     const T _t3 = _rv[7] * _t2;
     const T _t4 = _t1 + _t3;
     const T _t5 = _t4 + _t3;
     const T _t6 = _t5 - _rv[14];
-    const T _t7 = _t2 * saved_rstd;
+    const T _t7 = _t2 * _saved_rstd;
     const T _t8 = _grad_y * _t7;
     _out[0] = _t6;
     _out[1] = _t8;

@@ -40,7 +40,7 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, double negat
   std::vector<at::Tensor> _grads = fg::glue::runBackward<_op::Op>(
       "fusegen::leaky_relu_backward",
       std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+                                         fg::glue::TensorArg{"_grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {negative_slope},
       output_mask, &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
   return _grads[0];
@@ -51,7 +51,7 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x, double negat
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("leaky_relu(Tensor x, float negative_slope=0.01) -> Tensor");
-  m.def("leaky_relu_backward(Tensor grad_y, Tensor x, float negative_slope, bool[1] output_mask) "
+  m.def("leaky_relu_backward(Tensor _grad_y, Tensor x, float negative_slope, bool[1] output_mask) "
         "-> Tensor");
 }
 

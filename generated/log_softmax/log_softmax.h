@@ -13,7 +13,7 @@ namespace fusegen_ops::log_softmax {
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
   static constexpr int kInputs = 1;  // x [..., D]
-  static constexpr int kOutputs = 3; // y [..., D], saved_m [...], saved_stat1 [...]
+  static constexpr int kOutputs = 3; // y [..., D], _saved_m [...], _saved_stat1 [...]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 4; // per-row values kept in registers
@@ -116,7 +116,8 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 4; // x [..., D], saved_m [...], saved_stat1 [...], grad_y [..., D]
+  static constexpr int kInputs =
+      4; // x [..., D], _saved_m [...], _saved_stat1 [...], _grad_y [..., D]
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 1;    // passes of reductions over each row
@@ -147,10 +148,10 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T saved_stat1 = _rowIn[2];
-    const T saved_m = _rowIn[1];
-    _rv[0] = saved_stat1;
-    _rv[1] = saved_m;
+    const T _saved_stat1 = _rowIn[2];
+    const T _saved_m = _rowIn[1];
+    _rv[0] = _saved_stat1;
+    _rv[1] = _saved_m;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -175,8 +176,8 @@ struct Backward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T saved_stat1 = _rv[0];
-      const T _t0 = fg::div<kFast>(_red[0], saved_stat1);
+      const T _saved_stat1 = _rv[0];
+      const T _t0 = fg::div<kFast>(_red[0], _saved_stat1);
       _rv[2] = _red[0];
       _rv[3] = _t0;
     }
@@ -191,8 +192,8 @@ struct Backward {
     (void)_D;
     const T _grad_y = _in[3];
     const T x = _in[0];
-    const T saved_m = _rv[1];
-    const T _t0 = x - saved_m;
+    const T _saved_m = _rv[1];
+    const T _t0 = x - _saved_m;
     const T _t1 = fg::exp<kFast>(_t0);
     const T _t2 = _rv[3] * _t1;
     const T _t3 = _grad_y - _t2;

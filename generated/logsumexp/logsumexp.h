@@ -13,7 +13,7 @@ namespace fusegen_ops::logsumexp {
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
   static constexpr int kInputs = 1;  // x [..., D]
-  static constexpr int kOutputs = 3; // lse [...], saved_m [...], saved_stat1 [...]
+  static constexpr int kOutputs = 3; // lse [...], _saved_m [...], _saved_stat1 [...]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 5; // per-row values kept in registers
@@ -115,7 +115,8 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 4;  // x [..., D], saved_m [...], saved_stat1 [...], grad_lse [...]
+  static constexpr int kInputs =
+      4; // x [..., D], _saved_m [...], _saved_stat1 [...], _grad_lse [...]
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 0;    // passes of reductions over each row
@@ -147,13 +148,13 @@ struct Backward {
     (void)_D;
     (void)_rv;
     const T _grad_lse = _rowIn[3];
-    const T saved_stat1 = _rowIn[2];
-    const T _t0 = fg::div<kFast>(_grad_lse, saved_stat1);
-    const T saved_m = _rowIn[1];
+    const T _saved_stat1 = _rowIn[2];
+    const T _t0 = fg::div<kFast>(_grad_lse, _saved_stat1);
+    const T _saved_m = _rowIn[1];
     _rv[0] = _grad_lse;
-    _rv[1] = saved_stat1;
+    _rv[1] = _saved_stat1;
     _rv[2] = _t0;
-    _rv[3] = saved_m;
+    _rv[3] = _saved_m;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -183,8 +184,8 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T x = _in[0];
-    const T saved_m = _rv[3];
-    const T _t0 = x - saved_m;
+    const T _saved_m = _rv[3];
+    const T _t0 = x - _saved_m;
     const T _t1 = fg::exp<kFast>(_t0);
     const T _t2 = _rv[2] * _t1;
     _out[0] = _t2;

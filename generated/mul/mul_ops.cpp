@@ -42,7 +42,7 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
       "fusegen::mul_backward",
       std::array<fg::glue::TensorArg, 3>{fg::glue::TensorArg{"a", a, fg::Bcast::Full},
                                          fg::glue::TensorArg{"b", b, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+                                         fg::glue::TensorArg{"_grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
       &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
   return std::make_tuple(_grads[0], _grads[1]);
@@ -53,7 +53,8 @@ std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& _grad_y, const at:
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("mul(Tensor a, Tensor b) -> Tensor");
-  m.def("mul_backward(Tensor grad_y, Tensor a, Tensor b, bool[2] output_mask) -> (Tensor, Tensor)");
+  m.def(
+      "mul_backward(Tensor _grad_y, Tensor a, Tensor b, bool[2] output_mask) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

@@ -46,7 +46,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& _grad_
       std::array<fg::glue::TensorArg, 4>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
                                          fg::glue::TensorArg{"h", h, fg::Bcast::Full},
                                          fg::glue::TensorArg{"alpha", alpha, fg::Bcast::Scalar},
-                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+                                         fg::glue::TensorArg{"_grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
       &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
   return std::make_tuple(_grads[0], _grads[1], _grads[2]);
@@ -57,7 +57,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& _grad_
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor");
-  m.def("rezero_backward(Tensor grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> "
+  m.def("rezero_backward(Tensor _grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> "
         "(Tensor, Tensor, Tensor)");
 }
 

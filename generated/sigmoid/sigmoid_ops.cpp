@@ -40,7 +40,7 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x,
   std::vector<at::Tensor> _grads = fg::glue::runBackward<_op::Op>(
       "fusegen::sigmoid_backward",
       std::array<fg::glue::TensorArg, 2>{fg::glue::TensorArg{"x", x, fg::Bcast::Full},
-                                         fg::glue::TensorArg{"grad_y", _grad_y, fg::Bcast::Full}},
+                                         fg::glue::TensorArg{"_grad_y", _grad_y, fg::Bcast::Full}},
       /*full=*/0, {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble}, {}, output_mask,
       &_op::backwardCpu, _op::kBackwardCudaWorkspace, _op::kBackwardCuda);
   return _grads[0];
@@ -51,7 +51,7 @@ at::Tensor backward(const at::Tensor& _grad_y, const at::Tensor& x,
 
 TORCH_LIBRARY_FRAGMENT(fusegen, m) {
   m.def("sigmoid(Tensor x) -> Tensor");
-  m.def("sigmoid_backward(Tensor grad_y, Tensor x, bool[1] output_mask) -> Tensor");
+  m.def("sigmoid_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(fusegen, CPU, m) {

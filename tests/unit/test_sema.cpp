@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace fusegen::test {
 namespace {
 
@@ -444,6 +446,21 @@ TEST(Plan, ScalarInputUsedPerElementAndPerRowIsAnError) {
   EXPECT_TRUE(contains(p.messages, "t.yaml:4:3: error: 0-dim input 'w' is used both in "
                                    "per-element values and directly in per-row values"))
       << p.messages;
+}
+
+// The backward's derived argument names (incoming gradients, saved per-row values) begin
+// with '_', which spec names cannot: an input grad_y next to an output y, or saved_m next to a
+// saved let m, are arguments of their own.
+TEST(Plan, DerivedArgumentNamesDoNotClashWithTheSpecs) {
+  Planned p =
+      planSpec("op: t\ninputs:\n  x: [..., D]\n  grad_y: [..., D]\n  saved_m: [...]\n"
+               "let:\n  m: rsqrt(mean(x * x) + 1)\noutputs:\n  y: x * m * saved_m + grad_y\n");
+  ASSERT_TRUE(p.plan) << p.messages;
+  std::set<std::string> names;
+  for (const plan::RowProgram::Input& in : p.plan->backward.inputs)
+    EXPECT_TRUE(names.insert(in.name).second) << "two backward arguments named " << in.name;
+  EXPECT_TRUE(names.count("_grad_y") && names.count("_saved_m") && names.count("saved_m") &&
+              names.count("grad_y"));
 }
 
 // The planner recognizes the forward's per-row values in the backward by node identity, so

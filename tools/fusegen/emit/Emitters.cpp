@@ -90,10 +90,8 @@ const char* cppAttrType(spec::AttrType t) {
 
 // An attr's default as both the schema and Python spell it (True/False, 3, 0.5).
 std::string attrDefault(const spec::Attr& a) {
-  if (a.type == spec::AttrType::Bool)
-    return a.defaultValue != 0 ? "True" : "False";
-  if (a.type == spec::AttrType::Int)
-    return std::to_string(static_cast<long long>(a.defaultValue));
+  if (a.type == spec::AttrType::Bool) return a.defaultValue != 0 ? "True" : "False";
+  if (a.type == spec::AttrType::Int) return std::to_string(static_cast<long long>(a.defaultValue));
   return pythonLiteral(a.defaultValue);
 }
 
@@ -181,7 +179,8 @@ std::string boundsBody(const OpModel& op) {
   out += "    _outputs = (" + join(outputs, ", ") + ",)\n";
   out += "    if _grads is None:\n        return _outputs, None\n";
   for (size_t m = 0; m < fn.outputs.size(); ++m)
-    out += "    _grad_" + fn.outputs[m].name + " = _r.exact(_grads[" + std::to_string(m) + "]" +
+    out += "    " + plan::gradArgName(fn.outputs[m].name) + " = _r.exact(_grads[" +
+           std::to_string(m) + "]" +
            (fn.outputs[m].value->shape() == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "") + ")\n";
   for (size_t i = 0; i < op.plan.saved.size(); ++i)
     out += "    _s" + std::to_string(i) + " = _r.stored(_s" + std::to_string(i) + ")\n";
@@ -383,11 +382,11 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     // Per-row values are [..., 1] in the reference, so they broadcast like the kernels'.
     returnNames.push_back(o.value->shape() == ir::ShapeClass::Row ? o.name + ".squeeze(-1)"
                                                                   : o.name);
-    gradNames.push_back("grad_" + o.name);
-    gradParams.push_back("const at::Tensor& _grad_" + o.name);
-    gradTensorArgs.push_back("fg::glue::TensorArg{\"grad_" + o.name + "\", _grad_" + o.name + ", " +
-                             bcastName(o.value->shape()) + "}");
-    gradSchema.push_back("Tensor grad_" + o.name);
+    gradNames.push_back(plan::gradArgName(o.name));
+    gradParams.push_back("const at::Tensor& " + plan::gradArgName(o.name));
+    gradTensorArgs.push_back("fg::glue::TensorArg{\"" + plan::gradArgName(o.name) + "\", " +
+                             plan::gradArgName(o.name) + ", " + bcastName(o.value->shape()) + "}");
+    gradSchema.push_back("Tensor " + plan::gradArgName(o.name));
     forward.push_back({"_out[" + std::to_string(m) + "]", o.value});
     reference.push_back({o.name, o.value});
     referenceRoots.push_back(o.value);
@@ -414,11 +413,11 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   }
   std::vector<std::string> savedNames, savedParams, savedTensorArgs, savedSchema, savedQuoted;
   for (const plan::SavedStat& st : op.plan.saved) {
-    savedNames.push_back("saved_" + st.name);
-    savedParams.push_back("const at::Tensor& saved_" + st.name);
-    savedTensorArgs.push_back("fg::glue::TensorArg{\"saved_" + st.name + "\", saved_" + st.name +
-                              ", fg::Bcast::Row}");
-    savedSchema.push_back("Tensor saved_" + st.name);
+    savedNames.push_back(plan::savedArgName(st.name));
+    savedParams.push_back("const at::Tensor& " + plan::savedArgName(st.name));
+    savedTensorArgs.push_back("fg::glue::TensorArg{\"" + plan::savedArgName(st.name) + "\", " +
+                              plan::savedArgName(st.name) + ", fg::Bcast::Row}");
+    savedSchema.push_back("Tensor " + plan::savedArgName(st.name));
     savedQuoted.push_back("\"" + st.name + "\"");
   }
   std::vector<std::string> fwdParams = cppParams;
