@@ -108,7 +108,7 @@ struct Backward {
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;     // passes of reductions over each row
-  static constexpr int kRowValues = 13; // per-row values kept in registers
+  static constexpr int kRowValues = 14; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
@@ -174,23 +174,26 @@ struct Backward {
     if constexpr (kPass == 0) {
       const T _saved_stat0 = _rv[0];
       const T _t0 = fg::div<kFast>(_red[0], _saved_stat0);
-      const T _t1 = -_t0;
-      const T _t2 = T(0.5) * _t0;
+      const bool _t1 = _D == T(0.0);
+      const T _t2 = _t1 ? _red[0] : _t0;
       const T _t3 = -_t2;
-      const T _t4 = _rv[3] ? _t3 : T(0.0);
-      const T _t5 = _rv[2] ? _t1 : _t4;
-      const T _t6 = _t5 * T(0.5);
+      const T _t4 = T(0.5) * _t2;
+      const T _t5 = -_t4;
+      const T _t6 = _rv[3] ? _t5 : T(0.0);
+      const T _t7 = _rv[2] ? _t3 : _t6;
+      const T _t8 = _t7 * T(0.5);
       const T _saved_stat1 = _rv[1];
-      const T _t7 = fg::div<kFast>(_t6, _saved_stat1);
+      const T _t9 = fg::div<kFast>(_t8, _saved_stat1);
       _rv[4] = _red[0];
       _rv[5] = _t0;
-      _rv[6] = _t1;
-      _rv[7] = _t2;
-      _rv[8] = _t3;
-      _rv[9] = _t4;
-      _rv[10] = _t5;
-      _rv[11] = _t6;
-      _rv[12] = _t7;
+      _rv[6] = _t2;
+      _rv[7] = _t3;
+      _rv[8] = _t4;
+      _rv[9] = _t5;
+      _rv[10] = _t6;
+      _rv[11] = _t7;
+      _rv[12] = _t8;
+      _rv[13] = _t9;
     }
   }
 
@@ -205,7 +208,7 @@ struct Backward {
     const T _saved_stat0 = _rv[0];
     const T _t0 = fg::div<kFast>(_grad_y, _saved_stat0);
     const T x = _in[0];
-    const T _t1 = _rv[12] * x;
+    const T _t1 = _rv[13] * x;
     const T _t2 = _t0 + _t1;
     const T _t3 = _t2 + _t1;
     _out[0] = _t3;

@@ -89,18 +89,21 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, bias: Tensor, *, eps: fl
     _b10 = (_b9 * _b2)
     _b11 = (_b1 + _b10)
     _b12 = (_b11 + _b10)
-    _b13 = _r.sum(_b0)
-    _b14 = (_b13 * _s1)
-    _b15 = _r.sum(_b2)
-    _b16 = (_b9 * _b15)
-    _b17 = (_b14 + _b16)
-    _b18 = (_b17 + _b16)
-    _b19 = (_b18 / _D)
-    _b20 = (_b12 - _b19)
-    _b21 = (_b2 * _s1)
-    _b22 = (_grad_y * _b21)
-    _g0 = _b20
-    _g1 = _b22
+    _b13 = (_D == 0.0)
+    _b14 = _r.sum(_b0)
+    _b15 = (_b14 * _s1)
+    _b16 = _r.select(_b13, _b14, _b15)
+    _b17 = _r.sum(_b2)
+    _b18 = (_b9 * _b17)
+    _b19 = _r.select(_b13, _b17, _b18)
+    _b20 = (_b16 + _b19)
+    _b21 = (_b20 + _b19)
+    _b22 = (_b21 / _D)
+    _b23 = (_b12 - _b22)
+    _b24 = (_b2 * _s1)
+    _b25 = (_grad_y * _b24)
+    _g0 = _b23
+    _g1 = _b25
     _g2 = _grad_y
     return _outputs, (_r.result(_g0, "[..., D]"), _r.result(_g1, "[D]"), _r.result(_g2, "[D]"),)
 

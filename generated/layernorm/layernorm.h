@@ -132,7 +132,7 @@ struct Backward {
       3; // grad_x [..., D], grad_weight [D] (sum over rows), grad_bias [D] (sum over rows)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;     // passes of reductions over each row
-  static constexpr int kRowValues = 15; // per-row values kept in registers
+  static constexpr int kRowValues = 17; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
@@ -210,10 +210,13 @@ struct Backward {
       const T _t3 = _t2 * _saved_rstd;
       const T _t4 = fg::div<kFast>(_t3, _D);
       const T _t5 = _red[1] * _saved_rstd;
-      const T _t6 = _t4 * _red[2];
-      const T _t7 = _t5 + _t6;
-      const T _t8 = _t7 + _t6;
-      const T _t9 = fg::div<kFast>(_t8, _D);
+      const bool _t6 = _D == T(0.0);
+      const T _t7 = _t6 ? _red[1] : _t5;
+      const T _t8 = _t4 * _red[2];
+      const T _t9 = _t6 ? _red[2] : _t8;
+      const T _t10 = _t7 + _t9;
+      const T _t11 = _t10 + _t9;
+      const T _t12 = fg::div<kFast>(_t11, _D);
       _rv[2] = _red[0];
       _rv[3] = _t0;
       _rv[4] = _t1;
@@ -222,11 +225,13 @@ struct Backward {
       _rv[7] = _t4;
       _rv[8] = _red[1];
       _rv[9] = _t5;
-      _rv[10] = _red[2];
-      _rv[11] = _t6;
-      _rv[12] = _t7;
-      _rv[13] = _t8;
-      _rv[14] = _t9;
+      _rv[10] = _t7;
+      _rv[11] = _red[2];
+      _rv[12] = _t8;
+      _rv[13] = _t9;
+      _rv[14] = _t10;
+      _rv[15] = _t11;
+      _rv[16] = _t12;
     }
   }
 
@@ -248,7 +253,7 @@ struct Backward {
     const T _t3 = _rv[7] * _t2;
     const T _t4 = _t1 + _t3;
     const T _t5 = _t4 + _t3;
-    const T _t6 = _t5 - _rv[14];
+    const T _t6 = _t5 - _rv[16];
     const T _t7 = _t2 * _saved_rstd;
     const T _t8 = _grad_y * _t7;
     _out[0] = _t6;

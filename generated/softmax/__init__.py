@@ -68,15 +68,17 @@ def error_bounds(_r, _grads, x: Tensor):
     _s0 = _r.stored(_s0)
     _s1 = _r.stored(_s1)
     _b0 = (_grad_y / _s1)
-    _b1 = (x - _s0)
-    _b2 = _r.exp(_b1)
-    _b3 = (_b2 / _s1)
-    _b4 = (_grad_y * _b3)
-    _b5 = _r.sum(_b4)
-    _b6 = (_b5 / _s1)
-    _b7 = (_b0 - _b6)
-    _b8 = (_b7 * _b2)
-    _g0 = _b8
+    _b1 = (_D == 0.0)
+    _b2 = (x - _s0)
+    _b3 = _r.exp(_b2)
+    _b4 = (_b3 / _s1)
+    _b5 = (_grad_y * _b4)
+    _b6 = _r.sum(_b5)
+    _b7 = (_b6 / _s1)
+    _b8 = _r.select(_b1, _b6, _b7)
+    _b9 = (_b0 - _b8)
+    _b10 = (_b9 * _b3)
+    _g0 = _b10
     return _outputs, (_r.result(_g0, "[..., D]"),)
 
 

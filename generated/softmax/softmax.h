@@ -121,7 +121,7 @@ struct Backward {
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 1;    // passes of reductions over each row
-  static constexpr int kRowValues = 4; // per-row values kept in registers
+  static constexpr int kRowValues = 5; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
@@ -185,8 +185,11 @@ struct Backward {
     if constexpr (kPass == 0) {
       const T _saved_stat1 = _rv[0];
       const T _t0 = fg::div<kFast>(_red[0], _saved_stat1);
+      const bool _t1 = _D == T(0.0);
+      const T _t2 = _t1 ? _red[0] : _t0;
       _rv[2] = _red[0];
       _rv[3] = _t0;
+      _rv[4] = _t2;
     }
   }
 
@@ -200,7 +203,7 @@ struct Backward {
     const T _grad_y = _in[3];
     const T _saved_stat1 = _rv[0];
     const T _t0 = fg::div<kFast>(_grad_y, _saved_stat1);
-    const T _t1 = _t0 - _rv[3];
+    const T _t1 = _t0 - _rv[4];
     const T x = _in[0];
     const T _saved_m = _rv[1];
     const T _t2 = x - _saved_m;

@@ -72,9 +72,12 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
       // A per-row argument of a full-shaped node is used by every element of its row. Its
       // contribution is the sum of theirs: accumulate() sums a full-shaped one; a per-row one
       // (the node's adjoint came from a reduction, the same for every element) is D of it.
+      // (At D = 0 that is the empty sum, 0, whatever the term: a mean over the empty row.)
       if (arg->shape() == ir::ShapeClass::Row && n->shape() == ir::ShapeClass::Full &&
           contribution->shape() != ir::ShapeClass::Full)
-        contribution = simplifier.call("mul", {contribution, ir::Node::makeDim()});
+        contribution = simplifier.unlessRowEmpty(
+            ir::Node::makeConst(0), simplifier.call("mul", {contribution, ir::Node::makeDim()}),
+            contribution);
       accumulate(arg.get(), contribution);
     }
   }

@@ -112,14 +112,27 @@ ir::Expr Simplifier::rewrite(const ir::Expr& e) {
     if ((x->isCall("add") || x->isCall("sub")) && full(x->args()[0]) && full(x->args()[1]))
       return call(x->prim()->name.c_str(),
                   {call(p.c_str(), {x->args()[0]}), call(p.c_str(), {x->args()[1]})});
-    if (x->isCall("mul") && perRow(x->args()[1]))
-      return call("mul", {call(p.c_str(), {x->args()[0]}), x->args()[1]});
-    if (x->isCall("mul") && perRow(x->args()[0]))
-      return call("mul", {x->args()[0], call(p.c_str(), {x->args()[1]})});
-    if (x->isCall("div") && perRow(x->args()[1]))
-      return call("div", {call(p.c_str(), {x->args()[0]}), x->args()[1]});
+    if (x->isCall("mul") && perRow(x->args()[1])) {
+      ir::Expr reduced = call(p.c_str(), {x->args()[0]});
+      return unlessRowEmpty(reduced, call("mul", {reduced, x->args()[1]}), x->args()[1]);
+    }
+    if (x->isCall("mul") && perRow(x->args()[0])) {
+      ir::Expr reduced = call(p.c_str(), {x->args()[1]});
+      return unlessRowEmpty(reduced, call("mul", {x->args()[0], reduced}), x->args()[0]);
+    }
+    if (x->isCall("div") && perRow(x->args()[1])) {
+      ir::Expr reduced = call(p.c_str(), {x->args()[0]});
+      return unlessRowEmpty(reduced, call("div", {reduced, x->args()[1]}), x->args()[1]);
+    }
   }
   return e;
+}
+
+ir::Expr Simplifier::unlessRowEmpty(const ir::Expr& empty, const ir::Expr& value,
+                                    const ir::Expr& factor) {
+  if (factor && factor->kind() == ir::NodeKind::Const && std::isfinite(factor->value()))
+    return value; // finite times the empty sum is the empty sum
+  return call("where", {call("eq", {ir::Node::makeDim(), ir::Node::makeConst(0)}), empty, value});
 }
 
 ir::Expr Simplifier::simplify(const ir::Expr& root) {

@@ -24,6 +24,13 @@ public:
   ir::Expr simplify(const ir::Expr& e);
   // Builds prim(args) and simplifies just that node (arguments are assumed simplified).
   ir::Expr call(const char* prim, std::vector<ir::Expr> args);
+  // `value`, a sum over a row written another way (a per-row factor pulled out of it, or D
+  // times one term), except where the row is empty (D = 0): there it is `empty`, what the sum
+  // over no elements is. The rewritten form multiplies by a per-row factor that an empty row
+  // can make NaN or infinite (a mean over it), and 0 * NaN is NaN. No guard is needed when
+  // `factor` (the factor the sum no longer multiplies by) is a finite constant.
+  ir::Expr unlessRowEmpty(const ir::Expr& empty, const ir::Expr& value,
+                          const ir::Expr& factor = nullptr);
   // Every node reachable from `e` is left as it is by later calls (simplified to itself).
   // Reverse mode keeps the forward's nodes so: the backward refers to the very nodes the
   // forward computes, which the planner recognizes (by identity) as values to save, and
