@@ -97,6 +97,17 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
     return list(ref.shape), D
 
 
+def broadcast(value, *others):
+    """`value` broadcast against the tensors among `others`: the reference's with_grad, which is
+    as wide as its arguments (docs/spec-language.md). Numbers take no part in the shape."""
+    tensors = [t for t in (value, *others) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        return value
+    if not isinstance(value, torch.Tensor):
+        value = tensors[0].new_tensor(value)
+    return value.expand(torch.broadcast_shapes(*(t.shape for t in tensors)))
+
+
 def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
     outs = []
     for o in spec.outputs:

@@ -349,7 +349,7 @@ class Worker:
 
 # fusegen's rejections of valid specs that are open findings (skipped under --skip-known)
 KNOWN_REJECTIONS: list = []
-KNOWN_FEATURES = ["attr_default_order", "with_grad_shape", "macro_names"]  # generate what triggers open findings only without --skip-known
+KNOWN_FEATURES = ["attr_default_order", "macro_names"]  # generate what triggers open findings only without --skip-known
 
 
 def load_error_lines(err):

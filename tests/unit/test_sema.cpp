@@ -448,6 +448,23 @@ TEST(Plan, ScalarInputUsedPerElementAndPerRowIsAnError) {
       << p.messages;
 }
 
+// A with_grad is as wide as its arguments, its value broadcast (docs/spec-language.md): the
+// plan keeps that class once the stated derivatives are dropped, not the value's.
+TEST(Plan, WithGradKeepsTheClassOfItsArgumentsWithoutItsDerivatives) {
+  Planned p = planSpec(spec("  x: [..., D]\n  r: [...]\n  b: [D]\n",
+                            "  y0: x * sum(x)\n  y1: with_grad(10, r, x)\n"
+                            "  y2: with_grad(sum(x), r, x)\n  y3: with_grad(2, r, b)\n"
+                            "  y4: sum(with_grad(3, r, exp(b)) * x)\n"));
+  ASSERT_TRUE(p.plan) << p.messages;
+  for (const plan::RowProgram::Output& o : p.plan->forward.outputs) {
+    if (o.name[0] == '_') continue; // saved values
+    EXPECT_EQ(o.kind, o.name == "y4" ? plan::OutKind::Row : plan::OutKind::Full) << o.name;
+    // The stated derivatives are not computed: no exp of b is left in the forward.
+    for (const ir::Node* n : ir::topoOrder({o.value}))
+      EXPECT_FALSE(n->isCall("exp")) << o.name;
+  }
+}
+
 // The backward's derived argument names (incoming gradients, saved per-row values) begin
 // with '_', which spec names cannot: an input grad_y next to an output y, or saved_m next to a
 // saved let m, are arguments of their own.

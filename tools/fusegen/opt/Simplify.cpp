@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace fusegen::opt {
 
@@ -201,6 +202,52 @@ std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {
   return out;
 }
 
+namespace {
+// with_grad(value, x, dx, ...) without its stated derivatives. A with_grad is as wide as its
+// arguments (the join of their classes, like any elementwise call: docs/spec-language.md), so
+// where value is narrower it is broadcast: with_grad(value, w, 0, ...), whose witnesses w are
+// the fewest and cheapest nodes (inputs under the arguments first, then the arguments) that
+// widen it to the with_grad's class (one, or a [...] and a [D] one for a [] value), and the
+// stated derivatives are not computed.
+ir::Expr withoutStatedGradients(const ir::Node& n, const ir::Expr& value,
+                                const std::unordered_map<const ir::Node*, ir::Expr>& replace) {
+  const ir::ShapeClass want = n.shape();
+  if (value->shape() == want) return value;
+  std::vector<ir::Expr> args(n.args().begin() + 1, n.args().end());
+  std::vector<ir::Expr> candidates; // inputs under the arguments, then the arguments
+  std::unordered_set<const ir::Node*> seen;
+  auto input = [&](const ir::Expr& e) {
+    if (e->kind() == ir::NodeKind::Input && seen.insert(e.get()).second) candidates.push_back(e);
+  };
+  for (const ir::Expr& a : args)
+    input(a);
+  for (const ir::Node* m : ir::topoOrder(args))
+    for (const ir::Expr& a : m->args())
+      input(a);
+  for (const ir::Expr& a : args)
+    candidates.push_back(ir::substitute(a, replace));
+  std::vector<ir::Expr> witnesses;
+  for (const ir::Expr& c : candidates)
+    if (ir::joinShapes(value->shape(), c->shape()) == want) {
+      witnesses.push_back(c);
+      break;
+    }
+  if (witnesses.empty()) // value is [], no candidate [..., D]: a [...] and a [D] one make it
+    for (ir::ShapeClass part : {ir::ShapeClass::Row, ir::ShapeClass::Col})
+      for (const ir::Expr& c : candidates)
+        if (c->shape() == part) {
+          witnesses.push_back(c);
+          break;
+        }
+  // The same primitive, so the same arity: the witnesses, then zeros (eval reads value only).
+  std::vector<ir::Expr> out{value};
+  out.insert(out.end(), witnesses.begin(), witnesses.end());
+  while (out.size() < n.args().size())
+    out.push_back(ir::Node::makeConst(0));
+  return ir::Node::makeCall(n.prim(), std::move(out));
+}
+} // namespace
+
 ir::Function dropStatedGradients(const ir::Function& fn, std::vector<ir::Expr>& backward) {
   std::vector<ir::Expr> roots;
   for (const ir::FunctionOutput& o : fn.outputs)
@@ -211,7 +258,7 @@ ir::Function dropStatedGradients(const ir::Function& fn, std::vector<ir::Expr>& 
   std::unordered_map<const ir::Node*, ir::Expr> replace;
   for (const ir::Node* n : ir::topoOrder(roots)) // inner with_grads first
     if (n->kind() == ir::NodeKind::Call && n->prim()->declaresGradient)
-      replace[n] = ir::substitute(n->args().front(), replace);
+      replace[n] = withoutStatedGradients(*n, ir::substitute(n->args().front(), replace), replace);
   if (replace.empty()) return fn;
   for (ir::Expr& r : roots)
     r = ir::substitute(r, replace);
