@@ -108,8 +108,8 @@ def _fake(x, residual, weight, *, eps=1e-06):
 
 
 @torch.library.register_fake("fusegen::add_rmsnorm_backward")
-def _fake_backward(grad_y, grad_residual_out, x, residual, weight, saved_rstd, eps, output_mask):
-    return _support.fake_backward(SPEC, [x, residual, weight], [saved_rstd], [grad_y, grad_residual_out],
+def _fake_backward(_grad_y, _grad_residual_out, x, residual, weight, _saved_rstd, eps, output_mask):
+    return _support.fake_backward(SPEC, [x, residual, weight], [_saved_rstd], [_grad_y, _grad_residual_out],
                                   output_mask)
 
 

@@ -16,7 +16,7 @@ namespace fusegen_ops::add_rmsnorm {
 struct Forward {
   static constexpr int kInputs = 3; // x [..., D], residual [..., D], weight [D]
   static constexpr int kOutputs =
-      3; // y [..., D], residual_out [..., D], saved_rstd [...] (compute type)
+      3; // y [..., D], residual_out [..., D], _saved_rstd [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -116,8 +116,8 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 6; // x [..., D], residual [..., D], weight [D], saved_rstd [...],
-                                    // grad_y [..., D], grad_residual_out [..., D]
+  static constexpr int kInputs = 6; // x [..., D], residual [..., D], weight [D], _saved_rstd [...],
+                                    // _grad_y [..., D], _grad_residual_out [..., D]
   static constexpr int kOutputs =
       3; // grad_x [..., D], grad_residual [..., D], grad_weight [D] (sum over rows)
   static constexpr int kAttrs = 1;
@@ -154,8 +154,8 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T _in_saved_rstd = _rowIn[3];
-    _rv[0] = _in_saved_rstd;
+    const T _in__saved_rstd = _rowIn[3];
+    _rv[0] = _in__saved_rstd;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -187,10 +187,10 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T _in_saved_rstd = _rv[0];
-      const T _t1 = _t0 * _in_saved_rstd;
-      const T _t2 = _t1 * _in_saved_rstd;
-      const T _t3 = _t2 * _in_saved_rstd;
+      const T _in__saved_rstd = _rv[0];
+      const T _t1 = _t0 * _in__saved_rstd;
+      const T _t2 = _t1 * _in__saved_rstd;
+      const T _t3 = _t2 * _in__saved_rstd;
       const T _t4 = fg::div<kFast>(_t3, _D);
       _rv[1] = _red[0];
       _rv[2] = _t0;
@@ -212,8 +212,8 @@ struct Backward {
     const T _grad_y = _in[4];
     const T _in_weight = _in[2];
     const T _t0 = _grad_y * _in_weight;
-    const T _in_saved_rstd = _rv[0];
-    const T _t1 = _t0 * _in_saved_rstd;
+    const T _in__saved_rstd = _rv[0];
+    const T _t1 = _t0 * _in__saved_rstd;
     const T _t2 = _grad_residual_out + _t1;
     const T _in_x = _in[0];
     const T _in_residual = _in[1];
@@ -221,7 +221,7 @@ struct Backward {
     const T _t4 = _rv[6] * _t3;
     const T _t5 = _t2 + _t4;
     const T _t6 = _t5 + _t4;
-    const T _t7 = _t3 * _in_saved_rstd;
+    const T _t7 = _t3 * _in__saved_rstd;
     const T _t8 = _grad_y * _t7;
     _out[0] = _t6;
     _out[1] = _t6;

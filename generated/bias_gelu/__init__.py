@@ -93,8 +93,8 @@ def _fake(x, bias):
 
 
 @torch.library.register_fake("fusegen::bias_gelu_backward")
-def _fake_backward(grad_y, x, bias, output_mask):
-    return _support.fake_backward(SPEC, [x, bias], [], [grad_y],
+def _fake_backward(_grad_y, x, bias, output_mask):
+    return _support.fake_backward(SPEC, [x, bias], [], [_grad_y],
                                   output_mask)
 
 

@@ -26,7 +26,7 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 constexpr glue::TensorInfo kForwardTensors[] = {{"x", fg::Bcast::Full, 0},
                                                 {"bias", fg::Bcast::Col, 1}};
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1}, {"bias", fg::Bcast::Col, 2}, {"grad_y", fg::Bcast::Full, 0}};
+    {"x", fg::Bcast::Full, 1}, {"bias", fg::Bcast::Col, 2}, {"_grad_y", fg::Bcast::Full, 0}};
 constexpr fg::DType kDtypes[] = {fg::DType::Float32, fg::DType::Float16, fg::DType::BFloat16,
                                  fg::DType::Float64};
 
@@ -35,7 +35,7 @@ constexpr glue::OpInfo kOp{
     "bias_gelu",
     "bias_gelu(Tensor x, Tensor bias) -> Tensor",
     "bias_gelu_backward",
-    "bias_gelu_backward(Tensor grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> (Tensor, "
+    "bias_gelu_backward(Tensor _grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> (Tensor, "
     "Tensor)",
     glue::forwardPlan<Op>("fusegen::bias_gelu", kForwardTensors, /*full=*/0, kDtypes,
                           &glue::cpuEntry<Op::ForwardArgs, &forwardCpu>, kForwardCuda),

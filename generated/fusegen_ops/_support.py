@@ -112,6 +112,17 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
     return list(ref.shape), D
 
 
+def broadcast(value, *others):
+    """`value` broadcast against the tensors among `others`: the reference's with_grad, which is
+    as wide as its arguments (docs/spec-language.md). Numbers take no part in the shape."""
+    tensors = [t for t in (value, *others) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        return value
+    if not isinstance(value, torch.Tensor):
+        value = tensors[0].new_tensor(value)
+    return value.expand(torch.broadcast_shapes(*(t.shape for t in tensors)))
+
+
 def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
     outs = []
     for o in spec.outputs:
@@ -130,8 +141,8 @@ def fake_forward(spec: OpInfo, tensors: Sequence[torch.Tensor]):
 def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence[torch.Tensor],
                   grads: Sequence[torch.Tensor], output_mask: Sequence[bool]):
     named = [(a.name, a.shape, t) for a, t in zip(spec.inputs, tensors)]
-    named += [(f"saved_{n}", STAT, t) for n, t in zip(spec.saved, saved)]
-    named += [(f"grad_{o.name}", o.shape, g) for o, g in zip(spec.outputs, grads)]
+    named += [(f"_saved_{n}", STAT, t) for n, t in zip(spec.saved, saved)]
+    named += [(f"_grad_{o.name}", o.shape, g) for o, g in zip(spec.outputs, grads)]
     check_arguments(spec, spec.qualname + "_backward", named)
     out = tuple(t.new_empty(t.shape) if m else t.new_empty(0) for t, m in zip(tensors, output_mask))
     return out[0] if len(out) == 1 else out

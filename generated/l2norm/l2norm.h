@@ -13,7 +13,7 @@ namespace fusegen_ops::l2norm {
 struct Forward {
   static constexpr int kInputs = 1; // x [..., D]
   static constexpr int kOutputs =
-      3; // y [..., D], saved_stat0 [...] (compute type), saved_stat1 [...] (compute type)
+      3; // y [..., D], _saved_stat0 [...] (compute type), _saved_stat1 [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -105,11 +105,11 @@ struct Forward {
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
   static constexpr int kInputs =
-      4; // x [..., D], saved_stat0 [...], saved_stat1 [...], grad_y [..., D]
+      4; // x [..., D], _saved_stat0 [...], _saved_stat1 [...], _grad_y [..., D]
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;     // passes of reductions over each row
-  static constexpr int kRowValues = 13; // per-row values kept in registers
+  static constexpr int kRowValues = 14; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
@@ -136,13 +136,13 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T _in_saved_stat0 = _rowIn[1];
-    const T _in_saved_stat1 = _rowIn[2];
+    const T _in__saved_stat0 = _rowIn[1];
+    const T _in__saved_stat1 = _rowIn[2];
     const T _attr_eps = _attr[0];
-    const bool _t0 = _in_saved_stat1 > _attr_eps;
-    const bool _t1 = _in_saved_stat1 == _attr_eps;
-    _rv[0] = _in_saved_stat0;
-    _rv[1] = _in_saved_stat1;
+    const bool _t0 = _in__saved_stat1 > _attr_eps;
+    const bool _t1 = _in__saved_stat1 == _attr_eps;
+    _rv[0] = _in__saved_stat0;
+    _rv[1] = _in__saved_stat1;
     _rv[2] = _t0;
     _rv[3] = _t1;
   }
@@ -158,8 +158,8 @@ struct Backward {
     if constexpr (kPass == 0) {
       const T _grad_y = _in[3];
       const T _in_x = _in[0];
-      const T _in_saved_stat0 = _rv[0];
-      const T _t0 = fg::div<kFast>(_in_x, _in_saved_stat0);
+      const T _in__saved_stat0 = _rv[0];
+      const T _t0 = fg::div<kFast>(_in_x, _in__saved_stat0);
       const T _t1 = _grad_y * _t0;
       _t[0] = _t1;
     }
@@ -173,25 +173,28 @@ struct Backward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T _in_saved_stat0 = _rv[0];
-      const T _t0 = fg::div<kFast>(_red[0], _in_saved_stat0);
-      const T _t1 = -_t0;
-      const T _t2 = T(0.5) * _t0;
+      const T _in__saved_stat0 = _rv[0];
+      const T _t0 = fg::div<kFast>(_red[0], _in__saved_stat0);
+      const bool _t1 = _D == T(0.0);
+      const T _t2 = _t1 ? _red[0] : _t0;
       const T _t3 = -_t2;
-      const T _t4 = _rv[3] ? _t3 : T(0.0);
-      const T _t5 = _rv[2] ? _t1 : _t4;
-      const T _t6 = _t5 * T(0.5);
-      const T _in_saved_stat1 = _rv[1];
-      const T _t7 = fg::div<kFast>(_t6, _in_saved_stat1);
+      const T _t4 = T(0.5) * _t2;
+      const T _t5 = -_t4;
+      const T _t6 = _rv[3] ? _t5 : T(0.0);
+      const T _t7 = _rv[2] ? _t3 : _t6;
+      const T _t8 = _t7 * T(0.5);
+      const T _in__saved_stat1 = _rv[1];
+      const T _t9 = fg::div<kFast>(_t8, _in__saved_stat1);
       _rv[4] = _red[0];
       _rv[5] = _t0;
-      _rv[6] = _t1;
-      _rv[7] = _t2;
-      _rv[8] = _t3;
-      _rv[9] = _t4;
-      _rv[10] = _t5;
-      _rv[11] = _t6;
-      _rv[12] = _t7;
+      _rv[6] = _t2;
+      _rv[7] = _t3;
+      _rv[8] = _t4;
+      _rv[9] = _t5;
+      _rv[10] = _t6;
+      _rv[11] = _t7;
+      _rv[12] = _t8;
+      _rv[13] = _t9;
     }
   }
 
@@ -203,10 +206,10 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T _grad_y = _in[3];
-    const T _in_saved_stat0 = _rv[0];
-    const T _t0 = fg::div<kFast>(_grad_y, _in_saved_stat0);
+    const T _in__saved_stat0 = _rv[0];
+    const T _t0 = fg::div<kFast>(_grad_y, _in__saved_stat0);
     const T _in_x = _in[0];
-    const T _t1 = _rv[12] * _in_x;
+    const T _t1 = _rv[13] * _in_x;
     const T _t2 = _t0 + _t1;
     const T _t3 = _t2 + _t1;
     _out[0] = _t3;

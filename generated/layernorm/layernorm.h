@@ -16,7 +16,7 @@ namespace fusegen_ops::layernorm {
 struct Forward {
   static constexpr int kInputs = 3; // x [..., D], weight [D], bias [D]
   static constexpr int kOutputs =
-      3; // y [..., D], saved_mu [...] (compute type), saved_rstd [...] (compute type)
+      3; // y [..., D], _saved_mu [...] (compute type), _saved_rstd [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 4; // per-row values kept in registers
@@ -128,12 +128,12 @@ struct Forward {
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
   static constexpr int kInputs =
-      6; // x [..., D], weight [D], bias [D], saved_mu [...], saved_rstd [...], grad_y [..., D]
+      6; // x [..., D], weight [D], bias [D], _saved_mu [...], _saved_rstd [...], _grad_y [..., D]
   static constexpr int kOutputs =
       3; // grad_x [..., D], grad_weight [D] (sum over rows), grad_bias [D] (sum over rows)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;     // passes of reductions over each row
-  static constexpr int kRowValues = 15; // per-row values kept in registers
+  static constexpr int kRowValues = 17; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
@@ -168,10 +168,10 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T _in_saved_rstd = _rowIn[4];
-    const T _in_saved_mu = _rowIn[3];
-    _rv[0] = _in_saved_rstd;
-    _rv[1] = _in_saved_mu;
+    const T _in__saved_rstd = _rowIn[4];
+    const T _in__saved_mu = _rowIn[3];
+    _rv[0] = _in__saved_rstd;
+    _rv[1] = _in__saved_mu;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -187,8 +187,8 @@ struct Backward {
       const T _in_weight = _in[1];
       const T _t0 = _grad_y * _in_weight;
       const T _in_x = _in[0];
-      const T _in_saved_mu = _rv[1];
-      const T _t1 = _in_x - _in_saved_mu;
+      const T _in__saved_mu = _rv[1];
+      const T _t1 = _in_x - _in__saved_mu;
       const T _t2 = _t0 * _t1;
       _t[0] = _t2;
       _t[1] = _t0;
@@ -205,16 +205,19 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T _in_saved_rstd = _rv[0];
-      const T _t1 = _t0 * _in_saved_rstd;
-      const T _t2 = _t1 * _in_saved_rstd;
-      const T _t3 = _t2 * _in_saved_rstd;
+      const T _in__saved_rstd = _rv[0];
+      const T _t1 = _t0 * _in__saved_rstd;
+      const T _t2 = _t1 * _in__saved_rstd;
+      const T _t3 = _t2 * _in__saved_rstd;
       const T _t4 = fg::div<kFast>(_t3, _D);
-      const T _t5 = _red[1] * _in_saved_rstd;
-      const T _t6 = _t4 * _red[2];
-      const T _t7 = _t5 + _t6;
-      const T _t8 = _t7 + _t6;
-      const T _t9 = fg::div<kFast>(_t8, _D);
+      const T _t5 = _red[1] * _in__saved_rstd;
+      const bool _t6 = _D == T(0.0);
+      const T _t7 = _t6 ? _red[1] : _t5;
+      const T _t8 = _t4 * _red[2];
+      const T _t9 = _t6 ? _red[2] : _t8;
+      const T _t10 = _t7 + _t9;
+      const T _t11 = _t10 + _t9;
+      const T _t12 = fg::div<kFast>(_t11, _D);
       _rv[2] = _red[0];
       _rv[3] = _t0;
       _rv[4] = _t1;
@@ -223,11 +226,13 @@ struct Backward {
       _rv[7] = _t4;
       _rv[8] = _red[1];
       _rv[9] = _t5;
-      _rv[10] = _red[2];
-      _rv[11] = _t6;
-      _rv[12] = _t7;
-      _rv[13] = _t8;
-      _rv[14] = _t9;
+      _rv[10] = _t7;
+      _rv[11] = _red[2];
+      _rv[12] = _t8;
+      _rv[13] = _t9;
+      _rv[14] = _t10;
+      _rv[15] = _t11;
+      _rv[16] = _t12;
     }
   }
 
@@ -241,16 +246,16 @@ struct Backward {
     const T _grad_y = _in[5];
     const T _in_weight = _in[1];
     const T _t0 = _grad_y * _in_weight;
-    const T _in_saved_rstd = _rv[0];
-    const T _t1 = _t0 * _in_saved_rstd;
+    const T _in__saved_rstd = _rv[0];
+    const T _t1 = _t0 * _in__saved_rstd;
     const T _in_x = _in[0];
-    const T _in_saved_mu = _rv[1];
-    const T _t2 = _in_x - _in_saved_mu;
+    const T _in__saved_mu = _rv[1];
+    const T _t2 = _in_x - _in__saved_mu;
     const T _t3 = _rv[7] * _t2;
     const T _t4 = _t1 + _t3;
     const T _t5 = _t4 + _t3;
-    const T _t6 = _t5 - _rv[14];
-    const T _t7 = _t2 * _in_saved_rstd;
+    const T _t6 = _t5 - _rv[16];
+    const T _t7 = _t2 * _in__saved_rstd;
     const T _t8 = _grad_y * _t7;
     _out[0] = _t6;
     _out[1] = _t8;

@@ -72,8 +72,8 @@ def _fake(x, *, negative_slope=0.01):
 
 
 @torch.library.register_fake("fusegen::leaky_relu_backward")
-def _fake_backward(grad_y, x, negative_slope, output_mask):
-    return _support.fake_backward(SPEC, [x], [], [grad_y],
+def _fake_backward(_grad_y, x, negative_slope, output_mask):
+    return _support.fake_backward(SPEC, [x], [], [_grad_y],
                                   output_mask)
 
 

@@ -25,7 +25,7 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {{"x", fg::Bcast::Full, 0}};
 constexpr glue::TensorInfo kBackwardTensors[] = {{"x", fg::Bcast::Full, 1},
-                                                 {"grad_y", fg::Bcast::Full, 0}};
+                                                 {"_grad_y", fg::Bcast::Full, 0}};
 constexpr fg::DType kDtypes[] = {fg::DType::Float32, fg::DType::Float16, fg::DType::BFloat16,
                                  fg::DType::Float64};
 
@@ -34,7 +34,7 @@ constexpr glue::OpInfo kOp{
     "leaky_relu",
     "leaky_relu(Tensor x, *, float negative_slope=0.01) -> Tensor",
     "leaky_relu_backward",
-    "leaky_relu_backward(Tensor grad_y, Tensor x, float negative_slope, bool[1] output_mask) -> "
+    "leaky_relu_backward(Tensor _grad_y, Tensor x, float negative_slope, bool[1] output_mask) -> "
     "Tensor",
     glue::forwardPlan<Op>("fusegen::leaky_relu", kForwardTensors, /*full=*/0, kDtypes,
                           &glue::cpuEntry<Op::ForwardArgs, &forwardCpu>, kForwardCuda),

@@ -90,8 +90,8 @@ def _fake(x):
 
 
 @torch.library.register_fake("fusegen::log_softmax_backward")
-def _fake_backward(grad_y, x, saved_m, saved_stat1, output_mask):
-    return _support.fake_backward(SPEC, [x], [saved_m, saved_stat1], [grad_y],
+def _fake_backward(_grad_y, x, _saved_m, _saved_stat1, output_mask):
+    return _support.fake_backward(SPEC, [x], [_saved_m, _saved_stat1], [_grad_y],
                                   output_mask)
 
 

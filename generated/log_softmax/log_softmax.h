@@ -14,7 +14,7 @@ namespace fusegen_ops::log_softmax {
 struct Forward {
   static constexpr int kInputs = 1; // x [..., D]
   static constexpr int kOutputs =
-      3; // y [..., D], saved_m [...] (compute type), saved_stat1 [...] (compute type)
+      3; // y [..., D], _saved_m [...] (compute type), _saved_stat1 [...] (compute type)
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 4; // per-row values kept in registers
@@ -117,7 +117,8 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 4; // x [..., D], saved_m [...], saved_stat1 [...], grad_y [..., D]
+  static constexpr int kInputs =
+      4; // x [..., D], _saved_m [...], _saved_stat1 [...], _grad_y [..., D]
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 1;    // passes of reductions over each row
@@ -148,10 +149,10 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T _in_saved_stat1 = _rowIn[2];
-    const T _in_saved_m = _rowIn[1];
-    _rv[0] = _in_saved_stat1;
-    _rv[1] = _in_saved_m;
+    const T _in__saved_stat1 = _rowIn[2];
+    const T _in__saved_m = _rowIn[1];
+    _rv[0] = _in__saved_stat1;
+    _rv[1] = _in__saved_m;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -176,8 +177,8 @@ struct Backward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T _in_saved_stat1 = _rv[0];
-      const T _t0 = fg::div<kFast>(_red[0], _in_saved_stat1);
+      const T _in__saved_stat1 = _rv[0];
+      const T _t0 = fg::div<kFast>(_red[0], _in__saved_stat1);
       _rv[2] = _red[0];
       _rv[3] = _t0;
     }
@@ -192,8 +193,8 @@ struct Backward {
     (void)_D;
     const T _grad_y = _in[3];
     const T _in_x = _in[0];
-    const T _in_saved_m = _rv[1];
-    const T _t0 = _in_x - _in_saved_m;
+    const T _in__saved_m = _rv[1];
+    const T _t0 = _in_x - _in__saved_m;
     const T _t1 = fg::exp<kFast>(_t0);
     const T _t2 = _rv[3] * _t1;
     const T _t3 = _grad_y - _t2;

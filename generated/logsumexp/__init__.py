@@ -88,8 +88,8 @@ def _fake(x):
 
 
 @torch.library.register_fake("fusegen::logsumexp_backward")
-def _fake_backward(grad_lse, x, saved_m, saved_stat1, output_mask):
-    return _support.fake_backward(SPEC, [x], [saved_m, saved_stat1], [grad_lse],
+def _fake_backward(_grad_lse, x, _saved_m, _saved_stat1, output_mask):
+    return _support.fake_backward(SPEC, [x], [_saved_m, _saved_stat1], [_grad_lse],
                                   output_mask)
 
 

@@ -73,8 +73,8 @@ def _fake(a, b):
 
 
 @torch.library.register_fake("fusegen::mul_backward")
-def _fake_backward(grad_y, a, b, output_mask):
-    return _support.fake_backward(SPEC, [a, b], [], [grad_y],
+def _fake_backward(_grad_y, a, b, output_mask):
+    return _support.fake_backward(SPEC, [a, b], [], [_grad_y],
                                   output_mask)
 
 

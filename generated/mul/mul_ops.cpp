@@ -26,7 +26,7 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 constexpr glue::TensorInfo kForwardTensors[] = {{"a", fg::Bcast::Full, 0},
                                                 {"b", fg::Bcast::Full, 1}};
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"a", fg::Bcast::Full, 1}, {"b", fg::Bcast::Full, 2}, {"grad_y", fg::Bcast::Full, 0}};
+    {"a", fg::Bcast::Full, 1}, {"b", fg::Bcast::Full, 2}, {"_grad_y", fg::Bcast::Full, 0}};
 constexpr fg::DType kDtypes[] = {fg::DType::Float32, fg::DType::Float16, fg::DType::BFloat16,
                                  fg::DType::Float64};
 
@@ -35,7 +35,7 @@ constexpr glue::OpInfo kOp{
     "mul",
     "mul(Tensor a, Tensor b) -> Tensor",
     "mul_backward",
-    "mul_backward(Tensor grad_y, Tensor a, Tensor b, bool[2] output_mask) -> (Tensor, Tensor)",
+    "mul_backward(Tensor _grad_y, Tensor a, Tensor b, bool[2] output_mask) -> (Tensor, Tensor)",
     glue::forwardPlan<Op>("fusegen::mul", kForwardTensors, /*full=*/0, kDtypes,
                           &glue::cpuEntry<Op::ForwardArgs, &forwardCpu>, kForwardCuda),
     glue::backwardPlan<Op>("fusegen::mul_backward", kBackwardTensors, /*full=*/0, kDtypes,

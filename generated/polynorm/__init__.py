@@ -173,8 +173,8 @@ def _fake(x, w0, w1, w2, b, *, eps=1e-06):
 
 
 @torch.library.register_fake("fusegen::polynorm_backward")
-def _fake_backward(grad_y, x, w0, w1, w2, b, saved_stat0, saved_stat1, saved_stat2, eps, output_mask):
-    return _support.fake_backward(SPEC, [x, w0, w1, w2, b], [saved_stat0, saved_stat1, saved_stat2], [grad_y],
+def _fake_backward(_grad_y, x, w0, w1, w2, b, _saved_stat0, _saved_stat1, _saved_stat2, eps, output_mask):
+    return _support.fake_backward(SPEC, [x, w0, w1, w2, b], [_saved_stat0, _saved_stat1, _saved_stat2], [_grad_y],
                                   output_mask)
 
 

@@ -15,8 +15,8 @@ namespace fusegen_ops::polynorm {
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
   static constexpr int kInputs = 5;  // x [..., D], w0 [], w1 [], w2 [], b []
-  static constexpr int kOutputs = 4; // y [..., D], saved_stat0 [...] (compute type), saved_stat1
-                                     // [...] (compute type), saved_stat2 [...] (compute type)
+  static constexpr int kOutputs = 4; // y [..., D], _saved_stat0 [...] (compute type), _saved_stat1
+                                     // [...] (compute type), _saved_stat2 [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;     // passes of reductions over each row
   static constexpr int kRowValues = 13; // per-row values kept in registers
@@ -155,8 +155,8 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 9; // x [..., D], w0 [], w1 [], w2 [], b [], saved_stat0 [...],
-                                    // saved_stat1 [...], saved_stat2 [...], grad_y [..., D]
+  static constexpr int kInputs = 9; // x [..., D], w0 [], w1 [], w2 [], b [], _saved_stat0 [...],
+                                    // _saved_stat1 [...], _saved_stat2 [...], _grad_y [..., D]
   static constexpr int kOutputs =
       5; // grad_x [..., D], grad_w0 [] (sum over all), grad_w1 [] (sum over all), grad_w2 [] (sum
          // over all), grad_b [] (sum over all)
@@ -202,18 +202,18 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T _in_saved_stat0 = _rowIn[5];
+    const T _in__saved_stat0 = _rowIn[5];
     const T _in_w2 = _rowIn[3];
     const T _in_w0 = _rowIn[1];
-    const T _in_saved_stat1 = _rowIn[6];
+    const T _in__saved_stat1 = _rowIn[6];
     const T _in_w1 = _rowIn[2];
-    const T _in_saved_stat2 = _rowIn[7];
-    _rv[0] = _in_saved_stat0;
+    const T _in__saved_stat2 = _rowIn[7];
+    _rv[0] = _in__saved_stat0;
     _rv[1] = _in_w2;
     _rv[2] = _in_w0;
-    _rv[3] = _in_saved_stat1;
+    _rv[3] = _in__saved_stat1;
     _rv[4] = _in_w1;
-    _rv[5] = _in_saved_stat2;
+    _rv[5] = _in__saved_stat2;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -253,22 +253,22 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T _in_saved_stat1 = _rv[3];
-      const T _t1 = _t0 * _in_saved_stat1;
-      const T _t2 = _t1 * _in_saved_stat1;
-      const T _t3 = _t2 * _in_saved_stat1;
+      const T _in__saved_stat1 = _rv[3];
+      const T _t1 = _t0 * _in__saved_stat1;
+      const T _t2 = _t1 * _in__saved_stat1;
+      const T _t3 = _t2 * _in__saved_stat1;
       const T _t4 = fg::div<kFast>(_t3, _D);
       const T _t5 = T(-0.5) * _red[1];
-      const T _in_saved_stat0 = _rv[0];
-      const T _t6 = _t5 * _in_saved_stat0;
-      const T _t7 = _t6 * _in_saved_stat0;
-      const T _t8 = _t7 * _in_saved_stat0;
+      const T _in__saved_stat0 = _rv[0];
+      const T _t6 = _t5 * _in__saved_stat0;
+      const T _t7 = _t6 * _in__saved_stat0;
+      const T _t8 = _t7 * _in__saved_stat0;
       const T _t9 = fg::div<kFast>(_t8, _D);
       const T _t10 = T(-0.5) * _red[2];
-      const T _in_saved_stat2 = _rv[5];
-      const T _t11 = _t10 * _in_saved_stat2;
-      const T _t12 = _t11 * _in_saved_stat2;
-      const T _t13 = _t12 * _in_saved_stat2;
+      const T _in__saved_stat2 = _rv[5];
+      const T _t11 = _t10 * _in__saved_stat2;
+      const T _t12 = _t11 * _in__saved_stat2;
+      const T _t13 = _t12 * _in__saved_stat2;
       const T _t14 = fg::div<kFast>(_t13, _D);
       _rv[6] = _red[0];
       _rv[7] = _t0;
@@ -299,8 +299,8 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T _grad_y = _in[8];
-    const T _in_saved_stat0 = _rv[0];
-    const T _t0 = _grad_y * _in_saved_stat0;
+    const T _in__saved_stat0 = _rv[0];
+    const T _t0 = _grad_y * _in__saved_stat0;
     const T _in_w2 = _rv[1];
     const T _t1 = _t0 * _in_w2;
     const T _in_x = _in[0];
@@ -308,8 +308,8 @@ struct Backward {
     const T _t3 = _t2 * _in_x;
     const T _t4 = _rv[11] * _t3;
     const T _t5 = _t4 + _t4;
-    const T _in_saved_stat1 = _rv[3];
-    const T _t6 = _grad_y * _in_saved_stat1;
+    const T _in__saved_stat1 = _rv[3];
+    const T _t6 = _grad_y * _in__saved_stat1;
     const T _in_w0 = _rv[2];
     const T _t7 = _t6 * _in_w0;
     const T _t8 = _t5 + _t7;
@@ -318,8 +318,8 @@ struct Backward {
     const T _t11 = _rv[23] * _t2;
     const T _t12 = _rv[17] + _t11;
     const T _t13 = _t12 + _t11;
-    const T _in_saved_stat2 = _rv[5];
-    const T _t14 = _grad_y * _in_saved_stat2;
+    const T _in__saved_stat2 = _rv[5];
+    const T _t14 = _grad_y * _in__saved_stat2;
     const T _in_w1 = _rv[4];
     const T _t15 = _t14 * _in_w1;
     const T _t16 = _t13 + _t15;

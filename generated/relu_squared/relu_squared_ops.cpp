@@ -26,7 +26,7 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {{"x", fg::Bcast::Full, 0}};
 constexpr glue::TensorInfo kBackwardTensors[] = {{"x", fg::Bcast::Full, 1},
-                                                 {"grad_y", fg::Bcast::Full, 0}};
+                                                 {"_grad_y", fg::Bcast::Full, 0}};
 constexpr fg::DType kDtypes[] = {fg::DType::Float32, fg::DType::Float16, fg::DType::BFloat16,
                                  fg::DType::Float64};
 
@@ -35,7 +35,7 @@ constexpr glue::OpInfo kOp{
     "relu_squared",
     "relu_squared(Tensor x) -> Tensor",
     "relu_squared_backward",
-    "relu_squared_backward(Tensor grad_y, Tensor x, bool[1] output_mask) -> Tensor",
+    "relu_squared_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor",
     glue::forwardPlan<Op>("fusegen::relu_squared", kForwardTensors, /*full=*/0, kDtypes,
                           &glue::cpuEntry<Op::ForwardArgs, &forwardCpu>, kForwardCuda),
     glue::backwardPlan<Op>("fusegen::relu_squared_backward", kBackwardTensors, /*full=*/0, kDtypes,

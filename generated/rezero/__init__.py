@@ -77,8 +77,8 @@ def _fake(x, h, alpha):
 
 
 @torch.library.register_fake("fusegen::rezero_backward")
-def _fake_backward(grad_y, x, h, alpha, output_mask):
-    return _support.fake_backward(SPEC, [x, h, alpha], [], [grad_y],
+def _fake_backward(_grad_y, x, h, alpha, output_mask):
+    return _support.fake_backward(SPEC, [x, h, alpha], [], [_grad_y],
                                   output_mask)
 
 

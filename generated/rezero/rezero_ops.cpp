@@ -28,7 +28,7 @@ constexpr glue::TensorInfo kForwardTensors[] = {
 constexpr glue::TensorInfo kBackwardTensors[] = {{"x", fg::Bcast::Full, 1},
                                                  {"h", fg::Bcast::Full, 2},
                                                  {"alpha", fg::Bcast::Scalar, 3},
-                                                 {"grad_y", fg::Bcast::Full, 0}};
+                                                 {"_grad_y", fg::Bcast::Full, 0}};
 constexpr fg::DType kDtypes[] = {fg::DType::Float32, fg::DType::Float16, fg::DType::BFloat16,
                                  fg::DType::Float64};
 
@@ -37,7 +37,7 @@ constexpr glue::OpInfo kOp{
     "rezero",
     "rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor",
     "rezero_backward",
-    "rezero_backward(Tensor grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> "
+    "rezero_backward(Tensor _grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> "
     "(Tensor, Tensor, Tensor)",
     glue::forwardPlan<Op>("fusegen::rezero", kForwardTensors, /*full=*/0, kDtypes,
                           &glue::cpuEntry<Op::ForwardArgs, &forwardCpu>, kForwardCuda),

@@ -97,8 +97,8 @@ def _fake(x, weight, *, eps=1e-06):
 
 
 @torch.library.register_fake("fusegen::rmsnorm_backward")
-def _fake_backward(grad_y, x, weight, saved_rstd, eps, output_mask):
-    return _support.fake_backward(SPEC, [x, weight], [saved_rstd], [grad_y],
+def _fake_backward(_grad_y, x, weight, _saved_rstd, eps, output_mask):
+    return _support.fake_backward(SPEC, [x, weight], [_saved_rstd], [_grad_y],
                                   output_mask)
 
 

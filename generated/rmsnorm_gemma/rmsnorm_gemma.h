@@ -13,7 +13,7 @@ namespace fusegen_ops::rmsnorm_gemma {
 // The forward: outputs, then the per-row statistics saved for the backward.
 struct Forward {
   static constexpr int kInputs = 2;  // x [..., D], weight [D]
-  static constexpr int kOutputs = 2; // y [..., D], saved_rstd [...] (compute type)
+  static constexpr int kOutputs = 2; // y [..., D], _saved_rstd [...] (compute type)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -102,7 +102,7 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 4;  // x [..., D], weight [D], saved_rstd [...], grad_y [..., D]
+  static constexpr int kInputs = 4;  // x [..., D], weight [D], _saved_rstd [...], _grad_y [..., D]
   static constexpr int kOutputs = 2; // grad_x [..., D], grad_weight [D] (sum over rows)
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;    // passes of reductions over each row
@@ -133,8 +133,8 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T _in_saved_rstd = _rowIn[2];
-    _rv[0] = _in_saved_rstd;
+    const T _in__saved_rstd = _rowIn[2];
+    _rv[0] = _in__saved_rstd;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -165,10 +165,10 @@ struct Backward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = T(-0.5) * _red[0];
-      const T _in_saved_rstd = _rv[0];
-      const T _t1 = _t0 * _in_saved_rstd;
-      const T _t2 = _t1 * _in_saved_rstd;
-      const T _t3 = _t2 * _in_saved_rstd;
+      const T _in__saved_rstd = _rv[0];
+      const T _t1 = _t0 * _in__saved_rstd;
+      const T _t2 = _t1 * _in__saved_rstd;
+      const T _t3 = _t2 * _in__saved_rstd;
       const T _t4 = fg::div<kFast>(_t3, _D);
       _rv[1] = _red[0];
       _rv[2] = _t0;
@@ -190,13 +190,13 @@ struct Backward {
     const T _in_weight = _in[1];
     const T _t0 = T(1.0) + _in_weight;
     const T _t1 = _grad_y * _t0;
-    const T _in_saved_rstd = _rv[0];
-    const T _t2 = _t1 * _in_saved_rstd;
+    const T _in__saved_rstd = _rv[0];
+    const T _t2 = _t1 * _in__saved_rstd;
     const T _in_x = _in[0];
     const T _t3 = _rv[6] * _in_x;
     const T _t4 = _t2 + _t3;
     const T _t5 = _t4 + _t3;
-    const T _t6 = _in_x * _in_saved_rstd;
+    const T _t6 = _in_x * _in__saved_rstd;
     const T _t7 = _grad_y * _t6;
     _out[0] = _t5;
     _out[1] = _t7;

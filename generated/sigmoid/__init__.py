@@ -73,8 +73,8 @@ def _fake(x):
 
 
 @torch.library.register_fake("fusegen::sigmoid_backward")
-def _fake_backward(grad_y, x, output_mask):
-    return _support.fake_backward(SPEC, [x], [], [grad_y],
+def _fake_backward(_grad_y, x, output_mask):
+    return _support.fake_backward(SPEC, [x], [], [_grad_y],
                                   output_mask)
 
 

@@ -15,7 +15,7 @@ namespace fusegen_ops::softmax {
 struct Forward {
   static constexpr int kInputs = 1; // x [..., D]
   static constexpr int kOutputs =
-      3; // y [..., D], saved_m [...] (compute type), saved_stat1 [...] (compute type)
+      3; // y [..., D], _saved_m [...] (compute type), _saved_stat1 [...] (compute type)
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 2;    // passes of reductions over each row
   static constexpr int kRowValues = 3; // per-row values kept in registers
@@ -117,11 +117,12 @@ struct Forward {
 
 // The backward, derived by reverse mode: gradients of the inputs.
 struct Backward {
-  static constexpr int kInputs = 4; // x [..., D], saved_m [...], saved_stat1 [...], grad_y [..., D]
+  static constexpr int kInputs =
+      4; // x [..., D], _saved_m [...], _saved_stat1 [...], _grad_y [..., D]
   static constexpr int kOutputs = 1; // grad_x [..., D]
   static constexpr int kAttrs = 0;
   static constexpr int kStages = 1;    // passes of reductions over each row
-  static constexpr int kRowValues = 4; // per-row values kept in registers
+  static constexpr int kRowValues = 5; // per-row values kept in registers
   using Args = fg::RowArgs<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
@@ -148,10 +149,10 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_rv;
-    const T _in_saved_stat1 = _rowIn[2];
-    const T _in_saved_m = _rowIn[1];
-    _rv[0] = _in_saved_stat1;
-    _rv[1] = _in_saved_m;
+    const T _in__saved_stat1 = _rowIn[2];
+    const T _in__saved_m = _rowIn[1];
+    _rv[0] = _in__saved_stat1;
+    _rv[1] = _in__saved_m;
   }
 
   // Per element: the terms the reductions of pass kPass combine.
@@ -165,11 +166,11 @@ struct Backward {
     if constexpr (kPass == 0) {
       const T _grad_y = _in[3];
       const T _in_x = _in[0];
-      const T _in_saved_m = _rv[1];
-      const T _t0 = _in_x - _in_saved_m;
+      const T _in__saved_m = _rv[1];
+      const T _t0 = _in_x - _in__saved_m;
       const T _t1 = fg::exp<kFast>(_t0);
-      const T _in_saved_stat1 = _rv[0];
-      const T _t2 = fg::div<kFast>(_t1, _in_saved_stat1);
+      const T _in__saved_stat1 = _rv[0];
+      const T _t2 = fg::div<kFast>(_t1, _in__saved_stat1);
       const T _t3 = _grad_y * _t2;
       _t[0] = _t3;
     }
@@ -183,10 +184,13 @@ struct Backward {
     (void)_D;
     (void)_rv;
     if constexpr (kPass == 0) {
-      const T _in_saved_stat1 = _rv[0];
-      const T _t0 = fg::div<kFast>(_red[0], _in_saved_stat1);
+      const T _in__saved_stat1 = _rv[0];
+      const T _t0 = fg::div<kFast>(_red[0], _in__saved_stat1);
+      const bool _t1 = _D == T(0.0);
+      const T _t2 = _t1 ? _red[0] : _t0;
       _rv[2] = _red[0];
       _rv[3] = _t0;
+      _rv[4] = _t2;
     }
   }
 
@@ -198,12 +202,12 @@ struct Backward {
     (void)_attr;
     (void)_D;
     const T _grad_y = _in[3];
-    const T _in_saved_stat1 = _rv[0];
-    const T _t0 = fg::div<kFast>(_grad_y, _in_saved_stat1);
-    const T _t1 = _t0 - _rv[3];
+    const T _in__saved_stat1 = _rv[0];
+    const T _t0 = fg::div<kFast>(_grad_y, _in__saved_stat1);
+    const T _t1 = _t0 - _rv[4];
     const T _in_x = _in[0];
-    const T _in_saved_m = _rv[1];
-    const T _t2 = _in_x - _in_saved_m;
+    const T _in__saved_m = _rv[1];
+    const T _t2 = _in_x - _in__saved_m;
     const T _t3 = fg::exp<kFast>(_t2);
     const T _t4 = _t1 * _t3;
     _out[0] = _t4;

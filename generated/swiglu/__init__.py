@@ -82,8 +82,8 @@ def _fake(gate, up):
 
 
 @torch.library.register_fake("fusegen::swiglu_backward")
-def _fake_backward(grad_y, gate, up, output_mask):
-    return _support.fake_backward(SPEC, [gate, up], [], [grad_y],
+def _fake_backward(_grad_y, gate, up, output_mask):
+    return _support.fake_backward(SPEC, [gate, up], [], [_grad_y],
                                   output_mask)
 
 

@@ -26,7 +26,7 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 constexpr glue::TensorInfo kForwardTensors[] = {{"gate", fg::Bcast::Full, 0},
                                                 {"up", fg::Bcast::Full, 1}};
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"gate", fg::Bcast::Full, 1}, {"up", fg::Bcast::Full, 2}, {"grad_y", fg::Bcast::Full, 0}};
+    {"gate", fg::Bcast::Full, 1}, {"up", fg::Bcast::Full, 2}, {"_grad_y", fg::Bcast::Full, 0}};
 constexpr fg::DType kDtypes[] = {fg::DType::Float32, fg::DType::Float16, fg::DType::BFloat16,
                                  fg::DType::Float64};
 
@@ -35,7 +35,7 @@ constexpr glue::OpInfo kOp{
     "swiglu",
     "swiglu(Tensor gate, Tensor up) -> Tensor",
     "swiglu_backward",
-    "swiglu_backward(Tensor grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, "
+    "swiglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, "
     "Tensor)",
     glue::forwardPlan<Op>("fusegen::swiglu", kForwardTensors, /*full=*/0, kDtypes,
                           &glue::cpuEntry<Op::ForwardArgs, &forwardCpu>, kForwardCuda),

@@ -264,31 +264,13 @@ class SpecChecker:
                 raise Failure(f"{name}: grad of {iname} has shape {list(g.shape)}, want {list(t.shape)}")
             if want is not None and g is not None and want[i] is not None:
                 gg = g.double().cpu()
-                if self.skip_known and D == 0:
-                    # regressions/empty_rows_nan_grad.yaml: NaN where the empty sum is 0
-                    gg = torch.where(torch.isnan(gg) & (want[i].cpu() == 0), torch.zeros_like(gg), gg)
                 if not torch.allclose(gg, want[i].cpu(), rtol=1e-5, atol=1e-6, equal_nan=True):
                     raise Failure(f"{name}: grad of {iname} = {g.cpu().tolist()}, want {want[i].cpu().tolist()}")
 
     def known_skips(self):
         """Checks to leave out under --skip-known: those that open findings fail (see
-        tests/difffuzz/regressions/ and KNOWN in this file)."""
-        skips = set()
-        spec = self.spec
-        reach = lang.grad_reachable(spec)
-        memo = {}
-        nodes = lang.walk([n for _, n in spec.outputs])
-        for n in nodes:
-            if id(n) not in reach or n.op != "call" or not lang.is_reduction(n.name, len(n.args)):
-                continue
-            # row_grad_in_reduction: a per-row value in a [..., D] value inside a reduction
-            for m in lang.walk([n.args[0]]):
-                if m.op == "call" and lang.is_reduction(m.name, len(m.args)):
-                    continue
-                if m.op == "call" and lang.shape_class(m, spec, memo) == FULL and any(
-                        lang.shape_class(a, spec, memo) == ROW for a in m.args):
-                    skips.add("backward")
-        return skips
+        tests/difffuzz/regressions/). None today: every kept finding is fixed."""
+        return set()
 
     def run(self, full=True):
         skips = self.known_skips() if self.skip_known else set()

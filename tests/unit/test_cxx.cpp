@@ -41,6 +41,32 @@ TEST(FunctionImporter, TranslatesLocalsCallsAndConditionals) {
   EXPECT_EQ(fns->at("mish").loc.line, 4);
 }
 
+// Integer subexpressions have C++'s semantics: folded by Clang (1 / 2 is 0, -7 / 2 is -3,
+// 7 % 4 is 3), then converted to the float they are used as (16777217 rounds to 16777216).
+TEST(FunctionImporter, IntegerArithmeticIsFoldedAsCppComputesIt) {
+  std::ostringstream err;
+  Diagnostics diags(err);
+  const std::string header = "inline float f(float x) {\n"
+                             "  const float h = x * (1 / 2) + (7 / 2) + 7 % 4 + (-7) / 2;\n"
+                             "  return h + 16777217 + (x > 0.0f ? 3 / 2 : 5 / 2);\n"
+                             "}\n";
+  auto fns = importFunctions("int.cuh", header, diags);
+  ASSERT_TRUE(fns) << err.str();
+  EXPECT_EQ(fusegen::expr::toString(fns->at("f").body),
+            "add(add(add(add(add(mul(x, 0), 3), 3), -3), 16777216), where(gt(x, 0), 1, 2))");
+}
+
+TEST(FunctionImporter, IntegerArithmeticOnValuesIsAnError) {
+  std::ostringstream err;
+  Diagnostics diags(err);
+  EXPECT_FALSE(importFunctions(
+      "i.cuh", "inline float f(float x) {\n  return x + (x > 0.0f) / 2;\n}\n", diags));
+  EXPECT_NE(err.str().find("i.cuh:2:14: error: integer arithmetic on values that are not "
+                           "constants cannot be translated"),
+            std::string::npos)
+      << err.str();
+}
+
 TEST(FunctionImporter, LoopIsAnErrorAtItsLine) {
   std::ostringstream err;
   Diagnostics diags(err);

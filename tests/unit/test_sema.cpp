@@ -5,9 +5,12 @@
 #include "TestUtil.h"
 
 #include "ir/Node.h"
+#include "opt/Simplify.h"
 #include "plan/KernelPlan.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 namespace fusegen::test {
 namespace {
@@ -401,7 +404,9 @@ Planned planSpec(const std::string& text) {
   Diagnostics diags(out);
   std::optional<spec::OpSpec> s = spec::loadSpecFromString("t.yaml", text, diags);
   Planned p;
-  p.plan = plan::planOp(*s, *l.fn, gradientOf(*l.fn), diags);
+  autodiff::Gradient g = gradientOf(*l.fn);
+  ir::Function fn = opt::dropStatedGradients(*l.fn, g.inputGrads); // as the pipeline does
+  p.plan = plan::planOp(*s, fn, g, diags);
   p.messages = out.str();
   return p;
 }
@@ -441,6 +446,58 @@ TEST(Plan, ScalarInputUsedPerElementAndPerRowIsAnError) {
   EXPECT_TRUE(contains(p.messages, "t.yaml:4:3: error: 0-dim input 'w' is used both in "
                                    "per-element values and directly in per-row values"))
       << p.messages;
+}
+
+// A with_grad is as wide as its arguments, its value broadcast (docs/spec-language.md): the
+// plan keeps that class once the stated derivatives are dropped, not the value's.
+TEST(Plan, WithGradKeepsTheClassOfItsArgumentsWithoutItsDerivatives) {
+  Planned p = planSpec(spec("  x: [..., D]\n  r: [...]\n  b: [D]\n",
+                            "  y0: x * sum(x)\n  y1: with_grad(10, r, x)\n"
+                            "  y2: with_grad(sum(x), r, x)\n  y3: with_grad(2, r, b)\n"
+                            "  y4: sum(with_grad(3, r, exp(b)) * x)\n"));
+  ASSERT_TRUE(p.plan) << p.messages;
+  for (const plan::RowProgram::Output& o : p.plan->forward.outputs) {
+    if (o.name[0] == '_') continue; // saved values
+    EXPECT_EQ(o.kind, o.name == "y4" ? plan::OutKind::Row : plan::OutKind::Full) << o.name;
+    // The stated derivatives are not computed: no exp of b is left in the forward.
+    for (const ir::Node* n : ir::topoOrder({o.value}))
+      EXPECT_FALSE(n->isCall("exp")) << o.name;
+  }
+}
+
+// The backward's derived argument names (incoming gradients, saved per-row values) begin
+// with '_', which spec names cannot: an input grad_y next to an output y, or saved_m next to a
+// saved let m, are arguments of their own.
+TEST(Plan, DerivedArgumentNamesDoNotClashWithTheSpecs) {
+  Planned p =
+      planSpec("op: t\ninputs:\n  x: [..., D]\n  grad_y: [..., D]\n  saved_m: [...]\n"
+               "let:\n  m: rsqrt(mean(x * x) + 1)\noutputs:\n  y: x * m * saved_m + grad_y\n");
+  ASSERT_TRUE(p.plan) << p.messages;
+  std::set<std::string> names;
+  for (const plan::RowProgram::Input& in : p.plan->backward.inputs)
+    EXPECT_TRUE(names.insert(in.name).second) << "two backward arguments named " << in.name;
+  EXPECT_TRUE(names.count("_grad_y") && names.count("_saved_m") && names.count("saved_m") &&
+              names.count("grad_y"));
+}
+
+// The planner recognizes the forward's per-row values in the backward by node identity, so
+// the backward must refer to the forward's nodes as they are: neither a copy that the
+// simplifier rewrote (exp(0) * x folded to x) nor one that still holds the with_grad the
+// forward has dropped. Else it recomputes each of them, a pass more per level of nesting.
+TEST(Plan, BackwardReadsTheForwardsPerRowValuesBackWhateverTheSimplifierDoes) {
+  for (const char* formula :
+       {"x * max(exp(0) * x * max(exp(0) * x * max(exp(0) * x)))",
+        "x * mean(tanh(with_grad(x, x, 1) * max(with_grad(x, x, 1) * max(with_grad(x, x, 1) * "
+        "max(with_grad(x, x, 1))))))"}) {
+    Planned p = planSpec(spec("  x: [..., D]\n", std::string("  y: ") + formula + "\n"));
+    ASSERT_TRUE(p.plan) << formula << "\n" << p.messages;
+    EXPECT_EQ(p.plan->saved.size(), p.plan->forward.stages.size()) << formula;
+    EXPECT_LE(p.plan->backward.stages.size(), p.plan->forward.stages.size()) << formula;
+    for (const plan::RowProgram::Stage& st : p.plan->backward.stages)
+      for (const ir::Expr& r : st.reductions)
+        EXPECT_EQ(r->prim()->name, "sum")
+            << formula << ": the backward recomputes a " << r->prim()->name;
+  }
 }
 
 } // namespace

@@ -138,10 +138,22 @@ TEST_F(Simplify, CallSimplifiesOneNode) {
 
 TEST_F(Simplify, SumIsPulledThroughLinearOperations) {
   Expr r = Node::makeInput("r", 2, ir::ShapeClass::Row);
+  // sum(x) * r, except for an empty row (D = 0): there r may be NaN (a mean over the empty
+  // row) and 0 * NaN is NaN, where the sum over no elements is 0.
   Expr s = simplify(call("sum", {call("mul", {x, r})}));
-  ASSERT_TRUE(s->isCall("mul"));
-  EXPECT_TRUE(s->args()[0]->isCall("sum"));
-  EXPECT_EQ(s->args()[1].get(), r.get());
+  ASSERT_TRUE(s->isCall("where")) << ir::printDag({{"s", s}});
+  ASSERT_TRUE(s->args()[0]->isCall("eq"));
+  EXPECT_EQ(s->args()[0]->args()[0]->kind(), ir::NodeKind::Dim);
+  EXPECT_TRUE(s->args()[0]->args()[1]->isConst(0));
+  EXPECT_TRUE(s->args()[1]->isCall("sum"));
+  ASSERT_TRUE(s->args()[2]->isCall("mul"));
+  EXPECT_EQ(s->args()[2]->args()[0].get(), s->args()[1].get());
+  EXPECT_EQ(s->args()[2]->args()[1].get(), r.get());
+  // A finite constant factor needs no guard.
+  s = simplify(call("sum", {call("mul", {k(2.5), x})}));
+  ASSERT_TRUE(s->isCall("mul")) << ir::printDag({{"s", s}});
+  EXPECT_TRUE(s->args()[0]->isConst(2.5));
+  EXPECT_TRUE(s->args()[1]->isCall("sum"));
   s = simplify(call("sum", {call("neg", {x})}));
   ASSERT_TRUE(s->isCall("neg"));
   EXPECT_TRUE(s->args()[0]->isCall("sum"));

@@ -14,6 +14,9 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
                                              const prims::PrimitiveLibrary& lib, Diagnostics& diags,
                                              const SourceLoc& where) {
   opt::Simplifier simplifier(lib);
+  for (const ir::Expr& r : roots)
+    simplifier.keep(r); // the derivatives read the values of the roots' nodes as they are
+
   // Shared pointers of every node, so rules can refer to `result` and the arguments.
   std::unordered_map<const ir::Node*, ir::Expr> owner;
   for (const ir::Expr& r : roots)
@@ -64,11 +67,14 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
       if (contribution->isConst(0)) continue;
       // A per-row argument of a full-shaped node is used by every element of its row. Its
       // contribution is the sum of theirs: accumulate() sums a full-shaped or [D] one; a
-      // per-row or [] one (the same for every element of the row) is D of it.
+      // per-row or [] one (the same for every element of the row) is D of it. (At D = 0 that
+      // is the empty sum, 0, whatever the term: a mean over the empty row.)
       if (arg->shape() == ir::ShapeClass::Row && n->shape() == ir::ShapeClass::Full &&
           (contribution->shape() == ir::ShapeClass::Row ||
            contribution->shape() == ir::ShapeClass::Scalar))
-        contribution = simplifier.call("mul", {contribution, ir::Node::makeDim()});
+        contribution = simplifier.unlessRowEmpty(
+            ir::Node::makeConst(0), simplifier.call("mul", {contribution, ir::Node::makeDim()}),
+            contribution);
       accumulate(arg.get(), contribution);
     }
   }

@@ -161,13 +161,42 @@ private:
     return expr::Ast::makeCall(name, std::move(args), loc(e->getBeginLoc()));
   }
 
+  // An integer (not bool) subexpression has C++'s integer semantics (1 / 2 is 0, 7 % 4 is 3),
+  // which the formula language, all floating point, does not have: it is folded to its value
+  // by Clang's constant evaluator, then converted to the floating type `to` it is used as
+  // (float rounds a large int), as C++ converts it. A ?: with integer branches keeps its
+  // condition; any other integer arithmetic on values that are not constants is an error.
+  expr::AstPtr integer(const clang::Expr* e, clang::QualType to) {
+    e = e->IgnoreParens();
+    clang::Expr::EvalResult r;
+    if (e->EvaluateAsInt(r, unit_.getASTContext())) {
+      const llvm::APSInt& v = r.Val.getInt();
+      if (v.getBitWidth() > 64) return fail(e, "integers wider than 64 bits cannot be translated");
+      const auto* b = to->getAs<clang::BuiltinType>();
+      const bool toFloat = b && b->getKind() == clang::BuiltinType::Float;
+      double d = v.isSigned() ? (toFloat ? static_cast<float>(v.getExtValue())
+                                         : static_cast<double>(v.getExtValue()))
+                              : (toFloat ? static_cast<float>(v.getZExtValue())
+                                         : static_cast<double>(v.getZExtValue()));
+      return expr::Ast::makeNumber(d, loc(e->getBeginLoc()));
+    }
+    if (const auto* c = llvm::dyn_cast<clang::ConditionalOperator>(e))
+      return call("where",
+                  {expr(c->getCond()), integer(c->getTrueExpr()->IgnoreParenImpCasts(), to),
+                   integer(c->getFalseExpr()->IgnoreParenImpCasts(), to)},
+                  e);
+    return fail(e, "integer arithmetic on values that are not constants cannot be translated "
+                   "(C++ would compute it in int); write it in float");
+  }
+
   expr::AstPtr expr(const clang::Expr* e) {
+    const clang::QualType to = e->IgnoreParens()->getType(); // the type a value is used as
     e = e->IgnoreParenImpCasts();
+    if (e->getType()->isIntegralOrEnumerationType() && !e->getType()->isBooleanType())
+      return integer(e, to);
     SourceLoc l = loc(e->getBeginLoc());
     if (const auto* f = llvm::dyn_cast<clang::FloatingLiteral>(e))
       return expr::Ast::makeNumber(f->getValueAsApproximateDouble(), l);
-    if (const auto* i = llvm::dyn_cast<clang::IntegerLiteral>(e))
-      return expr::Ast::makeNumber(static_cast<double>(i->getValue().getSExtValue()), l);
     if (const auto* c = llvm::dyn_cast<clang::ExplicitCastExpr>(e)) {
       if (!c->getType()->isRealFloatingType())
         return fail(e, "casts to " + c->getType().getAsString() + " cannot be translated");

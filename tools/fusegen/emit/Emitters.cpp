@@ -78,10 +78,8 @@ const char* cppDtype(spec::DType d) {
 
 // An attr's default as both the schema and Python spell it (True/False, 3, 0.5).
 std::string attrDefault(const spec::Attr& a) {
-  if (a.type == spec::AttrType::Bool)
-    return a.defaultValue != 0 ? "True" : "False";
-  if (a.type == spec::AttrType::Int)
-    return std::to_string(static_cast<long long>(a.defaultValue));
+  if (a.type == spec::AttrType::Bool) return a.defaultValue != 0 ? "True" : "False";
+  if (a.type == spec::AttrType::Int) return std::to_string(static_cast<long long>(a.defaultValue));
   return pythonLiteral(a.defaultValue);
 }
 
@@ -168,7 +166,8 @@ std::string boundsBody(const OpModel& op) {
   out += "    _outputs = (" + join(outputs, ", ") + ",)\n";
   out += "    if _grads is None:\n        return _outputs, None\n";
   for (size_t m = 0; m < fn.outputs.size(); ++m)
-    out += "    _grad_" + fn.outputs[m].name + " = _r.exact(_grads[" + std::to_string(m) + "]" +
+    out += "    " + plan::gradArgName(fn.outputs[m].name) + " = _r.exact(_grads[" +
+           std::to_string(m) + "]" +
            (fn.outputs[m].value->shape() == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "") + ")\n";
   std::vector<Assignment> backward;
   for (size_t k = 0; k < fn.inputs.size(); ++k) {
@@ -211,7 +210,7 @@ std::string secondOrderBody(const OpModel& op) {
   const std::string full = fn.inputs[op.plan.fullInput].name;
   std::vector<std::string> saved;
   for (const ir::FunctionOutput& o : fn.outputs)
-    saved.push_back("_grad_" + o.name);
+    saved.push_back(plan::gradArgName(o.name));
   for (const ir::FunctionInput& in : fn.inputs)
     saved.push_back(in.name);
   std::string out =
@@ -223,7 +222,7 @@ std::string secondOrderBody(const OpModel& op) {
   // Per-row values are [..., 1], as in the reference.
   for (const ir::FunctionOutput& o : fn.outputs)
     if (o.value->shape() == ir::ShapeClass::Row)
-      out += "    _grad_" + o.name + " = _grad_" + o.name + ".unsqueeze(-1)\n";
+      out += "    " + plan::gradArgName(o.name) + " = " + plan::gradArgName(o.name) + ".unsqueeze(-1)\n";
   for (const ir::FunctionInput& in : fn.inputs)
     if (in.shape == ir::ShapeClass::Row)
       out += "    " + in.name + " = " + in.name + ".unsqueeze(-1)\n";
@@ -448,9 +447,9 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     // Per-row values are [..., 1] in the reference, so they broadcast like the kernels'.
     returnNames.push_back(o.value->shape() == ir::ShapeClass::Row ? o.name + ".squeeze(-1)"
                                                                   : o.name);
-    gradNames.push_back("grad_" + o.name);
-    gradTensorArgs.push_back(tensorInfo("grad_" + o.name, bcastName(o.value->shape()), m));
-    gradSchema.push_back("Tensor grad_" + o.name);
+    gradNames.push_back(plan::gradArgName(o.name));
+    gradTensorArgs.push_back(tensorInfo(plan::gradArgName(o.name), bcastName(o.value->shape()), m));
+    gradSchema.push_back("Tensor " + plan::gradArgName(o.name));
     forward.push_back({"_out[" + std::to_string(m) + "]", o.value});
     reference.push_back({o.name, o.value});
     referenceRoots.push_back(o.value);
@@ -476,10 +475,10 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   }
   std::vector<std::string> savedNames, savedSchema, savedQuoted;
   for (const plan::SavedStat& st : op.plan.saved) {
-    savedNames.push_back("saved_" + st.name);
-    bwdTensorArgs.push_back(
-        tensorInfo("saved_" + st.name, "fg::Bcast::Stat", nOut + nIn + savedNames.size() - 1));
-    savedSchema.push_back("Tensor saved_" + st.name);
+    savedNames.push_back(plan::savedArgName(st.name));
+    bwdTensorArgs.push_back(tensorInfo(plan::savedArgName(st.name), "fg::Bcast::Stat",
+                                       nOut + nIn + savedNames.size() - 1));
+    savedSchema.push_back("Tensor " + plan::savedArgName(st.name));
     savedQuoted.push_back("\"" + st.name + "\"");
   }
   bwdTensorArgs.insert(bwdTensorArgs.end(), gradTensorArgs.begin(), gradTensorArgs.end());

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace fusegen::opt {
 
@@ -15,6 +16,14 @@ ir::Expr Simplifier::call(const char* primName, std::vector<ir::Expr> args) {
   ir::Expr result = rewrite(ir::Node::makeCall(p, std::move(args)));
   remember(result, result);
   return result;
+}
+
+void Simplifier::keep(const ir::Expr& e) {
+  if (!e) return;
+  remember(e, e);
+  for (const ir::Node* n : ir::topoOrder({e}))
+    for (const ir::Expr& a : n->args())
+      remember(a, a);
 }
 
 ir::Expr Simplifier::simplified(const ir::Expr& e) const {
@@ -104,14 +113,27 @@ ir::Expr Simplifier::rewrite(const ir::Expr& e) {
     if ((x->isCall("add") || x->isCall("sub")) && full(x->args()[0]) && full(x->args()[1]))
       return call(x->prim()->name.c_str(),
                   {call(p.c_str(), {x->args()[0]}), call(p.c_str(), {x->args()[1]})});
-    if (x->isCall("mul") && perRow(x->args()[1]))
-      return call("mul", {call(p.c_str(), {x->args()[0]}), x->args()[1]});
-    if (x->isCall("mul") && perRow(x->args()[0]))
-      return call("mul", {x->args()[0], call(p.c_str(), {x->args()[1]})});
-    if (x->isCall("div") && perRow(x->args()[1]))
-      return call("div", {call(p.c_str(), {x->args()[0]}), x->args()[1]});
+    if (x->isCall("mul") && perRow(x->args()[1])) {
+      ir::Expr reduced = call(p.c_str(), {x->args()[0]});
+      return unlessRowEmpty(reduced, call("mul", {reduced, x->args()[1]}), x->args()[1]);
+    }
+    if (x->isCall("mul") && perRow(x->args()[0])) {
+      ir::Expr reduced = call(p.c_str(), {x->args()[1]});
+      return unlessRowEmpty(reduced, call("mul", {x->args()[0], reduced}), x->args()[0]);
+    }
+    if (x->isCall("div") && perRow(x->args()[1])) {
+      ir::Expr reduced = call(p.c_str(), {x->args()[0]});
+      return unlessRowEmpty(reduced, call("div", {reduced, x->args()[1]}), x->args()[1]);
+    }
   }
   return e;
+}
+
+ir::Expr Simplifier::unlessRowEmpty(const ir::Expr& empty, const ir::Expr& value,
+                                    const ir::Expr& factor) {
+  if (factor && factor->kind() == ir::NodeKind::Const && std::isfinite(factor->value()))
+    return value; // finite times the empty sum is the empty sum
+  return call("where", {call("eq", {ir::Node::makeDim(), ir::Node::makeConst(0)}), empty, value});
 }
 
 ir::Expr Simplifier::simplify(const ir::Expr& root) {
@@ -180,22 +202,75 @@ std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {
   return out;
 }
 
-ir::Function dropStatedGradients(const ir::Function& fn) {
+namespace {
+// with_grad(value, x, dx, ...) without its stated derivatives. A with_grad is as wide as its
+// arguments (the join of their classes, like any elementwise call: docs/spec-language.md), so
+// where value is narrower it is broadcast: with_grad(value, w, 0, ...), whose witnesses w are
+// the fewest and cheapest nodes (inputs under the arguments first, then the arguments) that
+// widen it to the with_grad's class (one, or a [...] and a [D] one for a [] value), and the
+// stated derivatives are not computed.
+ir::Expr withoutStatedGradients(const ir::Node& n, const ir::Expr& value,
+                                const std::unordered_map<const ir::Node*, ir::Expr>& replace) {
+  const ir::ShapeClass want = n.shape();
+  if (value->shape() == want) return value;
+  std::vector<ir::Expr> args(n.args().begin() + 1, n.args().end());
+  std::vector<ir::Expr> candidates; // inputs under the arguments, then the arguments
+  std::unordered_set<const ir::Node*> seen;
+  auto input = [&](const ir::Expr& e) {
+    if (e->kind() == ir::NodeKind::Input && seen.insert(e.get()).second) candidates.push_back(e);
+  };
+  for (const ir::Expr& a : args)
+    input(a);
+  for (const ir::Node* m : ir::topoOrder(args))
+    for (const ir::Expr& a : m->args())
+      input(a);
+  for (const ir::Expr& a : args)
+    candidates.push_back(ir::substitute(a, replace));
+  std::vector<ir::Expr> witnesses;
+  for (const ir::Expr& c : candidates)
+    if (ir::joinShapes(value->shape(), c->shape()) == want) {
+      witnesses.push_back(c);
+      break;
+    }
+  if (witnesses.empty()) // value is [], no candidate [..., D]: a [...] and a [D] one make it
+    for (ir::ShapeClass part : {ir::ShapeClass::Row, ir::ShapeClass::Col})
+      for (const ir::Expr& c : candidates)
+        if (c->shape() == part) {
+          witnesses.push_back(c);
+          break;
+        }
+  // The same primitive, so the same arity: the witnesses, then zeros (eval reads value only).
+  std::vector<ir::Expr> out{value};
+  out.insert(out.end(), witnesses.begin(), witnesses.end());
+  while (out.size() < n.args().size())
+    out.push_back(ir::Node::makeConst(0));
+  return ir::Node::makeCall(n.prim(), std::move(out));
+}
+} // namespace
+
+ir::Function dropStatedGradients(const ir::Function& fn, std::vector<ir::Expr>& backward) {
   std::vector<ir::Expr> roots;
   for (const ir::FunctionOutput& o : fn.outputs)
     roots.push_back(o.value);
   for (const auto& [name, e] : fn.lets)
     roots.push_back(e);
+  roots.insert(roots.end(), backward.begin(), backward.end());
   std::unordered_map<const ir::Node*, ir::Expr> replace;
   for (const ir::Node* n : ir::topoOrder(roots)) // inner with_grads first
     if (n->kind() == ir::NodeKind::Call && n->prim()->declaresGradient)
-      replace[n] = ir::substitute(n->args().front(), replace);
+      replace[n] = withoutStatedGradients(*n, ir::substitute(n->args().front(), replace), replace);
   if (replace.empty()) return fn;
+  for (ir::Expr& r : roots)
+    r = ir::substitute(r, replace);
+  roots = cse(roots);
   ir::Function out = fn;
+  size_t k = 0;
   for (ir::FunctionOutput& o : out.outputs)
-    o.value = ir::substitute(o.value, replace);
+    o.value = roots[k++];
   for (auto& [name, e] : out.lets)
-    e = ir::substitute(e, replace);
+    e = roots[k++];
+  for (ir::Expr& g : backward)
+    g = roots[k++];
   return out;
 }
 

@@ -24,6 +24,18 @@ public:
   ir::Expr simplify(const ir::Expr& e);
   // Builds prim(args) and simplifies just that node (arguments are assumed simplified).
   ir::Expr call(const char* prim, std::vector<ir::Expr> args);
+  // `value`, a sum over a row written another way (a per-row factor pulled out of it, or D
+  // times one term), except where the row is empty (D = 0): there it is `empty`, what the sum
+  // over no elements is. The rewritten form multiplies by a per-row factor that an empty row
+  // can make NaN or infinite (a mean over it), and 0 * NaN is NaN. No guard is needed when
+  // `factor` (the factor the sum no longer multiplies by) is a finite constant.
+  ir::Expr unlessRowEmpty(const ir::Expr& empty, const ir::Expr& value,
+                          const ir::Expr& factor = nullptr);
+  // Every node reachable from `e` is left as it is by later calls (simplified to itself).
+  // Reverse mode keeps the forward's nodes so: the backward refers to the very nodes the
+  // forward computes, which the planner recognizes (by identity) as values to save, and
+  // does not recompute a rewritten copy of them (exp(0) * x folded to x, say).
+  void keep(const ir::Expr& e);
 
 private:
   ir::Expr rewrite(const ir::Expr& e);
@@ -40,9 +52,12 @@ private:
 // order of `roots` wins, so passing already-canonical expressions first preserves them.
 std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots);
 
-// `fn` with every with_grad(value, ...) replaced by its value. Run after reverse mode has
-// used the stated derivatives: the forward kernels and the eager reference then compute
-// values only, not the derivatives that with_grad carries.
-ir::Function dropStatedGradients(const ir::Function& fn);
+// `fn` with every with_grad(value, ...) replaced by its value, and the same in `backward`
+// (the input gradients, which share the forward's nodes): run after reverse mode has used
+// the stated derivatives, so the forward kernels and the eager reference compute values
+// only, not the derivatives that with_grad carries. Both are rewritten alike and then
+// shared (cse, the forward first), so a forward value the backward reads is still one
+// node in both, as the planner expects.
+ir::Function dropStatedGradients(const ir::Function& fn, std::vector<ir::Expr>& backward);
 
 } // namespace fusegen::opt

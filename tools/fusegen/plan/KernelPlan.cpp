@@ -223,7 +223,7 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   const int nIn = static_cast<int>(fn.inputs.size());
   for (size_t j = 0; j < plan.saved.size(); ++j)
     replace[plan.saved[j].value.get()] = ir::Node::makeInput(
-        "saved_" + plan.saved[j].name, nIn + static_cast<int>(j), ir::ShapeClass::Row);
+        savedArgName(plan.saved[j].name), nIn + static_cast<int>(j), ir::ShapeClass::Row);
 
   RowProgram& f = plan.forward;
   for (const ir::FunctionInput& in : fn.inputs)
@@ -231,15 +231,16 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   for (const ir::FunctionOutput& o : fn.outputs)
     f.outputs.push_back({o.name, gradKind(o.value->shape()), o.value});
   for (const SavedStat& s : plan.saved)
-    f.outputs.push_back({"saved_" + s.name, OutKind::Stat, s.value});
+    f.outputs.push_back({savedArgName(s.name), OutKind::Stat, s.value});
 
   RowProgram& b = plan.backward;
   b.inputs = f.inputs;
   for (size_t j = 0; j < plan.saved.size(); ++j)
-    b.inputs.push_back({"saved_" + plan.saved[j].name, ir::ShapeClass::Row,
+    b.inputs.push_back({savedArgName(plan.saved[j].name), ir::ShapeClass::Row,
                         replace.at(plan.saved[j].value.get()), /*stat=*/true});
   for (size_t m = 0; m < fn.outputs.size(); ++m)
-    b.inputs.push_back({"grad_" + fn.outputs[m].name, grad.gradOuts[m]->shape(), grad.gradOuts[m]});
+    b.inputs.push_back(
+        {gradArgName(fn.outputs[m].name), grad.gradOuts[m]->shape(), grad.gradOuts[m]});
   std::vector<ir::Expr> grads;
   for (const ir::Expr& g : grad.inputGrads)
     grads.push_back(g ? ir::substitute(g, replace) : nullptr);

@@ -67,6 +67,17 @@ struct SavedStat {
   ir::Expr value;   // the forward node
 };
 
+// The names fusegen derives for the backward's arguments (schema, fake, C++ parameters and
+// locals, messages): the incoming gradient of output `out`, a saved per-row value. A spec's
+// names cannot begin with '_', so these cannot clash with an input, attr, let or output
+// (grad_y and saved_m are names a spec may use).
+inline std::string gradArgName(const std::string& out) {
+  return "_grad_" + out;
+}
+inline std::string savedArgName(const std::string& stat) {
+  return "_saved_" + stat;
+}
+
 struct KernelPlan {
   PlanKind kind = PlanKind::Pointwise;
   int fullInput = -1; // the first [..., D] input: defines D and the output shape
