@@ -4,8 +4,8 @@
 # clang-14), with a 60 s seeded run of the fuzz target (tests/fuzz); then the generated ops
 # of every shipped spec built and installed (their CUDA kernels compiled too when a CUDA
 # toolkit is present) and tested on CPU (pytest; on a GPU machine also on CUDA); then a
-# bounded seeded batch of the differential fuzzer (tests/difffuzz, README "CI": 12 random specs
-# built into one package and checked against the fuzzer's own reference). Prints each
+# differential fuzzer's kept findings and a bounded seeded batch (tests/difffuzz, README "CI":
+# 12 random specs built into one package and checked against the fuzzer's own reference). Prints each
 # runner's closing line; exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +32,8 @@ echo "== pytest: the generated ops"
 cd /tmp  # test the installed package
 python3 -m pytest --pyargs fusegen_ops -q -p no:cacheprovider -W ignore::DeprecationWarning
 
-echo "== difffuzz: seed 1, 12 random specs, open findings left out (tests/difffuzz/README.md, CI)"
-python3 "$ROOT/tests/difffuzz/run.py" --seed 1 --count 12 --jobs "${FUSEGEN_JOBS:-2}" --skip-known \
+echo "== difffuzz: every kept finding (tests/difffuzz/regressions), then seed 1, 12 random specs"
+python3 "$ROOT/tests/difffuzz/run.py" --regressions --jobs "${FUSEGEN_JOBS:-2}" \
+  --fusegen "$ROOT/build/fusegen" --out /tmp/difffuzz-regressions
+python3 "$ROOT/tests/difffuzz/run.py" --seed 1 --count 12 --jobs "${FUSEGEN_JOBS:-2}" \
   --fusegen "$ROOT/build/fusegen" --out /tmp/difffuzz-ci
