@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -87,12 +88,17 @@ public:
             n->kind() != ir::NodeKind::Dim)
           throw std::logic_error("unbound leaf '" + n->name() + "' in generated C++");
         names_[n] = leaf(n);
+        if (n->kind() == ir::NodeKind::Const || n->kind() == ir::NodeKind::Attr ||
+            n->kind() == ir::NodeKind::Dim)
+          pyScalars_.insert(n);
         continue;
       }
       std::string name = prefix_ + std::to_string(next_++);
       std::vector<std::string> operands;
       for (const ir::Expr& a : n->args())
         operands.push_back(names_.at(a.get()));
+      if (target_ == Target::Python)
+        pythonScalarOperands(*n, operands);
       if (target_ == Target::Cpp)
         out << pad << "const " << (n->type() == ir::ValueType::Bool ? "bool" : "T") << " " << name
             << " = " << cppCall(*n->prim(), operands) << ";\n";
@@ -186,6 +192,28 @@ private:
                          [&](const std::string& n) { return operands.at(p.paramIndex(n)); });
   }
 
+  // In Python, constants, attrs and D are numbers, and a formula over them alone stays a
+  // number where its spelling is operators (D == 0 is a bool). torch's functions take tensors
+  // (torch.pow(0.01, -1) and torch.where(False, t, 0.0) raise): their number operands become
+  // 0-dim tensors where all operands are numbers, and a number condition always; 0-dim
+  // float64 CPU tensors mix with tensors of any dtype and device as numbers do.
+  void pythonScalarOperands(const ir::Node& n, std::vector<std::string>& operands) {
+    const bool torchFunction = n.prim()->torch.find("torch.") != std::string::npos;
+    bool allScalar = true;
+    for (const ir::Expr& a : n.args())
+      allScalar = allScalar && pyScalars_.count(a.get());
+    if (allScalar && !torchFunction) {
+      pyScalars_.insert(&n);
+      return;
+    }
+    for (size_t i = 0; i < n.args().size(); ++i) {
+      const ir::Node* a = n.args()[i].get();
+      if (pyScalars_.count(a) && torchFunction && (allScalar || a->type() == ir::ValueType::Bool))
+        operands[i] = "torch.as_tensor(" + operands[i] +
+                      (a->type() == ir::ValueType::Bool ? ")" : ", dtype=torch.float64)");
+    }
+  }
+
   std::string pythonCall(const prims::Primitive& p,
                          const std::vector<std::string>& operands) const {
     std::string out;
@@ -211,6 +239,7 @@ private:
   const Bindings& bindings_;
   std::string prefix_;
   std::map<const ir::Node*, std::string> names_;
+  std::set<const ir::Node*> pyScalars_; // Python numbers in the Python target
   int next_ = 0;
 };
 
