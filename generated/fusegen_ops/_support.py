@@ -282,3 +282,54 @@ def grad_to(a: torch.Tensor, cls: str, full: List[int], dtype: torch.dtype,
     else:
         out = torch.broadcast_to(a, lead + [1] if rowlike else full).sum()
     return out.to(dtype).contiguous()
+
+
+# ---- the autograd kernel of <op>_backward ----------------------------------------------
+# The C++ autograd node of each op calls <op>_backward through the dispatcher when grad mode
+# is on in the backward (create_graph): this kernel then records the backward with its own
+# derivative (`backward`, the op's _backward_backward). It is an autograd.Function in the
+# form torch.func accepts (forward without ctx, setup_context, the op's own vmap rule), but
+# torch.func cannot run an autograd.Function from inside a dispatcher kernel, and its grad
+# transforms run every backward with create_graph: under one torch.func grad level the
+# backward runs below autograd (first derivatives, as without this kernel); under two
+# (torch.func.grad of torch.func.grad, hessian) it raises rather than return zeros.
+_autograd_libs: List[torch.library.Library] = []
+
+
+def register_backward_autograd(spec: OpInfo, setup_context, backward) -> None:
+    """Registers the Autograd kernel of fusegen::<op>_backward: the op below autograd, and
+    `backward` (the op's _backward_backward, second derivatives) as its derivative."""
+    op = getattr(torch.ops.fusegen, spec.name + "_backward").default
+
+    def forward(*args):
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*args)
+
+    def setup(ctx, inputs, output):
+        setup_context(ctx, inputs, output)
+
+    function = type(f"{spec.name}_backward_Function", (torch.autograd.Function,), {
+        "forward": staticmethod(forward),
+        "setup_context": staticmethod(setup),
+        "backward": staticmethod(backward),
+        "generate_vmap_rule": True,  # vmap of forward is the op's own rule (register_vmap)
+    })
+
+    def kernel(*args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            levels = torch._C._functorch.get_interpreter_stack()
+            if levels is None:
+                return function.apply(*args)
+            grad = torch._C._functorch.TransformType.Grad
+            if sum(level.key() == grad for level in levels) > 1:
+                raise RuntimeError(
+                    f"{spec.qualname}_backward: second derivatives under nested torch.func "
+                    "transforms (grad of grad, hessian) are not supported; use "
+                    "torch.autograd.grad(..., create_graph=True) for them")
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*args)
+
+    lib = torch.library.Library("fusegen", "IMPL")
+    lib.impl(spec.name + "_backward", kernel, "Autograd")
+    _autograd_libs.append(lib)  # a Library unregisters its kernels when collected

@@ -851,14 +851,14 @@ class OpChecks:
             self._compare_vmap(fn, dims, args, f"vmap({self.spec.name})")
         raw = getattr(torch.ops.fusegen, self.spec.name).default  # the statistics too
         for dims, args in self._vmap_cases(self.inputs((4,), 6, dtype, device)):
-            self._compare_vmap(lambda *t: _tuple(raw(*t, *attrs.values())), dims, args,
+            self._compare_vmap(lambda *t: _tuple(raw(*t, **attrs)), dims, args,
                                f"vmap(torch.ops.fusegen.{self.spec.name})")
 
     def vmap_backward(self, device, dtype):
         """torch.vmap over <op>_backward (each gradient requested alone and all at once:
         output_mask), over torch.func.vjp of the op, and torch.autograd through vmap's
         result, against loops."""
-        attrs = list(self.attrs().values())
+        attrs = self.attrs()  # keyword-only in the op's schema, positional in the backward's
         fwd = getattr(torch.ops.fusegen, self.spec.name).default
         bwd = getattr(torch.ops.fusegen, self.spec.name + "_backward").default
         n_in, n_out = len(self.spec.inputs), len(self.spec.outputs)
@@ -866,8 +866,8 @@ class OpChecks:
 
         def backward(mask):
             def fn(*t):  # (inputs, output gradients)
-                saved = _tuple(fwd(*t[:n_in], *attrs))[n_out:]
-                return _tuple(bwd(*t[n_in:], *t[:n_in], *saved, *attrs, mask))
+                saved = _tuple(fwd(*t[:n_in], **attrs))[n_out:]
+                return _tuple(bwd(*t[n_in:], *t[:n_in], *saved, *attrs.values(), mask))
             return fn
 
         def vjp(*t):
@@ -899,7 +899,7 @@ class OpChecks:
 
     def func_transforms(self, device):
         """torch.func.grad, vjp and jacrev of the op against those of its reference (float64);
-        forward mode (jvp) raises instead of returning wrong tangents."""
+        forward mode (jvp) and nested grads raise instead of returning wrong values."""
         x = self.inputs((2, 3), 4, torch.float64, device)
         argnums = tuple(range(len(x)))
         for k, out in enumerate(self.spec.outputs):
@@ -922,6 +922,12 @@ class OpChecks:
         tangents = [torch.randn_like(t) for t in x]
         with pytest.raises(RuntimeError, match="forward-mode AD .* is not supported"):
             torch.func.jvp(lambda *t: self.call(self.op, t), tuple(x), tuple(tangents))
+        # Second derivatives by nested torch.func grads raise (torch.autograd's create_graph
+        # has them: gradgradcheck), never come back as zeros.
+        def total(*t):
+            return sum((o * torch.randn_like(o)).sum() for o in self.call(self.op, t))
+        with pytest.raises(RuntimeError, match="nested torch.func transforms"):
+            torch.func.grad(lambda *t: torch.func.grad(total)(*t).sum())(*x)
 
 
 def _tuple(out):

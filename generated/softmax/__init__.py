@@ -120,8 +120,8 @@ def _backward_backward(ctx, *_gg):
     _t5 = (_gg_x * _t4)
     _t6 = _t5.sum(-1, keepdim=True)
     _t7 = (-_t6)
-    _t8 = torch.where(_t0, _t7, 0.0)
-    _t9 = torch.where(_t0, 0.0, _t7)
+    _t8 = torch.where(torch.as_tensor(_t0), _t7, 0.0)
+    _t9 = torch.where(torch.as_tensor(_t0), 0.0, _t7)
     _t10 = _t4.sum(-1, keepdim=True)
     _t11 = (_t9 / _t10)
     _t12 = (_t8 + _t11)
@@ -133,7 +133,7 @@ def _backward_backward(ctx, *_gg):
     _t18 = (_grad_y * _t13)
     _t19 = _t18.sum(-1, keepdim=True)
     _t20 = (_t19 / _t10)
-    _t21 = torch.where(_t0, _t19, _t20)
+    _t21 = torch.where(torch.as_tensor(_t0), _t19, _t20)
     _t22 = (_t17 - _t21)
     _t23 = (_gg_x * _t22)
     _t24 = (_t12 * _grad_y)
@@ -145,12 +145,12 @@ def _backward_backward(ctx, *_gg):
     _t30 = (_t24 * _t13)
     _t31 = _t30.sum(-1, keepdim=True)
     _t32 = (_t31 / _t10)
-    _t33 = torch.where(_t0, _t31, _t32)
+    _t33 = torch.where(torch.as_tensor(_t0), _t31, _t32)
     _t34 = (_t29 - _t33)
     _t35 = (_t5 * _t17)
     _t36 = _t35.sum(-1, keepdim=True)
     _t37 = (_t36 / _t10)
-    _t38 = torch.where(_t0, _t36, _t37)
+    _t38 = torch.where(torch.as_tensor(_t0), _t36, _t37)
     _t39 = (_t34 - _t38)
     _t40 = (_t26 + _t39)
     _t41 = (_t40 * _t4)
@@ -164,7 +164,6 @@ def _backward_backward(ctx, *_gg):
             None,)
 
 
-torch.library.register_autograd("fusegen::softmax_backward", _backward_backward,
-                                setup_context=_backward_setup_context)
+_support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))

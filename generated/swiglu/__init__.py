@@ -136,7 +136,6 @@ def _backward_backward(ctx, *_gg):
             None,)
 
 
-torch.library.register_autograd("fusegen::swiglu_backward", _backward_backward,
-                                setup_context=_backward_setup_context)
+_support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
