@@ -304,12 +304,9 @@ def register_backward_autograd(spec: OpInfo, setup_context, backward) -> None:
         with torch._C._AutoDispatchBelowAutograd():
             return op(*args)
 
-    def setup(ctx, inputs, output):
-        setup_context(ctx, inputs, output)
-
     function = type(f"{spec.name}_backward_Function", (torch.autograd.Function,), {
         "forward": staticmethod(forward),
-        "setup_context": staticmethod(setup),
+        "setup_context": staticmethod(setup_context),
         "backward": staticmethod(backward),
         "generate_vmap_rule": True,  # vmap of forward is the op's own rule (register_vmap)
     })
@@ -326,8 +323,7 @@ def register_backward_autograd(spec: OpInfo, setup_context, backward) -> None:
                     f"{spec.qualname}_backward: second derivatives under nested torch.func "
                     "transforms (grad of grad, hessian) are not supported; use "
                     "torch.autograd.grad(..., create_graph=True) for them")
-        with torch._C._AutoDispatchBelowAutograd():
-            return op(*args)
+        return forward(*args)
 
     lib = torch.library.Library("fusegen", "IMPL")
     lib.impl(spec.name + "_backward", kernel, "Autograd")
