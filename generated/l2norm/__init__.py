@@ -52,7 +52,7 @@ def error_bounds(_r, _grads, x: Tensor, *, eps: float = 1e-12):
     _t0 = (x * x)
     _t1 = _r.sum(_t0)
     _t2 = _r.sqrt(_t1)
-    _t3 = _r.select((_t2 > eps), _t2, eps)
+    _t3 = _r.select((_t2 != _t2), _t2, _r.select((_t2 > eps), _t2, eps))
     _t4 = (x / _t3)
     y = _t4
     _s0 = _t3

@@ -69,7 +69,7 @@ struct Forward {
     if constexpr (kPass == 0) {
       const T _t0 = fg::sqrt<kFast>(_red[0]);
       const T _attr_eps = _attr[0];
-      const T _t1 = (_t0 > _attr_eps) ? _t0 : _attr_eps;
+      const T _t1 = (_t0 != _t0) ? _t0 : ((_t0 > _attr_eps) ? _t0 : _attr_eps);
       _rv[0] = _red[0];
       _rv[1] = _t0;
       _rv[2] = _t1;

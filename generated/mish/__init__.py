@@ -52,7 +52,7 @@ def error_bounds(_r, _grads, x: Tensor):
     states the error model). Returns (outputs, input gradients), float64 tensors."""
     _D = x.shape[-1] if x.dim() else 1
     x = _r.exact(x)
-    _t0 = _r.select((x > 0.0), x, 0.0)
+    _t0 = _r.select((x != x), x, _r.select((x > 0.0), x, 0.0))
     _t1 = _r.abs(x)
     _t2 = (-_t1)
     _t3 = _r.exp(_t2)
@@ -65,7 +65,7 @@ def error_bounds(_r, _grads, x: Tensor):
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _b0 = _r.select((x > 0.0), x, 0.0)
+    _b0 = _r.select((x != x), x, _r.select((x > 0.0), x, 0.0))
     _b1 = _r.abs(x)
     _b2 = (-_b1)
     _b3 = _r.exp(_b2)

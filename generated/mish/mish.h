@@ -29,7 +29,7 @@ struct Op {
     (void)_attr;
     (void)_D;
     const T _in_x = _in[0];
-    const T _t0 = (_in_x > T(0.0)) ? _in_x : T(0.0);
+    const T _t0 = (_in_x != _in_x) ? _in_x : ((_in_x > T(0.0)) ? _in_x : T(0.0));
     const T _t1 = fg::abs<kFast>(_in_x);
     const T _t2 = -_t1;
     const T _t3 = fg::exp<kFast>(_t2);
@@ -47,7 +47,7 @@ struct Op {
     (void)_D;
     const T _grad_y = _gout[0];
     const T _in_x = _in[0];
-    const T _t0 = (_in_x > T(0.0)) ? _in_x : T(0.0);
+    const T _t0 = (_in_x != _in_x) ? _in_x : ((_in_x > T(0.0)) ? _in_x : T(0.0));
     const T _t1 = fg::abs<kFast>(_in_x);
     const T _t2 = -_t1;
     const T _t3 = fg::exp<kFast>(_t2);

@@ -189,7 +189,7 @@ TORCH: Dict[tuple, str] = {
     ("min", 2): "torch.minimum({0}, {1})",
     ("max", 2): "torch.maximum({0}, {1})",
     ("sigmoid", 1): "torch.special.expit({0})",
-    ("relu", 1): "torch.where({0} > 0, {0}, 0.0)",
+    ("relu", 1): "torch.where({0} > 0, {0}, torch.where({0} != {0}, {0}, 0.0))",
     ("leaky_relu", 2): "torch.where({0} > 0, {0}, {0} * {1})",
     ("silu", 1): "({0} * torch.special.expit({0}))",
     ("softplus", 1): "torch.logaddexp({0}, torch.zeros_like({0}))",
@@ -207,7 +207,7 @@ TORCH: Dict[tuple, str] = {
 # Notes on the spellings that differ from the obvious one:
 # - square as a product and rsqrt as 1/sqrt: the derivative comes from autograd of a different
 #   formula than fusegen's rule, so a wrong rule is caught.
-# - relu as a where: its gradient at 0 is 0, as fusegen documents (torch.clamp_min's is 1 at
+# - relu as a where: its gradient at 0 is 0, as fusegen documents, and NaN stays NaN (torch.clamp_min's is 1 at
 #   its bound in torch 2.11: difffuzz seed 400 spec 32 met x1 + x2 == 0); leaky_relu at 0 takes the
 #   slope (fusegen's rule where(x > 0, grad, grad * slope)), which torch.where reproduces.
 # - softplus as logaddexp(x, 0): exact for every x, independent of fusegen's stable form.

@@ -12,7 +12,7 @@ namespace fusegen::plan {
 
 namespace {
 
-constexpr int kMaxStages = 4; // the runtime's row plan unrolls at most this many passes
+constexpr int kMaxStages = 16; // passes over a row the planner stages (the runtime unrolls any number; each adds code)
 
 bool isReduction(const ir::Node* n) {
   return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Reduction;
