@@ -15,6 +15,8 @@ import os
 
 
 def measure(args):
+    import importlib
+
     import torch
 
     import fusegen_ops
@@ -25,7 +27,7 @@ def measure(args):
     dtype = getattr(torch, args.dtype)
     rows = []
     for name in ops:
-        mod = getattr(fusegen_ops, name)
+        mod = importlib.import_module(f"fusegen_ops.{name}")
         spec, op = mod.SPEC, getattr(mod, name)
         for r, d in shapes:
             forward, step, xg = benchmark.timed_steps(spec, op, r, d, dtype, "cuda")

@@ -548,7 +548,7 @@ def print_cxx(n: Node, names: Dict[int, str]) -> str:
     if n.name in CMP_SPELL:
         return f"({a[0]} {CMP_SPELL[n.name]} {a[1]})"
     if n.name == "neg":
-        return f"(-{a[0]})"
+        return f"(- {a[0]})"  # the space: -(-0.0f) must not print as the decrement --0.0f
     if n.name == "where":
         return f"({a[0]} ? {a[1]} : {a[2]})"
     if n.name in PRIM_TO_CXX:

@@ -363,7 +363,7 @@ class MonteCarlo(Exact):
         # values equal, or equal ones unequal (a difference exactly 0 in float64, one ulp in
         # float32): runs of even seed merge ties, those of odd seed compare the perturbed
         # values as they are, so the runs of a check (consecutive seeds) see both outcomes.
-        self.tie_frac = float(torch.rand((), generator=self.gen, dtype=torch.float64)) if seed % 2 == 0 else 0.0
+        self.tie_frac = float(torch.rand((), generator=self.gen, dtype=torch.float64, device=device)) if seed % 2 == 0 else 0.0
         _library()
 
     def c(self, v):

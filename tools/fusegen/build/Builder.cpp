@@ -31,6 +31,12 @@ namespace fusegen::build {
 
 namespace {
 
+// An environment variable's value, or "" when unset.
+std::string envOr(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
 std::string quote(const std::string& s) {
   std::string out = "'";
   for (char c : s)
@@ -330,6 +336,12 @@ std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
   d.set("with_cuda", withCuda);
   d.set("nvcc", ninjaValue(tc.nvcc));
   d.set("nvcc_flags", joinFlags(nvccFlags));
+  // The flags nvcc takes from the environment, written into its command as a shell comment:
+  // ninja rebuilds when a command line changes, not when the environment does.
+  std::string nvccEnv;
+  for (const char* var : {"NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"})
+    if (!envOr(var).empty()) nvccEnv += std::string(" ") + var + "=" + envOr(var);
+  d.set("nvcc_env", nvccEnv.empty() ? "" : ninjaValue("# environment:" + nvccEnv));
   d.set("objects", emit::list(objects));
   d.set("cached", emit::list(cached));
   d.set("library", ninjaValue(library.string(), true));
@@ -384,8 +396,12 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
                                                      gpuArch,
                                                      opts.python,
                                                      opts.cpuOnly ? "cpu-only" : "",
-                                                     std::getenv("CC") ? std::getenv("CC") : "",
-                                                     std::getenv("CXX") ? std::getenv("CXX") : ""};
+                                                     envOr("CC"),
+                                                     envOr("CXX"),
+                                                     // nvcc reads these itself: they change
+                                                     // the objects as a flag would
+                                                     envOr("NVCC_PREPEND_FLAGS"),
+                                                     envOr("NVCC_APPEND_FLAGS")};
   std::vector<std::string> keyContext = toolchainContext;
   keyContext.insert(keyContext.end(),
                     {ninjaTemplate, opts.wheel ? "wheel" : "", debug ? "debug" : ""});
