@@ -316,6 +316,11 @@ class _PrimOp(torch.autograd.Function):
             if prim.eval is None:
                 raise KeyError(f"{prim.signature()} has no eval formula")
             y = model.evaluate(_ast(prim.eval, [q.name for q in prim.params]), env, builtins=True)
+            if prim.name == "with_grad":
+                # its value, at the join of its arguments' shapes (docs/spec-language.md): a
+                # per-row value with a full-shaped x is full-shaped, so its gradient is
+                # grad * dx per element, not a row's sum of grad times dx
+                y = y.expand(torch.broadcast_shapes(*(a.shape for a in args if torch.is_tensor(a)))).clone()
             if store:
                 y = model.perturb(y, model.u_row, model.max_store, model.tiny_store)
         ctx.result = y
