@@ -226,34 +226,56 @@ _ORDER = {"eq": lambda a, b, same: same, "ne": lambda a, b, same: ~same,
 
 # The magnitude behind a value: the size of the terms it was computed from, which bounds its
 # rounding error when it is a small difference of large terms ((|x| + 1e-30) - x, sum(x) -
-# D * mean(x)). Ties are measured against it: such a difference is 0 in one precision and
-# not in another. Elementwise: add/sub/min/max/where keep their operands' larger magnitude,
-# products and quotients scale it, the reductions combine it; other functions restart it
-# from their result.
+# D * mean(x), the 1 + tanh(u) inside gelu_tanh for u << 0). Ties are measured against it:
+# such a difference is 0 in one precision and not in another. A primitive's magnitude comes
+# from its `eval` formula: add and sub keep their operands' larger magnitude, products and
+# quotients scale it, select picks it, neg and abs keep it, the other builtins restart it
+# from their result; reductions combine it (MonteCarlo.red).
 def _mag(t):
     m = getattr(t, "_fg_mag", None)
     return m if m is not None else t.detach().abs()
 
 
-def _mag_of(name, args, r):
-    m = [_mag(a) if torch.is_tensor(a) and a.dtype != torch.bool else None for a in args]
-    if name in ("add", "sub", "min", "max") and len(args) == 2:
-        out = torch.maximum(m[0], m[1])
-    elif name in ("neg", "abs", "relu"):
-        out = m[0]
-    elif name == "where":
-        out = torch.where(args[0], m[1], m[2])
-    elif name == "mul":
-        out = m[0] * m[1]
-    elif name == "div":
-        out = m[0] / args[1].detach().abs()
-    elif name == "square":
-        out = m[0] * m[0]
-    elif name == "leaky_relu":
-        out = m[0] * max(1.0, abs(float(args[1])))
+def _mag_eval(n, env, device):
+    """(value, magnitude) of an eval formula's node over float64 tensors; env: name -> pair."""
+    if n.op == "num":
+        v = torch.tensor(float(n.value), dtype=torch.float64, device=device)
+        return v, v.abs()
+    if n.op == "param":
+        return env[n.name]
+    args = [_mag_eval(a, env, device) for a in n.args]
+    v = BUILTINS[n.name](*(a for a, _ in args))
+    m = [b for _, b in args]
+    if n.name in ("add", "sub"):
+        mag = torch.maximum(m[0], m[1])
+    elif n.name in ("neg", "abs"):
+        mag = m[0]
+    elif n.name == "mul":
+        mag = m[0] * m[1]
+    elif n.name == "div":
+        mag = m[0] / args[1][0].abs()
+    elif n.name == "select":
+        mag = torch.where(args[0][0], m[1], m[2])
+    elif v.dtype == torch.bool:
+        return v, None
     else:
+        mag = v.abs()
+    return v, torch.maximum(torch.nan_to_num(mag, nan=math.inf), v.abs())
+
+
+def _mag_of(prim, args, r):
+    """The magnitude of a primitive call's result r (args: its tensors and constants)."""
+    if prim.eval is None or any(torch.is_tensor(a) and a.dtype == torch.bool for a in args):
+        if prim.name == "where":
+            return torch.maximum(torch.where(args[0], _mag(args[1]), _mag(args[2])), r.detach().abs())
         return r.detach().abs()
-    return torch.maximum(torch.nan_to_num(out, nan=math.inf), r.detach().abs())
+    env = {}
+    for q, a in zip(prim.params, args):
+        t = a.detach() if torch.is_tensor(a) else torch.tensor(float(a), dtype=torch.float64, device=r.device)
+        env[q.name] = (t, _mag(a) if torch.is_tensor(a) else t.abs())
+    with torch.no_grad():
+        _, mag = _mag_eval(_ast(prim.eval, [q.name for q in prim.params]), env, r.device)
+    return torch.maximum(mag, r.detach().abs()).expand(r.shape)
 
 
 def _with_mag(t, mag):
@@ -466,7 +488,7 @@ class MonteCarlo(Exact):
         targs = [a if torch.is_tensor(a) else self.c(a) for a in args]
         store = cls == ROW and bool(self.u_row)
         r = _PrimOp.apply(self, (prim, store), *targs)
-        return _with_mag(r, _mag_of(prim.name, targs, r)) if self.u_compute else r
+        return _with_mag(r, _mag_of(prim, targs, r)) if self.u_compute else r
 
     def p(self, t, cls=None):
         if cls == ROW and self.u_row and t.dtype != torch.bool:
