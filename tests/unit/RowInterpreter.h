@@ -1,11 +1,11 @@
 // A small interpreter of IR over one row of D elements, for the tests of reductions.
-// autodiff::evaluate works on scalars and rejects reductions, so rows are evaluated here:
+// ir::evaluate works on scalars and rejects reductions, so rows are evaluated here:
 // every node is a vector of D values (per-row and scalar values repeated), a reduction
 // combines its argument over the row and applies its `finish` formula. It is written
 // independently of the generator's code paths so it can check them.
 #pragma once
 
-#include "autodiff/Interpreter.h"
+#include "ir/Interpreter.h"
 #include "ir/Node.h"
 #include "prims/Builtins.h"
 
@@ -82,7 +82,7 @@ inline std::vector<double> evalRow(const ir::Expr& root, const RowEnv& env) {
           std::vector<double> args;
           for (const ir::Expr& a : n->args())
             args.push_back(v.at(a.get())[j]);
-          out[j] = autodiff::applyPrimitive(p, args);
+          out[j] = ir::applyPrimitive(p, args);
         }
       }
       break;

@@ -6,7 +6,7 @@
 #include "autodiff/ReverseMode.h"
 #include "expr/Sema.h"
 #include "prims/PrimitiveLibrary.h"
-#include "spec/SpecLoader.h"
+#include "specfile/SpecLoader.h"
 #include "support/Diagnostics.h"
 #include "support/FileWriter.h"
 

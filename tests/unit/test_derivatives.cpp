@@ -1,5 +1,5 @@
 // Tests of reverse-mode AD (autodiff::differentiate) against central finite differences of
-// the scalar interpreter (autodiff::evaluate). Every elementwise primitive in the real
+// the scalar interpreter (ir::evaluate). Every elementwise primitive in the real
 // library gets its derivative rules checked at several points away from kinks and
 // singularities, then whole specs check the chain rule and adjoint accumulation over shared
 // subexpressions. Reductions (sum, mean, max, min) and per-row values are checked the same
@@ -8,10 +8,10 @@
 #include "RowInterpreter.h"
 #include "TestUtil.h"
 
-#include "autodiff/Interpreter.h"
 #include "autodiff/ReverseMode.h"
 #include "autodiff/SecondOrder.h"
 #include "ir/Function.h"
+#include "ir/Interpreter.h"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@
 namespace fusegen::test {
 namespace {
 
-using autodiff::Env;
+using ir::Env;
 
 constexpr double kTol = 1e-6;
 
@@ -38,7 +38,7 @@ constexpr double kTol = 1e-6;
 }
 
 double evalOr0(const ir::Expr& e, const Env& env) {
-  return e ? autodiff::evaluate(e, env) : 0.0; // a null gradient means "does not depend"
+  return e ? ir::evaluate(e, env) : 0.0; // a null gradient means "does not depend"
 }
 
 // Central difference of `f` in the input `name` (step relative to the value).
@@ -46,9 +46,9 @@ double finiteDifference(const ir::Expr& f, Env env, const std::string& name) {
   double x = env.inputs.at(name);
   double h = 1e-5 * std::max(1.0, std::fabs(x));
   env.inputs[name] = x + h;
-  double up = autodiff::evaluate(f, env);
+  double up = ir::evaluate(f, env);
   env.inputs[name] = x - h;
-  double down = autodiff::evaluate(f, env);
+  double down = ir::evaluate(f, env);
   return (up - down) / (2 * h);
 }
 
@@ -186,7 +186,7 @@ TEST(Derivatives, EveryPrimitiveRuleMatchesFiniteDifferences) {
               where += " " + name + "=" + std::to_string(v);
             SCOPED_TRACE("at" + where + " const=" + std::to_string(constValue) +
                          (asLiteral ? " (literal)" : " (attr)"));
-            double y = autodiff::evaluate(fn.outputs[0].value, env);
+            double y = ir::evaluate(fn.outputs[0].value, env);
             ASSERT_TRUE(std::isfinite(y)) << "choose a domain where the primitive is finite";
             if (stopsGradient(p)) {
               env.gradOuts["y"] = 1.0;
@@ -248,9 +248,9 @@ TEST(Derivatives, IncomingGradientScalesLinearly) {
   Env env;
   env.inputs["x0"] = 0.3;
   env.gradOuts["y"] = 1.0;
-  double unit = autodiff::evaluate(g.inputGrads[0], env);
+  double unit = ir::evaluate(g.inputGrads[0], env);
   env.gradOuts["y"] = -2.5;
-  EXPECT_TRUE(close(autodiff::evaluate(g.inputGrads[0], env), -2.5 * unit));
+  EXPECT_TRUE(close(ir::evaluate(g.inputGrads[0], env), -2.5 * unit));
   EXPECT_TRUE(close(unit, 1 - std::tanh(0.3) * std::tanh(0.3)));
 }
 
@@ -272,9 +272,9 @@ TEST(Derivatives, DetachStopsTheGradient) {
   Env env;
   env.inputs = {{"x", 1.5}};
   env.gradOuts = {{"y", 1.0}};
-  EXPECT_EQ(autodiff::evaluate(r.fn->outputs[0].value, env), 2.25);
+  EXPECT_EQ(ir::evaluate(r.fn->outputs[0].value, env), 2.25);
   ASSERT_TRUE(g.inputGrads[0]);
-  EXPECT_EQ(autodiff::evaluate(g.inputGrads[0], env), 1.5);
+  EXPECT_EQ(ir::evaluate(g.inputGrads[0], env), 1.5);
 }
 
 TEST(Derivatives, WithGradUsesTheStatedDerivative) {
@@ -287,9 +287,9 @@ TEST(Derivatives, WithGradUsesTheStatedDerivative) {
   Env env;
   env.inputs = {{"x", 2.0}};
   env.gradOuts = {{"y", 0.5}};
-  EXPECT_EQ(autodiff::evaluate(r.fn->outputs[0].value, env), 4.0);
+  EXPECT_EQ(ir::evaluate(r.fn->outputs[0].value, env), 4.0);
   ASSERT_TRUE(g.inputGrads[0]);
-  EXPECT_EQ(autodiff::evaluate(g.inputGrads[0], env), 3.0);
+  EXPECT_EQ(ir::evaluate(g.inputGrads[0], env), 3.0);
   for (const auto& p : library().all())
     EXPECT_EQ(p->declaresGradient, p->name == "with_grad") << p->signature();
 }
@@ -396,8 +396,8 @@ TEST(SecondOrder, StatedDerivativeIsDifferentiatedByTheRules) {
   Env env;
   env.inputs = {{"x", 2.0}, {"_gg_x", 0.5}};
   env.gradOuts = {{"y", 0.25}};
-  EXPECT_EQ(autodiff::evaluate(s.inputGrads[0], env), 0.5 * 0.25 * 6 * 2.0);
-  EXPECT_EQ(autodiff::evaluate(s.gradOutGrads[0], env), 0.5 * 3 * 2.0 * 2.0);
+  EXPECT_EQ(ir::evaluate(s.inputGrads[0], env), 0.5 * 0.25 * 6 * 2.0);
+  EXPECT_EQ(ir::evaluate(s.gradOutGrads[0], env), 0.5 * 3 * 2.0 * 2.0);
 }
 
 TEST(SecondOrder, RuleThatDoesNotApplyToTheBackwardIsAFailure) {
@@ -452,7 +452,7 @@ void checkWeighted(const Pipeline& p, Env env, const std::map<std::string, doubl
   auto weighted = [&](const Env& e) {
     double s = 0;
     for (const ir::FunctionOutput& o : p.fn.outputs)
-      s += weights.at(o.name) * autodiff::evaluate(o.value, e);
+      s += weights.at(o.name) * ir::evaluate(o.value, e);
     return s;
   };
   for (size_t i = 0; i < p.fn.inputs.size(); ++i) {
@@ -483,9 +483,9 @@ TEST(Derivatives, CompositeWithBroadcastBias) {
       // Closed form, independent of the interpreter's finite differences.
       env.gradOuts = {{"y", 1.0}};
       double s = 1 / (1 + std::exp(-x)), t = std::tanh(x * b);
-      EXPECT_TRUE(close(autodiff::evaluate(p.grad.inputGrads[0], env),
-                        s + x * s * (1 - s) + (1 - t * t) * b));
-      EXPECT_TRUE(close(autodiff::evaluate(p.grad.inputGrads[1], env), (1 - t * t) * x));
+      EXPECT_TRUE(
+          close(ir::evaluate(p.grad.inputGrads[0], env), s + x * s * (1 - s) + (1 - t * t) * b));
+      EXPECT_TRUE(close(ir::evaluate(p.grad.inputGrads[1], env), (1 - t * t) * x));
     }
 }
 
@@ -495,7 +495,7 @@ TEST(Derivatives, NodeUsedTwiceAccumulatesItsAdjoint) {
   Env env;
   env.inputs = {{"x", -1.7}};
   env.gradOuts = {{"y", 1.0}};
-  EXPECT_TRUE(close(autodiff::evaluate(p.grad.inputGrads[0], env), -3.4));
+  EXPECT_TRUE(close(ir::evaluate(p.grad.inputGrads[0], env), -3.4));
   // A let used three times, with a second level of sharing below it.
   p = build("op: t\ninputs:\n  x: [..., D]\n  w: [..., D]\nlet:\n  u: tanh(x * w)\n"
             "outputs:\n  y: u * u + exp(u) - u / w\n");
@@ -716,15 +716,13 @@ TEST(Derivatives, InputWithoutPathToOutputHasNullGradient) {
   Env e;
   e.inputs = {{"a", 0.3}, {"b", -1.0}};
   e.gradOuts = {{"y", 1.0}};
-  EXPECT_EQ(autodiff::evaluate(p.grad.inputGrads[0], e), 2.0);
+  EXPECT_EQ(ir::evaluate(p.grad.inputGrads[0], e), 2.0);
 }
 
 // ---- numerical stability of the forward formulas at extreme arguments ----
 
 TEST(Derivatives, ActivationsAreFiniteAndAccurateAtLargeArguments) {
-  auto apply = [](const char* name, double x) {
-    return autodiff::applyPrimitive(prim(name, 1), {x});
-  };
+  auto apply = [](const char* name, double x) { return ir::applyPrimitive(prim(name, 1), {x}); };
   for (double x : {1e5, -1e5, 800.0, -800.0}) {
     SCOPED_TRACE("x=" + std::to_string(x));
     for (const char* name : {"sigmoid", "softplus", "silu"})
@@ -750,7 +748,7 @@ TEST(Derivatives, ActivationsAreFiniteAndAccurateAtLargeArguments) {
       Env e;
       e.inputs = {{"x0", x}};
       e.gradOuts = {{"y", 1.0}};
-      double d = autodiff::evaluate(g.inputGrads[0], e);
+      double d = ir::evaluate(g.inputGrads[0], e);
       EXPECT_TRUE(std::isfinite(d)) << name << " at " << x;
       double expected = std::string(name) == "sigmoid" ? 0.0 : (x > 0 ? 1.0 : 0.0);
       EXPECT_NEAR(d, expected, 1e-12) << name << " at " << x;

@@ -4,7 +4,7 @@
 #include "RowInterpreter.h"
 #include "TestUtil.h"
 
-#include "autodiff/Interpreter.h"
+#include "ir/Interpreter.h"
 #include "opt/Simplify.h"
 
 #include <gtest/gtest.h>
@@ -124,9 +124,9 @@ TEST_F(Simplify, InputIsNotModifiedAndValueIsPreserved) {
   EXPECT_EQ(ir::printDag({{"e", e}}), before);
   EXPECT_EQ(ir::printDag({{"s", s}}), "%0 = mul(x, y)  [..., D]\n%1 = mul(x, 5.0)  [..., D]\n"
                                       "%2 = add(%0, %1)  [..., D]\ns = %2\n");
-  autodiff::Env env;
+  ir::Env env;
   env.inputs = {{"x", 1.3}, {"y", -0.4}};
-  EXPECT_DOUBLE_EQ(autodiff::evaluate(s, env), autodiff::evaluate(e, env));
+  EXPECT_DOUBLE_EQ(ir::evaluate(s, env), ir::evaluate(e, env));
 }
 
 TEST_F(Simplify, CallSimplifiesOneNode) {

@@ -8,7 +8,7 @@
 
 #include "driver/Pipeline.h"
 #include "prims/PrimitiveLibrary.h"
-#include "spec/SpecLoader.h"
+#include "specfile/SpecLoader.h"
 #include "support/Diagnostics.h"
 #include "support/SourceFile.h"
 

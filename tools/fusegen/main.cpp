@@ -1,11 +1,11 @@
 // fusegen: the command line. Generates PyTorch extension sources from YAML specs, builds and
 // installs them, checks the committed golden output, and dumps intermediate stages.
 // Exit code: 0 on success, 1 when errors were reported.
-#include "build/Builder.h"
 #include "driver/Pipeline.h"
-#include "emit/Emitters.h"
+#include "packaging/Builder.h"
 #include "support/Diagnostics.h"
 #include "support/FileWriter.h"
+#include "support/Version.h"
 
 #include <CLI/CLI.hpp>
 
@@ -101,7 +101,7 @@ int golden(const driver::Options& base, const std::string& specsDir, bool update
 
 } // namespace
 
-int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
+int run(CLI::App& app, driver::Options& opts, packaging::BuildOptions& buildOpts,
         const std::vector<std::string>& specs, bool doBuild, CLI::App* goldenCmd,
         const std::string& specsDir, bool update, CLI::App* dumpCmd, const std::string& stage,
         const std::string& dumpSpec, CLI::App* primsCmd);
@@ -111,11 +111,11 @@ int main(int argc, char** argv) {
                "impl, tests, build files) from YAML specs.\n\n"
                "  fusegen specs/bias_gelu.yaml       write generated/bias_gelu/\n"
                "  fusegen --build --install           build generated/ and install fusegen_ops\n"};
-  app.set_version_flag("--version", std::string("fusegen ") + emit::kVersion);
+  app.set_version_flag("--version", std::string("fusegen ") + kVersion);
   app.fallthrough(); // -o, --templates also after a subcommand: fusegen golden -o DIR
   driver::Options opts;
   opts.templatesDir = defaultTemplates();
-  build::BuildOptions buildOpts;
+  packaging::BuildOptions buildOpts;
   std::vector<std::string> specs;
   bool doBuild = false;
   app.add_option("specs", specs, "Spec files to generate (YAML)")->check(CLI::ExistingFile);
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   }
 }
 
-int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
+int run(CLI::App& app, driver::Options& opts, packaging::BuildOptions& buildOpts,
         const std::vector<std::string>& specs, bool doBuild, CLI::App* goldenCmd,
         const std::string& specsDir, bool update, CLI::App* dumpCmd, const std::string& stage,
         const std::string& dumpSpec, CLI::App* primsCmd) {
@@ -220,7 +220,7 @@ int run(CLI::App& app, driver::Options& opts, build::BuildOptions& buildOpts,
   if (doBuild || buildOpts.install || buildOpts.wheel) {
     buildOpts.outputDir = opts.outputDir;
     buildOpts.templatesDir = opts.templatesDir;
-    return build::buildPackage(buildOpts, std::cout) == 0 ? 0 : 1;
+    return packaging::buildPackage(buildOpts, std::cout) == 0 ? 0 : 1;
   }
   return 0;
 }

@@ -8,7 +8,7 @@
 #include "expr/Sema.h"
 #include "opt/Simplify.h"
 #include "plan/KernelPlan.h"
-#include "spec/SpecLoader.h"
+#include "specfile/SpecLoader.h"
 #include "support/FileWriter.h"
 #include "support/SourceFile.h"
 

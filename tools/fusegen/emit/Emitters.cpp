@@ -4,12 +4,11 @@
 #include "emit/CodeFormatter.h"
 #include "emit/CodePrinter.h"
 #include "plan/KernelPlan.h"
+#include "support/Version.h"
 
 #include <sstream>
 
 namespace fusegen::emit {
-
-const char* const kVersion = "0.1.0";
 
 namespace {
 

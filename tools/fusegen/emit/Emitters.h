@@ -9,7 +9,7 @@
 #include "emit/Templates.h"
 #include "ir/Function.h"
 #include "plan/KernelPlan.h"
-#include "spec/SpecModel.h"
+#include "specfile/SpecModel.h"
 #include "support/FileWriter.h"
 
 #include <string>
@@ -31,7 +31,5 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
 // Package files for the ops `opNames` (sorted), at the root of the output directory.
 std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
                                        const Templates& templates);
-
-extern const char* const kVersion;
 
 } // namespace fusegen::emit

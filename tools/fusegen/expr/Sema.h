@@ -8,7 +8,7 @@
 #include "expr/Ast.h"
 #include "ir/Function.h"
 #include "prims/PrimitiveLibrary.h"
-#include "spec/SpecModel.h"
+#include "specfile/SpecModel.h"
 #include "support/Diagnostics.h"
 
 #include <map>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "ir/Node.h"
-#include "spec/SpecModel.h"
+#include "specfile/SpecModel.h"
 
 #include <string>
 #include <vector>

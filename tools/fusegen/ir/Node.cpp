@@ -188,7 +188,7 @@ std::string printDag(const std::vector<std::pair<std::string, Expr>>& roots) {
     out << id << " = " << n->prim()->name << "(";
     for (size_t i = 0; i < n->args().size(); ++i)
       out << (i ? ", " : "") << names[n->args()[i].get()];
-    out << ")  " << spec::shapeClassSpelling(n->shape()) << "\n";
+    out << ")  " << shapeClassSpelling(n->shape()) << "\n";
     names[n] = id;
   }
   for (const auto& [label, e] : roots)

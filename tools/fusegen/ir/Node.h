@@ -4,7 +4,7 @@
 #pragma once
 
 #include "prims/PrimitiveLibrary.h"
-#include "spec/SpecModel.h"
+#include "ir/ShapeClass.h"
 
 #include <memory>
 #include <string>
@@ -13,7 +13,6 @@
 
 namespace fusegen::ir {
 
-using spec::ShapeClass;
 
 enum class NodeKind {
   Const,   // a literal

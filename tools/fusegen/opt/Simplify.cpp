@@ -1,7 +1,7 @@
 // Constant folding, algebraic simplification and common-subexpression elimination.
 #include "opt/Simplify.h"
 
-#include "autodiff/Interpreter.h"
+#include "ir/Interpreter.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -69,7 +69,7 @@ ir::Expr Simplifier::rewrite(const ir::Expr& e) {
     std::vector<double> values;
     for (const ir::Expr& x : a)
       values.push_back(x->value());
-    double v = autodiff::applyPrimitive(*e->prim(), values);
+    double v = ir::applyPrimitive(*e->prim(), values);
     if (std::isfinite(v) && e->type() == ir::ValueType::Value) return ir::Node::makeConst(v);
   }
   if (p == "add") {

@@ -15,7 +15,7 @@
 #include "autodiff/ReverseMode.h"
 #include "ir/Function.h"
 #include "prims/PrimitiveLibrary.h"
-#include "spec/SpecModel.h"
+#include "specfile/SpecModel.h"
 #include "support/Diagnostics.h"
 
 #include <optional>

@@ -3,9 +3,10 @@
 
 #include "expr/Parser.h"
 #include "prims/Builtins.h"
-#include "spec/SpecLoader.h"
+#include "specfile/SpecLoader.h"
 #include "support/FileWriter.h"
 #include "support/FormulaLocator.h"
+#include "support/Identifier.h"
 #include "support/SourceFile.h"
 
 #include <yaml-cpp/yaml.h>
@@ -44,7 +45,7 @@ bool parseSignature(const std::string& text, Primitive& p) {
   size_t open = text.find('('), close = text.rfind(')');
   if (open == std::string::npos || close != text.size() - 1) return false;
   p.name = text.substr(0, open);
-  if (!spec::isIdentifier(p.name)) return false;
+  if (!isIdentifier(p.name)) return false;
   std::string inner = text.substr(open + 1, close - open - 1);
   size_t start = 0;
   while (start <= inner.size()) {
@@ -68,7 +69,7 @@ bool parseSignature(const std::string& text, Primitive& p) {
       else
         return false;
     }
-    if (!spec::isIdentifier(param.name)) return false;
+    if (!isIdentifier(param.name)) return false;
     p.params.push_back(param);
     if (comma == std::string::npos) break;
     start = comma + 1;

@@ -2,6 +2,7 @@
 // carries the SourceLoc of what the user wrote so later stages can report errors there.
 #pragma once
 
+#include "ir/ShapeClass.h"
 #include "support/SourceLoc.h"
 
 #include <string>
@@ -9,15 +10,9 @@
 
 namespace fusegen::spec {
 
-// How a tensor broadcasts against the [rows, D] view of the op (DESIGN.md §2).
-enum class ShapeClass {
-  Scalar, // []        one value for the whole op
-  Col,    // [D]       one value per column, broadcast over rows
-  Row,    // [...]     one value per row, broadcast over D
-  Full,   // [..., D]  one value per element
-};
-
-const char* shapeClassSpelling(ShapeClass s); // "[..., D]", "[D]", "[...]", "[]"
+// The shape classes of the IR (ir/ShapeClass.h), by which the spec declares its inputs.
+using ir::ShapeClass;
+using ir::shapeClassSpelling;
 
 enum class AttrType { Float, Int, Bool };
 const char* attrTypeName(AttrType t); // as in a torch schema: float, int, bool

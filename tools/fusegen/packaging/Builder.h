@@ -13,7 +13,7 @@
 #include <ostream>
 #include <string>
 
-namespace fusegen::build {
+namespace fusegen::packaging {
 
 struct BuildOptions {
   std::string outputDir = "generated";
@@ -29,4 +29,4 @@ struct BuildOptions {
 // Returns the process exit code (0 on success).
 int buildPackage(const BuildOptions& opts, std::ostream& out);
 
-} // namespace fusegen::build
+} // namespace fusegen::packaging

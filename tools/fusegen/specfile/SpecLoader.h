@@ -3,7 +3,7 @@
 // at the offending key or value. Formulas are kept as text here; expr/ parses them.
 #pragma once
 
-#include "spec/SpecModel.h"
+#include "specfile/SpecModel.h"
 #include "support/Diagnostics.h"
 
 #include <cstddef>
@@ -15,8 +15,6 @@ namespace fusegen::spec {
 // Returns the spec (`text`, read from `path`), or nothing when errors were reported.
 std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::string& text,
                                          Diagnostics& diags);
-
-bool isIdentifier(const std::string& s);
 
 // The longest name a spec may give its op, inputs, attrs, lets and outputs. Names become
 // file names (generated/<op>/test_<op>.py) and C++ and Python identifiers; 64 is far more

@@ -1,8 +1,9 @@
 // SpecLoader implementation. Each top-level section has its own small reader; all of them
 // report through Diagnostics and keep going, so one run shows every structural mistake.
-#include "spec/SpecLoader.h"
+#include "specfile/SpecLoader.h"
 
 #include "support/FormulaLocator.h"
+#include "support/Identifier.h"
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -16,13 +17,6 @@
 #include <string_view>
 
 namespace fusegen::spec {
-
-bool isIdentifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
-  return true;
-}
 
 namespace {
 

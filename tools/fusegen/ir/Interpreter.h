@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-namespace fusegen::autodiff {
+namespace fusegen::ir {
 
 struct Env {
   std::map<std::string, double> inputs;   // by input name
@@ -18,9 +18,9 @@ struct Env {
 };
 
 // Evaluates an elementwise expression; reductions are rejected (they need a row).
-double evaluate(const ir::Expr& e, const Env& env);
+double evaluate(const Expr& e, const Env& env);
 
 // Applies one primitive to scalar arguments through its `eval` formula.
 double applyPrimitive(const prims::Primitive& prim, const std::vector<double>& args);
 
-} // namespace fusegen::autodiff
+} // namespace fusegen::ir

@@ -1,12 +1,12 @@
 // Scalar interpreter over IR nodes and primitive eval formulas.
-#include "autodiff/Interpreter.h"
+#include "ir/Interpreter.h"
 
 #include "prims/Builtins.h"
 
 #include <stdexcept>
 #include <unordered_map>
 
-namespace fusegen::autodiff {
+namespace fusegen::ir {
 
 namespace {
 
@@ -40,29 +40,29 @@ double applyPrimitive(const prims::Primitive& prim, const std::vector<double>& a
   return evalAst(prim.eval, prim, args);
 }
 
-double evaluate(const ir::Expr& root, const Env& env) {
-  std::unordered_map<const ir::Node*, double> values;
-  for (const ir::Node* n : ir::topoOrder({root})) {
+double evaluate(const Expr& root, const Env& env) {
+  std::unordered_map<const Node*, double> values;
+  for (const Node* n : topoOrder({root})) {
     double v = 0;
     switch (n->kind()) {
-    case ir::NodeKind::Const:
+    case NodeKind::Const:
       v = n->value();
       break;
-    case ir::NodeKind::Input:
+    case NodeKind::Input:
       v = env.inputs.at(n->name());
       break;
-    case ir::NodeKind::Attr:
+    case NodeKind::Attr:
       v = env.attrs.at(n->name());
       break;
-    case ir::NodeKind::GradOut:
+    case NodeKind::GradOut:
       v = env.gradOuts.at(n->name());
       break;
-    case ir::NodeKind::Dim:
+    case NodeKind::Dim:
       v = env.D;
       break;
-    case ir::NodeKind::Call: {
+    case NodeKind::Call: {
       std::vector<double> args;
-      for (const ir::Expr& a : n->args())
+      for (const Expr& a : n->args())
         args.push_back(values.at(a.get()));
       v = applyPrimitive(*n->prim(), args);
       break;
@@ -73,4 +73,4 @@ double evaluate(const ir::Expr& root, const Env& env) {
   return values.at(root.get());
 }
 
-} // namespace fusegen::autodiff
+} // namespace fusegen::ir

@@ -1,21 +1,7 @@
 // Spellings of the spec model's enums, shared by diagnostics and emitters.
-#include "spec/SpecModel.h"
+#include "specfile/SpecModel.h"
 
 namespace fusegen::spec {
-
-const char* shapeClassSpelling(ShapeClass s) {
-  switch (s) {
-  case ShapeClass::Scalar:
-    return "[]";
-  case ShapeClass::Col:
-    return "[D]";
-  case ShapeClass::Row:
-    return "[...]";
-  case ShapeClass::Full:
-    return "[..., D]";
-  }
-  return "?";
-}
 
 const char* attrTypeName(AttrType t) {
   switch (t) {

@@ -1,10 +1,10 @@
 // Building fusegen_ops._C with ninja from the flags torch.utils.cpp_extension uses (asked once
 // per torch install and cached), then packaging it with setup.py and pip.
-#include "build/Builder.h"
+#include "packaging/Builder.h"
 
-#include "emit/Emitters.h"
 #include "emit/Templates.h"
 #include "support/FileWriter.h"
+#include "support/Version.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -27,7 +27,7 @@
 
 namespace fs = std::filesystem;
 
-namespace fusegen::build {
+namespace fusegen::packaging {
 
 namespace {
 
@@ -388,20 +388,11 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
           : opts.arch;
   const char* debugEnv = std::getenv("FUSEGEN_DEBUG");
   const bool debug = debugEnv && std::string(debugEnv) == "1";
-  const std::vector<std::string> toolchainContext = {emit::kVersion,
-                                                     probe,
-                                                     torchVersion,
-                                                     cudaHome,
-                                                     nvcc,
-                                                     gpuArch,
-                                                     opts.python,
-                                                     opts.cpuOnly ? "cpu-only" : "",
-                                                     envOr("CC"),
-                                                     envOr("CXX"),
-                                                     // nvcc reads these itself: they change
-                                                     // the objects as a flag would
-                                                     envOr("NVCC_PREPEND_FLAGS"),
-                                                     envOr("NVCC_APPEND_FLAGS")};
+  const std::vector<std::string> toolchainContext = {
+      kVersion, probe, torchVersion, cudaHome, nvcc, gpuArch, opts.python,
+      opts.cpuOnly ? "cpu-only" : "", envOr("CC"), envOr("CXX"),
+      // nvcc reads these itself: they change the objects as a flag would
+      envOr("NVCC_PREPEND_FLAGS"), envOr("NVCC_APPEND_FLAGS")};
   std::vector<std::string> keyContext = toolchainContext;
   keyContext.insert(keyContext.end(),
                     {ninjaTemplate, opts.wheel ? "wheel" : "", debug ? "debug" : ""});
@@ -573,4 +564,4 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
   return 0;
 }
 
-} // namespace fusegen::build
+} // namespace fusegen::packaging
