@@ -5,6 +5,7 @@
 #include "packaging/Builder.h"
 #include "support/Diagnostics.h"
 #include "support/FileWriter.h"
+#include "support/PackageLayout.h"
 #include "support/Version.h"
 
 #include <CLI/CLI.hpp>
@@ -54,7 +55,7 @@ int golden(const driver::Options& base, const std::string& specsDir, bool update
   if (!files) return 1;
   if (update) {
     std::vector<std::string> owned = {"runtime", "fusegen_ops"};
-    for (const std::string& op : driver::existingOps(base.outputDir))
+    for (const std::string& op : packageOps(base.outputDir))
       owned.push_back(op);
     for (const GeneratedFile& f : *files)
       owned.push_back(fs::path(f.path).parent_path().string());
@@ -83,7 +84,7 @@ int golden(const driver::Options& base, const std::string& specsDir, bool update
     std::cerr << "golden: " << committed.string() << ":" << line
               << ": differs from what fusegen generates now\n";
   }
-  for (const std::string& op : driver::existingOps(base.outputDir))
+  for (const std::string& op : packageOps(base.outputDir))
     if (!expected.count(op + "/" + op + "_ops.cpp")) {
       std::cerr << "golden: " << base.outputDir << "/" << op << " has no spec in " << specsDir
                 << "\n";

@@ -10,6 +10,7 @@
 #include "plan/KernelPlan.h"
 #include "specfile/SpecLoader.h"
 #include "support/FileWriter.h"
+#include "support/PackageLayout.h"
 #include "support/SourceFile.h"
 
 #include <algorithm>
@@ -23,18 +24,6 @@ namespace fusegen::driver {
 
 std::optional<prims::PrimitiveLibrary> loadLibrary(const Options& opts, Diagnostics& diags) {
   return prims::PrimitiveLibrary::load(opts.templatesDir + "/primitives.yaml", diags);
-}
-
-std::vector<std::string> existingOps(const std::string& outputDir) {
-  std::vector<std::string> ops;
-  std::error_code ec;
-  if (!fs::is_directory(outputDir, ec)) return ops;
-  for (const auto& entry : fs::directory_iterator(outputDir)) {
-    std::string name = entry.path().filename().string();
-    if (entry.is_directory() && fs::exists(entry.path() / (name + "_ops.cpp"))) ops.push_back(name);
-  }
-  std::sort(ops.begin(), ops.end());
-  return ops;
 }
 
 namespace {
@@ -149,7 +138,7 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
   }
   if (diags.errorCount() != errorsBefore) return std::nullopt;
   if (opNames) opNames->assign(names.begin(), names.end());
-  for (const std::string& n : existingOps(opts.outputDir))
+  for (const std::string& n : packageOps(opts.outputDir))
     names.insert(n);
   std::vector<GeneratedFile> package =
       emit::emitPackage(std::vector<std::string>(names.begin(), names.end()), templates);

@@ -32,14 +32,9 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
 // files), having run every stage: load, lower, differentiate, plan, emit. Nothing is
 // written; `path` locates diagnostics and the spec's `functions:` header. The fuzz target
 // (tests/fuzz) drives the compiler through this.
-std::optional<std::vector<GeneratedFile>> generateOne(const std::string& path,
-                                                      const std::string& text,
-                                                      const prims::PrimitiveLibrary& lib,
-                                                      const emit::Templates& templates,
-                                                      Diagnostics& diags);
-
-// Names of the op directories already present in `outputDir`.
-std::vector<std::string> existingOps(const std::string& outputDir);
+std::optional<std::vector<GeneratedFile>>
+generateOne(const std::string& path, const std::string& text, const prims::PrimitiveLibrary& lib,
+            const emit::Templates& templates, Diagnostics& diags);
 
 // A textual dump of one stage for one spec: "ir", "grad" or "plan".
 std::optional<std::string> dump(const std::string& stage, const std::string& specPath,

@@ -4,6 +4,7 @@
 
 #include "emit/Templates.h"
 #include "support/FileWriter.h"
+#include "support/PackageLayout.h"
 #include "support/Version.h"
 
 #include <yaml-cpp/yaml.h>
@@ -236,17 +237,6 @@ std::string joinFlags(const std::vector<std::string>& flags) {
   return out;
 }
 
-// The ops of a generated package: the directories holding <op>/<op>_ops.cpp.
-std::vector<std::string> packageOps(const fs::path& dir) {
-  std::vector<std::string> ops;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_directory() && fs::exists(e.path() / (name + "_ops.cpp"))) ops.push_back(name);
-  }
-  std::sort(ops.begin(), ops.end());
-  return ops;
-}
-
 // Where the object of a runtime source (runtime/<stem>.cpp: the shared glue and autograd
 // kernel) is cached: it depends only on the runtime sources (copies of templates/runtime), the
 // compiler and its flags, so every package built with one torch install shares it. The name
@@ -357,6 +347,207 @@ std::string pyString(const std::string& s) {
   return out + "'";
 }
 
+// What one build knows before it starts: the inputs of its key (cheap to ask, no torch
+// import: about 4 s each on the GPU machine, so a build with nothing to do takes < 1 s).
+struct BuildInputs {
+  std::string probe, ninjaTemplate;                  // templates/build/
+  std::string torchVersion, cudaHome, nvcc, gpuArch; // found as cpp_extension finds them
+  bool debug = false;                                // FUSEGEN_DEBUG=1
+  std::vector<std::string> toolchainContext;         // what the toolchain cache depends on
+  std::string key;                                   // the build key of the package
+};
+
+BuildInputs buildInputs(const BuildOptions& opts, const fs::path& dir,
+                        const emit::Templates& templates) {
+  BuildInputs in;
+  in.probe = templates.read("build/torch_toolchain.py");
+  in.ninjaTemplate = templates.read("build/build.ninja.mustache");
+  // torch's version comes from its package metadata, the CUDA toolkit is found the way
+  // torch.utils.cpp_extension finds it, and the architecture is the visible GPU's.
+  in.torchVersion =
+      capture(quote(opts.python) +
+              " -c 'import importlib.metadata as m; print(m.version(\"torch\"))' 2>/dev/null");
+  in.cudaHome = opts.cpuOnly ? "" : findCudaHome();
+  in.nvcc = in.cudaHome.empty()
+                ? ""
+                : capture(quote(in.cudaHome + "/bin/nvcc") + " --version 2>/dev/null | tail -n 1");
+  in.gpuArch =
+      opts.arch.empty()
+          ? capture(
+                "nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1")
+          : opts.arch;
+  in.debug = envOr("FUSEGEN_DEBUG") == "1";
+  in.toolchainContext = {kVersion, in.probe, in.torchVersion, in.cudaHome, in.nvcc, in.gpuArch,
+                         opts.python, opts.cpuOnly ? "cpu-only" : "", envOr("CC"), envOr("CXX"),
+                         // nvcc reads these itself: they change the objects as a flag would
+                         envOr("NVCC_PREPEND_FLAGS"), envOr("NVCC_APPEND_FLAGS")};
+  std::vector<std::string> keyContext = in.toolchainContext;
+  keyContext.insert(keyContext.end(),
+                    {in.ninjaTemplate, opts.wheel ? "wheel" : "", in.debug ? "debug" : ""});
+  in.key = buildKey(dir, keyContext);
+  return in;
+}
+
+// The key the package was last built with: in place, the stamp written after a successful
+// build; installed, the one the installed package records.
+std::string recordedBuildKey(const BuildOptions& opts, const fs::path& dir) {
+  if (opts.install)
+    return recordedKey(
+        capture(quote(opts.python) +
+                " -c 'import importlib.util as u; s = u.find_spec(\"fusegen_ops\"); "
+                "print(s.submodule_search_locations[0] if s else \"\")' 2>/dev/null") +
+        "/_build_info.py");
+  if (!opts.wheel) return recordedKey(dir / "build" / "fusegen-build-key");
+  return "";
+}
+
+// One build's log, elapsed time and failure report.
+class BuildLog {
+public:
+  BuildLog(const fs::path& dir, std::ostream& out)
+      : dir_(dir), path_(dir / "build" / "fusegen-build.log"), out_(out) {
+    fs::create_directories(dir / "build");
+    log_.open(path_);
+  }
+  const fs::path& path() const { return path_; }
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  // Runs `command`, its output into the log; onLine sees each line after the log does.
+  template <class F> int run(const std::string& command, F onLine) {
+    return runLogged(command, log_, [&](const std::string& line) {
+      keep(line);
+      onLine(line);
+    });
+  }
+  int run(const std::string& command) {
+    return run(command, [](const std::string&) {});
+  }
+  // Reports a failed step with the log's tail and the first compile error's source.
+  int failed(const char* what, int status) {
+    out_ << "fusegen: error: " << what << " failed after " << std::fixed << std::setprecision(1)
+         << elapsed() << " s; the end of its output:\n";
+    for (const std::string& l : tail_)
+      out_ << "  | " << l << "\n";
+    log_.close(); // explainFailure reads it back
+    explainFailure(path_, dir_, out_);
+    out_ << "fusegen: full log: " << path_.string() << "\n";
+    return status;
+  }
+
+private:
+  void keep(const std::string& line) {
+    tail_.push_back(line);
+    if (tail_.size() > 80) tail_.pop_front();
+  }
+  fs::path dir_, path_;
+  std::ostream& out_;
+  std::ofstream log_;
+  std::deque<std::string> tail_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+// Where torch's compilers and flags for this toolchain and arch list are cached.
+fs::path toolchainCacheFile(const BuildInputs& in, const std::string& arch) {
+  Fnv key;
+  for (const std::string& c : in.toolchainContext)
+    key.add(c);
+  key.add(arch);
+  return cacheDir() / ("toolchain-" + key.hex() + ".json");
+}
+
+// Step 1: torch's compilers and flags, asked once per toolchain (one torch import) and
+// cached. Returns nothing, having reported why, when they cannot be had.
+std::optional<Toolchain> toolchain(const BuildInputs& in, const std::string& python,
+                                   const std::string& arch, bool withCuda, const fs::path& dir,
+                                   BuildLog& log, std::ostream& out, int& status) {
+  const fs::path toolchainFile = toolchainCacheFile(in, arch);
+  std::optional<Toolchain> tc = readToolchain(toolchainFile);
+  if (tc) return tc;
+  out << "fusegen: asking torch for its compilers and flags (once per torch install; cached in "
+      << toolchainFile.parent_path().string() << ")\n";
+  out.flush();
+  fs::create_directories(toolchainFile.parent_path());
+  const fs::path probeFile = dir / "build" / "torch_toolchain.py";
+  std::ofstream(probeFile) << in.probe;
+  const fs::path partial = toolchainFile.string() + ".partial." + std::to_string(getpid());
+  const std::string env = withCuda ? "TORCH_CUDA_ARCH_LIST=" + quote(arch) : "FUSEGEN_CPU_ONLY=1";
+  status = log.run(env + " " + quote(python) + " " + quote(probeFile.string()) + " > " +
+                   quote(partial.string()));
+  if (status != 0) {
+    status = log.failed("asking torch for its build flags", status);
+    return std::nullopt;
+  }
+  fs::rename(partial, toolchainFile);
+  tc = readToolchain(toolchainFile);
+  if (!tc) {
+    out << "fusegen: error: could not read " << toolchainFile.string() << "\n";
+    status = 1;
+  }
+  return tc;
+}
+
+// Step 2: compile and link with ninja, only what changed since the last build of this package.
+int compileAndLink(const emit::Templates& templates, const Toolchain& tc, const BuildInputs& in,
+                   const std::string& arch, const fs::path& dir, const fs::path& library, int jobs,
+                   BuildLog& log, std::ostream& out) {
+  const fs::path ninjaDir = library.parent_path();
+  fs::create_directories(ninjaDir);
+  // Rewritten only when it changes, so ninja's view of it stays as it was.
+  writeFiles(ninjaDir.string(),
+             {{"build.ninja", ninjaFile(templates, tc, toolchainCacheFile(in, arch), dir,
+                                        ninjaDir / "objects", library, in.debug)}},
+             {});
+  const std::regex progress(R"(^\[(\d+)/(\d+)\] (compiling|linking) (\S+))");
+  const int status =
+      log.run(quote(tc.ninja) + " -C " + quote(ninjaDir.string()) + " -j " + std::to_string(jobs),
+              [&](const std::string& line) {
+                std::smatch m;
+                if (std::regex_search(line, m, progress)) {
+                  out << "  [" << m[1] << "/" << m[2] << "] " << m[3] << " " << m[4] << ", "
+                      << std::fixed << std::setprecision(1) << log.elapsed() << " s\n";
+                  out.flush();
+                }
+              });
+  return status != 0 ? log.failed("the build", status) : 0;
+}
+
+// Step 3: the library and what it was built against go into the package; __init__ refuses
+// to load under another torch or CUDA.
+void placeLibrary(const Toolchain& tc, const std::string& key, const fs::path& dir,
+                  const fs::path& library) {
+  for (const auto& e : fs::directory_iterator(dir / "fusegen_ops")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("_C", 0) == 0 && e.path().extension() == ".so") fs::remove(e.path());
+  }
+  fs::copy_file(library, dir / "fusegen_ops" / "_C.abi3.so", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "fusegen_ops" / "_build_info.py")
+      << "# Written by fusegen --build: what fusegen_ops._C was built against.\n"
+      << "TORCH_VERSION = " << pyString(tc.torchVersion) << "\n"
+      << "CUDA_VERSION = " << (tc.withCuda() ? pyString(tc.cudaVersion) : "None") << "\n"
+      << "ARCH_LIST = " << pyString(tc.archList) << "\n"
+      << "BUILD_KEY = " << pyString(key) << "\n";
+}
+
+// Step 4: a wheel (setup.py only packages; it compiles nothing and imports no torch),
+// installed with pip for --install.
+int packageWheel(const BuildOptions& opts, const fs::path& dir, BuildLog& log, std::ostream& out) {
+  const std::string wheelDir = opts.wheel ? "dist" : "build/fusegen-wheel";
+  const std::string command =
+      "cd " + quote(dir.string()) + " && rm -rf " + quote(wheelDir) + " && " + quote(opts.python) +
+      " setup.py -q bdist_wheel -d " + wheelDir +
+      (opts.install
+           ? " && " + quote(opts.python) +
+                 " -m pip install -q --no-deps --no-index --force-reinstall " + wheelDir + "/*.whl"
+           : "");
+  out << "  " << (opts.install ? "packaging and installing" : "packaging") << ", " << std::fixed
+      << std::setprecision(1) << log.elapsed() << " s\n";
+  out.flush();
+  const int status = log.run(command);
+  return status != 0 ? log.failed(opts.install ? "packaging or installing" : "packaging", status)
+                     : 0;
+}
+
 } // namespace
 
 int buildPackage(const BuildOptions& opts, std::ostream& out) {
@@ -367,61 +558,21 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
     return 1;
   }
   const emit::Templates templates(opts.templatesDir);
-  const std::string probe = templates.read("build/torch_toolchain.py");
-  const std::string ninjaTemplate = templates.read("build/build.ninja.mustache");
-  // The build key, from what is cheap to ask, with no torch import (about 4 s each on the GPU
-  // machine): < 1 s when nothing changed. torch's version comes from its package metadata,
-  // the CUDA toolkit is found the way torch.utils.cpp_extension finds it, and the
-  // architecture is the visible GPU's (nvidia-smi).
-  const std::string torchVersion =
-      capture(quote(opts.python) +
-              " -c 'import importlib.metadata as m; print(m.version(\"torch\"))' 2>/dev/null");
-  const std::string cudaHome = opts.cpuOnly ? "" : findCudaHome();
-  const std::string nvcc =
-      cudaHome.empty()
-          ? ""
-          : capture(quote(cudaHome + "/bin/nvcc") + " --version 2>/dev/null | tail -n 1");
-  const std::string gpuArch =
-      opts.arch.empty()
-          ? capture(
-                "nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1")
-          : opts.arch;
-  const char* debugEnv = std::getenv("FUSEGEN_DEBUG");
-  const bool debug = debugEnv && std::string(debugEnv) == "1";
-  const std::vector<std::string> toolchainContext = {
-      kVersion, probe, torchVersion, cudaHome, nvcc, gpuArch, opts.python,
-      opts.cpuOnly ? "cpu-only" : "", envOr("CC"), envOr("CXX"),
-      // nvcc reads these itself: they change the objects as a flag would
-      envOr("NVCC_PREPEND_FLAGS"), envOr("NVCC_APPEND_FLAGS")};
-  std::vector<std::string> keyContext = toolchainContext;
-  keyContext.insert(keyContext.end(),
-                    {ninjaTemplate, opts.wheel ? "wheel" : "", debug ? "debug" : ""});
-  const std::string key = buildKey(dir, keyContext);
-  // In place, the key is stamped after a successful build; installed, it is the one the
-  // installed package records.
-  const fs::path stamp = dir / "build" / "fusegen-build-key";
-  std::string recorded;
-  if (opts.install)
-    recorded =
-        recordedKey(capture(quote(opts.python) +
-                            " -c 'import importlib.util as u; s = u.find_spec(\"fusegen_ops\"); "
-                            "print(s.submodule_search_locations[0] if s else \"\")' 2>/dev/null") +
-                    "/_build_info.py");
-  else if (!opts.wheel)
-    recorded = recordedKey(stamp);
-  if (!recorded.empty() && recorded == key) {
-    out << "fusegen: fusegen_ops is up to date (build key " << key << "); nothing to build\n";
+  const BuildInputs in = buildInputs(opts, dir, templates);
+  const std::string recorded = recordedBuildKey(opts, dir);
+  if (!recorded.empty() && recorded == in.key) {
+    out << "fusegen: fusegen_ops is up to date (build key " << in.key << "); nothing to build\n";
     return 0;
   }
-  if (torchVersion.empty()) {
+  if (in.torchVersion.empty()) {
     out << "fusegen: error: '" << opts.python
         << "' has no torch installed; install PyTorch into the Python that should get the ops\n";
     return 1;
   }
-  const bool withCuda = !cudaHome.empty();
+  const bool withCuda = !in.cudaHome.empty();
   std::string arch = opts.arch;
   if (withCuda && arch.empty()) {
-    arch = gpuArch;
+    arch = in.gpuArch;
     if (arch.empty()) {
       arch = "9.0";
       out << "fusegen: no GPU is visible: compiling the CUDA kernels for sm_90 (choose with "
@@ -434,57 +585,11 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
   int jobs = opts.jobs > 0 ? opts.jobs : static_cast<int>(std::thread::hardware_concurrency());
   if (jobs < 1) jobs = 1;
 
-  fs::create_directories(dir / "build");
-  const fs::path logPath = dir / "build" / "fusegen-build.log";
-  std::ofstream log(logPath);
-  auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  std::deque<std::string> tail;
-  auto failed = [&](const char* what, int status) {
-    out << "fusegen: error: " << what << " failed after " << std::fixed << std::setprecision(1)
-        << elapsed() << " s; the end of its output:\n";
-    for (const std::string& l : tail)
-      out << "  | " << l << "\n";
-    log.close(); // explainFailure reads it back
-    explainFailure(logPath, dir, out);
-    out << "fusegen: full log: " << logPath.string() << "\n";
-    return status;
-  };
-  auto keepTail = [&](const std::string& line) {
-    tail.push_back(line);
-    if (tail.size() > 80) tail.pop_front();
-  };
-
-  // 1. torch's compilers and flags: asked once per toolchain (one torch import), then cached.
-  Fnv toolchainKey;
-  for (const std::string& c : toolchainContext)
-    toolchainKey.add(c);
-  toolchainKey.add(arch);
-  const fs::path toolchainFile = cacheDir() / ("toolchain-" + toolchainKey.hex() + ".json");
-  std::optional<Toolchain> tc = readToolchain(toolchainFile);
-  if (!tc) {
-    out << "fusegen: asking torch for its compilers and flags (once per torch install; cached "
-           "in "
-        << toolchainFile.parent_path().string() << ")\n";
-    out.flush();
-    fs::create_directories(toolchainFile.parent_path());
-    const fs::path probeFile = dir / "build" / "torch_toolchain.py";
-    std::ofstream(probeFile) << probe;
-    const fs::path partial = toolchainFile.string() + ".partial." + std::to_string(getpid());
-    const std::string env = withCuda ? "TORCH_CUDA_ARCH_LIST=" + quote(arch) : "FUSEGEN_CPU_ONLY=1";
-    const int status = runLogged(env + " " + quote(opts.python) + " " + quote(probeFile.string()) +
-                                     " > " + quote(partial.string()),
-                                 log, keepTail);
-    if (status != 0) return failed("asking torch for its build flags", status);
-    fs::rename(partial, toolchainFile);
-    tc = readToolchain(toolchainFile);
-    if (!tc) {
-      out << "fusegen: error: could not read " << toolchainFile.string() << "\n";
-      return 1;
-    }
-  }
+  BuildLog log(dir, out);
+  int status = 0;
+  const std::optional<Toolchain> tc =
+      toolchain(in, opts.python, arch, withCuda, dir, log, out, status);
+  if (!tc) return status;
   if (tc->ninja.empty()) {
     out << "fusegen: error: ninja is not installed for '" << opts.python
         << "'; install it (`pip install ninja` or the ninja-build package)\n";
@@ -498,68 +603,20 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
       << (tc->withCuda() ? ", CUDA arch " + tc->archList : ", CPU only") << ", " << jobs
       << " jobs)\n";
   out.flush();
-
-  // 2. Compile and link with ninja: only what changed since the last build of this package.
-  const fs::path ninjaDir = dir / "build" / "ninja";
-  const fs::path library = ninjaDir / "_C.abi3.so";
-  fs::create_directories(ninjaDir);
-  // Rewritten only when it changes, so ninja's view of it stays as it was.
-  writeFiles(ninjaDir.string(),
-             {{"build.ninja", ninjaFile(templates, *tc, toolchainFile, dir, ninjaDir / "objects",
-                                        library, debug)}},
-             {});
-  const std::regex progress(R"(^\[(\d+)/(\d+)\] (compiling|linking) (\S+))");
-  int status = runLogged(
-      quote(tc->ninja) + " -C " + quote(ninjaDir.string()) + " -j " + std::to_string(jobs), log,
-      [&](const std::string& line) {
-        keepTail(line);
-        std::smatch m;
-        if (std::regex_search(line, m, progress)) {
-          out << "  [" << m[1] << "/" << m[2] << "] " << m[3] << " " << m[4] << ", " << std::fixed
-              << std::setprecision(1) << elapsed() << " s\n";
-          out.flush();
-        }
-      });
-  if (status != 0) return failed("the build", status);
-
-  // 3. The library and what it was built against go into the package; __init__ refuses to
-  // load under another torch or CUDA.
-  for (const auto& e : fs::directory_iterator(dir / "fusegen_ops")) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("_C", 0) == 0 && e.path().extension() == ".so") fs::remove(e.path());
-  }
-  fs::copy_file(library, dir / "fusegen_ops" / "_C.abi3.so", fs::copy_options::overwrite_existing);
-  std::ofstream(dir / "fusegen_ops" / "_build_info.py")
-      << "# Written by fusegen --build: what fusegen_ops._C was built against.\n"
-      << "TORCH_VERSION = " << pyString(tc->torchVersion) << "\n"
-      << "CUDA_VERSION = " << (tc->withCuda() ? pyString(tc->cudaVersion) : "None") << "\n"
-      << "ARCH_LIST = " << pyString(tc->archList) << "\n"
-      << "BUILD_KEY = " << pyString(key) << "\n";
-
-  // 4. A wheel (setup.py only packages; it compiles nothing and imports no torch), installed
-  // with pip for --install.
-  if (opts.wheel || opts.install) {
-    const std::string wheelDir = opts.wheel ? "dist" : "build/fusegen-wheel";
-    const std::string command =
-        "cd " + quote(dir.string()) + " && rm -rf " + quote(wheelDir) + " && " +
-        quote(opts.python) + " setup.py -q bdist_wheel -d " + wheelDir +
-        (opts.install ? " && " + quote(opts.python) +
-                            " -m pip install -q --no-deps --no-index --force-reinstall " +
-                            wheelDir + "/*.whl"
-                      : "");
-    out << "  " << (opts.install ? "packaging and installing" : "packaging") << ", " << std::fixed
-        << std::setprecision(1) << elapsed() << " s\n";
-    out.flush();
-    status = runLogged(command, log, keepTail);
-    if (status != 0) return failed(opts.install ? "packaging or installing" : "packaging", status);
-  }
+  const fs::path library = dir / "build" / "ninja" / "_C.abi3.so";
+  if ((status = compileAndLink(templates, *tc, in, arch, dir, library, jobs, log, out)) != 0)
+    return status;
+  placeLibrary(*tc, in.key, dir, library);
+  if ((opts.wheel || opts.install) && (status = packageWheel(opts, dir, log, out)) != 0)
+    return status;
   out << "fusegen: "
       << (opts.wheel     ? "built a wheel of"
           : opts.install ? "built and installed"
                          : "built")
-      << " fusegen_ops in " << std::fixed << std::setprecision(1) << elapsed()
-      << " s (log: " << logPath.string() << ")\n";
-  if (!opts.install && !opts.wheel) std::ofstream(stamp) << "BUILD_KEY = '" << key << "'\n";
+      << " fusegen_ops in " << std::fixed << std::setprecision(1) << log.elapsed()
+      << " s (log: " << log.path().string() << ")\n";
+  if (!opts.install && !opts.wheel)
+    std::ofstream(dir / "build" / "fusegen-build-key") << "BUILD_KEY = '" << in.key << "'\n";
   if (opts.wheel) out << "fusegen: the wheel is in " << (dir / "dist").string() << "\n";
   return 0;
 }
