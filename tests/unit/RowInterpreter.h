@@ -8,6 +8,7 @@
 #include "ir/Interpreter.h"
 #include "ir/Node.h"
 #include "prims/Builtins.h"
+#include "prims/PrimitiveLibrary.h"
 
 #include <gtest/gtest.h>
 

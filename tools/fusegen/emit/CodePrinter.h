@@ -10,6 +10,7 @@
 #pragma once
 
 #include "ir/Node.h"
+#include "prims/PrimitiveLibrary.h"
 
 #include <functional>
 

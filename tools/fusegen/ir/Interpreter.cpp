@@ -2,6 +2,7 @@
 #include "ir/Interpreter.h"
 
 #include "prims/Builtins.h"
+#include "prims/PrimitiveLibrary.h"
 
 #include <stdexcept>
 #include <unordered_map>

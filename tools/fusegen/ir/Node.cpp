@@ -1,6 +1,7 @@
 // IR node construction, hashing and printing.
 #include "ir/Node.h"
 
+#include "prims/PrimitiveLibrary.h"
 #include "support/ChainRelease.h"
 #include "support/Format.h"
 

@@ -3,7 +3,6 @@
 // a node, they build new ones, so expressions can be shared freely as a DAG.
 #pragma once
 
-#include "prims/PrimitiveLibrary.h"
 #include "ir/ShapeClass.h"
 
 #include <memory>
@@ -11,8 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
-namespace fusegen::ir {
+namespace fusegen::prims {
+struct Primitive; // prims/PrimitiveLibrary.h: what a Call node calls
+} // namespace fusegen::prims
 
+namespace fusegen::ir {
 
 enum class NodeKind {
   Const,   // a literal
