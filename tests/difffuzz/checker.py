@@ -303,10 +303,12 @@ class SpecChecker:
                             (torch.float16, (8,), 33), (torch.float16, (2, 3), 1)]:
             if dt in self.dtypes:
                 plan.append((dt, lead, D, kw0))
-        # Bigger rows: several chunks of the CPU plan; on CUDA, the launch configurations of
-        # long rows (block-wide and re-reading row plans).
+        # Bigger rows: several chunks of the CPU plan, and a long bfloat16 row (row sums of
+        # 4096 terms: fz407_26); on CUDA, the launch configurations of long rows (block-wide
+        # and re-reading row plans).
         big = ([(torch.float32, (5,), 1000), (torch.bfloat16, (3,), 4096), (torch.float64, (2,), 2049),
-                (torch.float32, (1500,), 40)] if self.device == "cuda" else [(torch.float32, (700,), 50)])
+                (torch.float32, (1500,), 40)] if self.device == "cuda"
+               else [(torch.float32, (700,), 50), (torch.bfloat16, (3,), 4096)])
         plan = [p + (None,) for p in plan]
         plan += [(dt, lead, D, kw0, None) for dt, lead, D in big if dt in self.dtypes]
         # inputs and output gradients in other layouts (the glue's copies and scalar paths)

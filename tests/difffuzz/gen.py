@@ -99,9 +99,6 @@ class _IvModel:
     def c(self, v):
         return torch.tensor(float(v), dtype=torch.float64)
 
-    def p(self, t, cls=None):
-        return t
-
     def pow(self, x, p):
         return torch.pow(x, p)
 
