@@ -258,7 +258,7 @@ class SpecChecker:
         # A gradient through a NaN output (a max or mean of an empty row) is a convention, not
         # a value (torch.maximum(a, nan) passes 1 to both operands, fusegen's rule 0): such an
         # output is seeded with zeros here and left out of the reference's backward.
-        finite = [ref is None or bool(torch.isfinite(w).all()) for w in (ref or outs)]
+        finite = [bool(torch.isfinite(w).all()) for w in ref] if ref is not None else [True] * len(outs)
         try:
             grads = torch.autograd.grad(outs, xs, [torch.ones_like(o) if f else torch.zeros_like(o)
                                                    for o, f in zip(outs, finite)], allow_unused=True)

@@ -211,7 +211,8 @@ DTYPE_INFO = {
     torch.float16: (2.0 ** -11, 65504.0, 5.960464477539063e-08),
 }
 # How near two values must be to count as equal in a Monte Carlo run (a random fraction of
-# this many roundoffs): ties that rounding creates, for ==, != and max/min's gradient
+# this many roundoffs of their magnitude): ties that rounding creates, for every comparison
+# (MonteCarlo.f) and for the max/min reductions' gradient (_RedExtremeTies)
 TIE_ROUNDOFFS = 1024
 
 # The comparisons under a tie: `same` marks values rounding may have made equal.
@@ -252,7 +253,7 @@ def _mag_eval(n, env, device):
     elif n.name == "select":
         mag = torch.where(args[0][0], m[1], m[2])
     elif v.dtype == torch.bool:
-        return v, None
+        return v, None  # a condition has no magnitude
     else:
         mag = v.abs()
     return v, torch.maximum(torch.nan_to_num(mag, nan=math.inf), v.abs())
@@ -260,14 +261,12 @@ def _mag_eval(n, env, device):
 
 def _mag_of(prim, args, r):
     """The magnitude of a primitive call's result r (args: its tensors and constants)."""
-    if prim.eval is None or any(torch.is_tensor(a) and a.dtype == torch.bool for a in args):
-        if prim.name == "where":
-            return torch.maximum(torch.where(args[0], _mag(args[1]), _mag(args[2])), r.detach().abs())
+    if prim.eval is None:
         return r.detach().abs()
     env = {}
     for q, a in zip(prim.params, args):
         t = a.detach() if torch.is_tensor(a) else torch.tensor(float(a), dtype=torch.float64, device=r.device)
-        env[q.name] = (t, _mag(a) if torch.is_tensor(a) else t.abs())
+        env[q.name] = (t, None if t.dtype == torch.bool else _mag(a) if torch.is_tensor(a) else t.abs())
     with torch.no_grad():
         _, mag = _mag_eval(_ast(prim.eval, [q.name for q in prim.params]), env, r.device)
     return torch.maximum(mag, r.detach().abs()).expand(r.shape)
