@@ -57,41 +57,47 @@ template <class K> int64_t residentPerSm(K kernel) {
   return blocks;
 }
 
-// oneWave: one wave of resident blocks, each striding over its share of the work; otherwise
-// the plan's grid, one block per kThreads x U vectors.
-template <class Op, int U> void run(const char* name, std::vector<void*>& buf, bool oneWave) {
-  typename Op::ForwardArgs f{};
-  f.dtype = fg::DType::BFloat16;
-  for (int k = 0; k < Op::kInputs; ++k)
-    f.in[k] = buf[k];
-  f.out[0] = buf[Op::kInputs];
-  f.rows = kRows;
-  f.D = kD;
-  constexpr auto forward = fg::cuda::flatForward<Op, S, kV, int32_t, typename Op::ForwardArgs, U>;
-  constexpr auto backward =
-      fg::cuda::flatBackward<Op, S, kV, int32_t, typename Op::BackwardArgs, U>;
-  const int sms = fg::cuda::smCount();
-  auto blocksFor = [&](auto kernel) {
-    const unsigned all = fg::cuda::flatBlocks(kN / kV, U);
-    return oneWave ? std::min<unsigned>(all, sms * residentPerSm(kernel)) : all;
-  };
-  unsigned blocks = blocksFor(forward);
-  float ms = medianMs([&] { forward<<<blocks, fg::cuda::kThreads>>>(f); });
-  report(std::string(name) + " forward", U, blocks, ms, Op::kInputs + 1);
-  typename Op::BackwardArgs b{};
-  b.dtype = fg::DType::BFloat16;
-  for (int k = 0; k < Op::kInputs; ++k) {
-    b.in[k] = buf[k];
-    b.gin[k] = buf[Op::kInputs + 1 + k];
-    b.need[k] = true;
+// The plan's grid, one block per kThreads x U vectors, or (oneWave) one wave of resident
+// blocks, each striding over its share of the work, for one program P whose first kIn
+// buffers are its inputs and the next its outputs.
+template <class P, int U>
+float time(const char* what, void* const* in, void* const* out, bool oneWave, int tensors) {
+  typename P::Args a{};
+  a.dtype = fg::DType::BFloat16;
+  for (int k = 0; k < P::kInputs; ++k)
+    a.in[k] = in[k];
+  for (int m = 0; m < P::kOutputs; ++m) {
+    a.out[m] = out[m];
+    a.need[m] = true;
   }
-  b.gout[0] = buf[Op::kInputs];
-  b.rows = kRows;
-  b.D = kD;
-  blocks = blocksFor(backward);
-  ms = medianMs([&] { backward<<<blocks, fg::cuda::kThreads>>>(b); });
-  report(std::string(name) + " backward", U, blocks, ms, 2 * Op::kInputs + 1);
+  a.rows = kRows;
+  a.D = kD;
+  constexpr auto kernel = fg::cuda::flatProgram<P, S, kV, int32_t, U>;
+  const unsigned all = fg::cuda::flatBlocks(kN / kV, U);
+  const unsigned blocks =
+      oneWave ? std::min<unsigned>(all, fg::cuda::smCount() * residentPerSm(kernel)) : all;
+  const float ms = medianMs([&] { kernel<<<blocks, fg::cuda::kThreads>>>(a); });
+  report(what, U, blocks, ms, tensors);
+  return ms;
 }
+
+// An op's Forward (inputs -> output) and Backward (inputs, output gradient -> gradients).
+template <class Op, int U> void run(const char* name, std::vector<void*>& buf, bool oneWave) {
+  constexpr int n = Op::Forward::kInputs;
+  time<typename Op::Forward, U>((std::string(name) + " forward").c_str(), buf.data(),
+                                buf.data() + n, oneWave, n + 1);
+  // The backward reads the inputs and then the output gradient (buf[n]).
+  time<typename Op::Backward, U>((std::string(name) + " backward").c_str(), buf.data(),
+                                 buf.data() + n + 1, oneWave, 2 * n + 1);
+}
+
+// The programs of one generated op, as run() takes them.
+template <class F, class B> struct Programs {
+  using Forward = F;
+  using Backward = B;
+};
+using Sigmoid = Programs<fusegen_ops::sigmoid::Forward, fusegen_ops::sigmoid::Backward>;
+using Mul = Programs<fusegen_ops::mul::Forward, fusegen_ops::mul::Backward>;
 
 } // namespace
 
@@ -105,8 +111,6 @@ int main() {
     check(cudaMemcpyAsync(buf[1], buf[0], kN * sizeof(S), cudaMemcpyDeviceToDevice), "copy");
   });
   report("copy", 0, 0, copy, 2);
-  using Sigmoid = fusegen_ops::sigmoid::Op;
-  using Mul = fusegen_ops::mul::Op;
   for (bool oneWave : {true, false}) {
     run<Sigmoid, 1>("sigmoid", buf, oneWave);
     run<Sigmoid, 2>("sigmoid", buf, oneWave);

@@ -22,8 +22,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), _support.Arg("residual", "[..., D]"), _support.Arg("weight", "[D]"), ],
     attrs=[_support.Attr("eps", "float", 1e-06), ],
     outputs=[_support.Arg("y", "[..., D]"), _support.Arg("residual_out", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
-    saved=["rstd"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
+    saved=["rstd", ],
+    schema="add_rmsnorm(Tensor x, Tensor residual, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor, Tensor)",
+    backward_schema="add_rmsnorm_backward(Tensor _grad_y, Tensor _grad_residual_out, Tensor x, Tensor residual, Tensor weight, Tensor _saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
 )
 
 
@@ -104,13 +106,14 @@ def independent(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-
 
 @torch.library.register_fake("fusegen::add_rmsnorm")
 def _fake(x, residual, weight, *, eps=1e-06):
-    return _support.fake_forward(SPEC, [x, residual, weight])
+    return _support.fake_forward(SPEC, [x, residual, weight, ])
 
 
 @torch.library.register_fake("fusegen::add_rmsnorm_backward")
 def _fake_backward(_grad_y, _grad_residual_out, x, residual, weight, _saved_rstd, eps, output_mask):
-    return _support.fake_backward(SPEC, [x, residual, weight], [_saved_rstd], [_grad_y, _grad_residual_out],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, residual, weight, ],
+                                  [_saved_rstd, ],
+                                  [_grad_y, _grad_residual_out, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

@@ -19,8 +19,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), _support.Arg("bias", "[D]"), ],
     attrs=[],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    schema="bias_gelu(Tensor x, Tensor bias) -> Tensor",
+    backward_schema="bias_gelu_backward(Tensor _grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> (Tensor, Tensor)",
 )
 
 
@@ -89,13 +91,14 @@ def independent(x: Tensor, bias: Tensor):
 
 @torch.library.register_fake("fusegen::bias_gelu")
 def _fake(x, bias):
-    return _support.fake_forward(SPEC, [x, bias])
+    return _support.fake_forward(SPEC, [x, bias, ])
 
 
 @torch.library.register_fake("fusegen::bias_gelu_backward")
 def _fake_backward(_grad_y, x, bias, output_mask):
-    return _support.fake_backward(SPEC, [x, bias], [], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, bias, ],
+                                  [],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

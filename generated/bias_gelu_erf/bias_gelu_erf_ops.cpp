@@ -13,23 +13,35 @@ namespace {
 namespace glue = fg::glue;
 
 #ifdef FUSEGEN_WITH_CUDA
-constexpr glue::CudaEntry kForwardCuda = &glue::cudaEntry<Op::ForwardArgs, &forwardCuda>;
+constexpr glue::CudaWorkspaceEntry kForwardCudaWorkspace =
+    &glue::cudaWorkspaceEntry<Forward::Args, &forwardCudaWorkspace>;
+constexpr glue::CudaEntry kForwardCuda = &glue::cudaEntry<Forward::Args, &forwardCuda>;
 constexpr glue::CudaWorkspaceEntry kBackwardCudaWorkspace =
-    &glue::cudaWorkspaceEntry<Op::BackwardArgs, &backwardCudaWorkspace>;
-constexpr glue::CudaEntry kBackwardCuda = &glue::cudaEntry<Op::BackwardArgs, &backwardCuda>;
+    &glue::cudaWorkspaceEntry<Backward::Args, &backwardCudaWorkspace>;
+constexpr glue::CudaEntry kBackwardCuda = &glue::cudaEntry<Backward::Args, &backwardCuda>;
 #else
+constexpr glue::CudaWorkspaceEntry kForwardCudaWorkspace = nullptr;
 constexpr glue::CudaEntry kForwardCuda = nullptr;
 constexpr glue::CudaWorkspaceEntry kBackwardCudaWorkspace = nullptr;
 constexpr glue::CudaEntry kBackwardCuda = nullptr;
 #endif
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
-constexpr glue::TensorInfo kForwardTensors[] = {{"x", fg::Bcast::Full, 0},
-                                                {"bias", fg::Bcast::Col, 1}};
+constexpr glue::TensorInfo kForwardTensors[] = {
+    {"x", fg::Bcast::Full, 0},
+    {"bias", fg::Bcast::Col, 1},
+};
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1}, {"bias", fg::Bcast::Col, 2}, {"_grad_y", fg::Bcast::Full, 0}};
-constexpr fg::DType kDtypes[] = {fg::DType::Float32, fg::DType::Float16, fg::DType::BFloat16,
-                                 fg::DType::Float64};
+    {"x", fg::Bcast::Full, 1},
+    {"bias", fg::Bcast::Col, 2},
+    {"_grad_y", fg::Bcast::Full, 0},
+};
+constexpr fg::DType kDtypes[] = {
+    fg::DType::Float32,
+    fg::DType::Float16,
+    fg::DType::BFloat16,
+    fg::DType::Float64,
+};
 
 constexpr glue::OpInfo kOp{
     __FILE__,
@@ -38,11 +50,12 @@ constexpr glue::OpInfo kOp{
     "bias_gelu_erf_backward",
     "bias_gelu_erf_backward(Tensor _grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> "
     "(Tensor, Tensor)",
-    glue::forwardPlan<Op>("fusegen::bias_gelu_erf", kForwardTensors, /*full=*/0, kDtypes,
-                          &glue::cpuEntry<Op::ForwardArgs, &forwardCpu>, kForwardCuda),
-    glue::backwardPlan<Op>("fusegen::bias_gelu_erf_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                           &glue::cpuEntry<Op::BackwardArgs, &backwardCpu>, kBackwardCudaWorkspace,
-                           kBackwardCuda),
+    glue::plan<Forward>("fusegen::bias_gelu_erf", kForwardTensors, /*full=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda),
+    glue::plan<Backward>("fusegen::bias_gelu_erf_backward", kBackwardTensors, /*full=*/0, kDtypes,
+                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
+                         kBackwardCuda),
     {"fusegen::bias_gelu_erf_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1}};
 
 const glue::Registrar kRegistrar(kOp);

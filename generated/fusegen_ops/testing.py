@@ -52,7 +52,7 @@ CUDA_DEVICES = ["cuda"] if torch.cuda.is_available() else []  # GPU-sized checks
 # of random halfs, done in order, errs by up to 1039 u sum|terms| (small terms vanish against
 # a large partial sum, all the same way), four times the sqrt(n) of a random-sign model and
 # 65 times the log2(n) of a tree sum.
-# The kernels' reductions over a row (sum, mean) are compensated (fusegen_row.h): the exact
+# The kernels' reductions over a row (sum, mean) are compensated (fusegen_program.h): the exact
 # rounding errors of the additions (each at most u |s_k|) are summed, off by at most
 # n u sum|errors| <= n u^2 sum_k |s_k|, and added back, so such a sum adds
 # u |sum| + n u^2 sum_k |s_k| (n: the row length) instead: a row of large terms with a small
@@ -565,6 +565,15 @@ class OpChecks:
         # The schema takes the attrs keyword-only, as the Python wrapper does.
         torch.library.opcheck(getattr(torch.ops.fusegen, self.spec.name).default, tuple(x),
                               self.attrs())
+
+    def schema_round_trips(self):
+        """The schemas fusegen spelled are in torch's own spelling: parsed by torch's parser
+        and printed back they are unchanged, and they are what the dispatcher registered."""
+        for text, name in ((self.spec.schema, self.spec.name),
+                           (self.spec.backward_schema, self.spec.name + "_backward")):
+            assert str(torch._C.parse_schema(text)) == text
+            registered = getattr(torch.ops.fusegen, name).default._schema
+            assert str(registered) == "fusegen::" + text, (str(registered), text)
 
     def compile_fullgraph(self, device):
         torch._dynamo.reset()

@@ -19,8 +19,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), ],
     attrs=[_support.Attr("eps", "float", 1e-12), ],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
-    saved=["stat0", "stat1"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
+    saved=["stat0", "stat1", ],
+    schema="l2norm(Tensor x, *, float eps=9.9999999999999998e-13) -> (Tensor, Tensor, Tensor)",
+    backward_schema="l2norm_backward(Tensor _grad_y, Tensor x, Tensor _saved_stat0, Tensor _saved_stat1, float eps, bool[1] output_mask) -> Tensor",
 )
 
 
@@ -94,13 +96,14 @@ def independent(x: Tensor, *, eps: float = 1e-12):
 
 @torch.library.register_fake("fusegen::l2norm")
 def _fake(x, *, eps=1e-12):
-    return _support.fake_forward(SPEC, [x])
+    return _support.fake_forward(SPEC, [x, ])
 
 
 @torch.library.register_fake("fusegen::l2norm_backward")
 def _fake_backward(_grad_y, x, _saved_stat0, _saved_stat1, eps, output_mask):
-    return _support.fake_backward(SPEC, [x], [_saved_stat0, _saved_stat1], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, ],
+                                  [_saved_stat0, _saved_stat1, ],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

@@ -22,8 +22,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), _support.Arg("weight", "[D]"), _support.Arg("bias", "[D]"), ],
     attrs=[_support.Attr("eps", "float", 1e-05), ],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
-    saved=["mu", "rstd"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
+    saved=["mu", "rstd", ],
+    schema="layernorm(Tensor x, Tensor weight, Tensor bias, *, float eps=1.0000000000000001e-05) -> (Tensor, Tensor, Tensor)",
+    backward_schema="layernorm_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor bias, Tensor _saved_mu, Tensor _saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
 )
 
 
@@ -116,13 +118,14 @@ def independent(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05):
 
 @torch.library.register_fake("fusegen::layernorm")
 def _fake(x, weight, bias, *, eps=1e-05):
-    return _support.fake_forward(SPEC, [x, weight, bias])
+    return _support.fake_forward(SPEC, [x, weight, bias, ])
 
 
 @torch.library.register_fake("fusegen::layernorm_backward")
 def _fake_backward(_grad_y, x, weight, bias, _saved_mu, _saved_rstd, eps, output_mask):
-    return _support.fake_backward(SPEC, [x, weight, bias], [_saved_mu, _saved_rstd], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, weight, bias, ],
+                                  [_saved_mu, _saved_rstd, ],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

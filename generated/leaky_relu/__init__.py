@@ -19,8 +19,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), ],
     attrs=[_support.Attr("negative_slope", "float", 0.01), ],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    schema="leaky_relu(Tensor x, *, float negative_slope=0.01) -> Tensor",
+    backward_schema="leaky_relu_backward(Tensor _grad_y, Tensor x, float negative_slope, bool[1] output_mask) -> Tensor",
 )
 
 
@@ -68,13 +70,14 @@ def independent(x: Tensor, *, negative_slope: float = 0.01):
 
 @torch.library.register_fake("fusegen::leaky_relu")
 def _fake(x, *, negative_slope=0.01):
-    return _support.fake_forward(SPEC, [x])
+    return _support.fake_forward(SPEC, [x, ])
 
 
 @torch.library.register_fake("fusegen::leaky_relu_backward")
 def _fake_backward(_grad_y, x, negative_slope, output_mask):
-    return _support.fake_backward(SPEC, [x], [], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, ],
+                                  [],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

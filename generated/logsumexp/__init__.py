@@ -20,8 +20,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), ],
     attrs=[],
     outputs=[_support.Arg("lse", "[...]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
-    saved=["m", "stat1"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
+    saved=["m", "stat1", ],
+    schema="logsumexp(Tensor x) -> (Tensor, Tensor, Tensor)",
+    backward_schema="logsumexp_backward(Tensor _grad_lse, Tensor x, Tensor _saved_m, Tensor _saved_stat1, bool[1] output_mask) -> Tensor",
 )
 
 
@@ -84,13 +86,14 @@ def independent(x: Tensor):
 
 @torch.library.register_fake("fusegen::logsumexp")
 def _fake(x):
-    return _support.fake_forward(SPEC, [x])
+    return _support.fake_forward(SPEC, [x, ])
 
 
 @torch.library.register_fake("fusegen::logsumexp_backward")
 def _fake_backward(_grad_lse, x, _saved_m, _saved_stat1, output_mask):
-    return _support.fake_backward(SPEC, [x], [_saved_m, _saved_stat1], [_grad_lse],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, ],
+                                  [_saved_m, _saved_stat1, ],
+                                  [_grad_lse, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

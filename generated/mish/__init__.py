@@ -19,8 +19,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), ],
     attrs=[],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    schema="mish(Tensor x) -> Tensor",
+    backward_schema="mish_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor",
 )
 
 
@@ -96,13 +98,14 @@ def independent(x: Tensor):
 
 @torch.library.register_fake("fusegen::mish")
 def _fake(x):
-    return _support.fake_forward(SPEC, [x])
+    return _support.fake_forward(SPEC, [x, ])
 
 
 @torch.library.register_fake("fusegen::mish_backward")
 def _fake_backward(_grad_y, x, output_mask):
-    return _support.fake_backward(SPEC, [x], [], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, ],
+                                  [],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

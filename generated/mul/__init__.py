@@ -19,8 +19,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("a", "[..., D]"), _support.Arg("b", "[..., D]"), ],
     attrs=[],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    schema="mul(Tensor a, Tensor b) -> Tensor",
+    backward_schema="mul_backward(Tensor _grad_y, Tensor a, Tensor b, bool[2] output_mask) -> (Tensor, Tensor)",
 )
 
 
@@ -69,13 +71,14 @@ def independent(a: Tensor, b: Tensor):
 
 @torch.library.register_fake("fusegen::mul")
 def _fake(a, b):
-    return _support.fake_forward(SPEC, [a, b])
+    return _support.fake_forward(SPEC, [a, b, ])
 
 
 @torch.library.register_fake("fusegen::mul_backward")
 def _fake_backward(_grad_y, a, b, output_mask):
-    return _support.fake_backward(SPEC, [a, b], [], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [a, b, ],
+                                  [],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

@@ -21,8 +21,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), _support.Arg("w0", "[]"), _support.Arg("w1", "[]"), _support.Arg("w2", "[]"), _support.Arg("b", "[]"), ],
     attrs=[_support.Attr("eps", "float", 1e-06), ],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
-    saved=["stat0", "stat1", "stat2"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
+    saved=["stat0", "stat1", "stat2", ],
+    schema="polynorm(Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor, Tensor, Tensor)",
+    backward_schema="polynorm_backward(Tensor _grad_y, Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, Tensor _saved_stat0, Tensor _saved_stat1, Tensor _saved_stat2, float eps, bool[5] output_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
 )
 
 
@@ -169,13 +171,14 @@ def independent(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps
 
 @torch.library.register_fake("fusegen::polynorm")
 def _fake(x, w0, w1, w2, b, *, eps=1e-06):
-    return _support.fake_forward(SPEC, [x, w0, w1, w2, b])
+    return _support.fake_forward(SPEC, [x, w0, w1, w2, b, ])
 
 
 @torch.library.register_fake("fusegen::polynorm_backward")
 def _fake_backward(_grad_y, x, w0, w1, w2, b, _saved_stat0, _saved_stat1, _saved_stat2, eps, output_mask):
-    return _support.fake_backward(SPEC, [x, w0, w1, w2, b], [_saved_stat0, _saved_stat1, _saved_stat2], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, w0, w1, w2, b, ],
+                                  [_saved_stat0, _saved_stat1, _saved_stat2, ],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

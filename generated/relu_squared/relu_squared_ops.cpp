@@ -13,22 +13,33 @@ namespace {
 namespace glue = fg::glue;
 
 #ifdef FUSEGEN_WITH_CUDA
-constexpr glue::CudaEntry kForwardCuda = &glue::cudaEntry<Op::ForwardArgs, &forwardCuda>;
+constexpr glue::CudaWorkspaceEntry kForwardCudaWorkspace =
+    &glue::cudaWorkspaceEntry<Forward::Args, &forwardCudaWorkspace>;
+constexpr glue::CudaEntry kForwardCuda = &glue::cudaEntry<Forward::Args, &forwardCuda>;
 constexpr glue::CudaWorkspaceEntry kBackwardCudaWorkspace =
-    &glue::cudaWorkspaceEntry<Op::BackwardArgs, &backwardCudaWorkspace>;
-constexpr glue::CudaEntry kBackwardCuda = &glue::cudaEntry<Op::BackwardArgs, &backwardCuda>;
+    &glue::cudaWorkspaceEntry<Backward::Args, &backwardCudaWorkspace>;
+constexpr glue::CudaEntry kBackwardCuda = &glue::cudaEntry<Backward::Args, &backwardCuda>;
 #else
+constexpr glue::CudaWorkspaceEntry kForwardCudaWorkspace = nullptr;
 constexpr glue::CudaEntry kForwardCuda = nullptr;
 constexpr glue::CudaWorkspaceEntry kBackwardCudaWorkspace = nullptr;
 constexpr glue::CudaEntry kBackwardCuda = nullptr;
 #endif
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
-constexpr glue::TensorInfo kForwardTensors[] = {{"x", fg::Bcast::Full, 0}};
-constexpr glue::TensorInfo kBackwardTensors[] = {{"x", fg::Bcast::Full, 1},
-                                                 {"_grad_y", fg::Bcast::Full, 0}};
-constexpr fg::DType kDtypes[] = {fg::DType::Float32, fg::DType::Float16, fg::DType::BFloat16,
-                                 fg::DType::Float64};
+constexpr glue::TensorInfo kForwardTensors[] = {
+    {"x", fg::Bcast::Full, 0},
+};
+constexpr glue::TensorInfo kBackwardTensors[] = {
+    {"x", fg::Bcast::Full, 1},
+    {"_grad_y", fg::Bcast::Full, 0},
+};
+constexpr fg::DType kDtypes[] = {
+    fg::DType::Float32,
+    fg::DType::Float16,
+    fg::DType::BFloat16,
+    fg::DType::Float64,
+};
 
 constexpr glue::OpInfo kOp{
     __FILE__,
@@ -36,11 +47,12 @@ constexpr glue::OpInfo kOp{
     "relu_squared(Tensor x) -> Tensor",
     "relu_squared_backward",
     "relu_squared_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor",
-    glue::forwardPlan<Op>("fusegen::relu_squared", kForwardTensors, /*full=*/0, kDtypes,
-                          &glue::cpuEntry<Op::ForwardArgs, &forwardCpu>, kForwardCuda),
-    glue::backwardPlan<Op>("fusegen::relu_squared_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                           &glue::cpuEntry<Op::BackwardArgs, &backwardCpu>, kBackwardCudaWorkspace,
-                           kBackwardCuda),
+    glue::plan<Forward>("fusegen::relu_squared", kForwardTensors, /*full=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda),
+    glue::plan<Backward>("fusegen::relu_squared_backward", kBackwardTensors, /*full=*/0, kDtypes,
+                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
+                         kBackwardCuda),
     {"fusegen::relu_squared_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1}};
 
 const glue::Registrar kRegistrar(kOp);

@@ -19,8 +19,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), _support.Arg("h", "[..., D]"), _support.Arg("alpha", "[]"), ],
     attrs=[],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    schema="rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor",
+    backward_schema="rezero_backward(Tensor _grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
 )
 
 
@@ -73,13 +75,14 @@ def independent(x: Tensor, h: Tensor, alpha: Tensor):
 
 @torch.library.register_fake("fusegen::rezero")
 def _fake(x, h, alpha):
-    return _support.fake_forward(SPEC, [x, h, alpha])
+    return _support.fake_forward(SPEC, [x, h, alpha, ])
 
 
 @torch.library.register_fake("fusegen::rezero_backward")
 def _fake_backward(_grad_y, x, h, alpha, output_mask):
-    return _support.fake_backward(SPEC, [x, h, alpha], [], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, h, alpha, ],
+                                  [],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

@@ -20,8 +20,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), _support.Arg("weight", "[D]"), ],
     attrs=[_support.Attr("eps", "float", 1e-06), ],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
-    saved=["rstd"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
+    saved=["rstd", ],
+    schema="rmsnorm_gemma(Tensor x, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor)",
+    backward_schema="rmsnorm_gemma_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor _saved_rstd, float eps, bool[2] output_mask) -> (Tensor, Tensor)",
 )
 
 
@@ -96,13 +98,14 @@ def independent(x: Tensor, weight: Tensor, *, eps: float = 1e-06):
 
 @torch.library.register_fake("fusegen::rmsnorm_gemma")
 def _fake(x, weight, *, eps=1e-06):
-    return _support.fake_forward(SPEC, [x, weight])
+    return _support.fake_forward(SPEC, [x, weight, ])
 
 
 @torch.library.register_fake("fusegen::rmsnorm_gemma_backward")
 def _fake_backward(_grad_y, x, weight, _saved_rstd, eps, output_mask):
-    return _support.fake_backward(SPEC, [x, weight], [_saved_rstd], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, weight, ],
+                                  [_saved_rstd, ],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

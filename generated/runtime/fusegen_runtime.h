@@ -3,7 +3,8 @@
 // generated/runtime/ (with the @generated stamp) so a generated package is self-contained.
 //  - FG_HD and the math builtins that primitive `eval` formulas call (fg::exp, fg::tanh...)
 //  - storage <-> compute type conversion (fp32 math for half types, fp64 for double)
-//  - the argument blocks passed from the torch glue to the CPU and CUDA plans
+//  - the plans, the kinds of outputs and the argument block passed from the torch glue to
+//    the CPU and CUDA plans
 // No torch and no CUDA runtime API here: it is included by .cu files compiled without torch.
 #pragma once
 
@@ -25,13 +26,28 @@ namespace fg {
 
 enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 
-// How an input broadcasts against the [rows, D] view (spec shape classes). Stat (row
-// programs only): a per-row statistic the backward reads from its forward, broadcast like Row
+// How an input broadcasts against the [rows, D] view (spec shape classes). Stat: a per-row
+// statistic the backward reads from its forward, broadcast like Row
 // but stored in the compute type (float for half types), not the dtype: the backward compares
 // and computes with it as the forward computed it (a max is equal to its maximal elements).
 enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3, Stat = 4 };
 
 template <int N> constexpr int atLeastOne() { return N > 0 ? N : 1; }
+
+// A constant table the generated programs carry (input broadcasts, output kinds, reductions
+// per pass): Table<T, V0, V1, ...>::at(i) is Vi (T{} past the end). The value is picked by
+// comparisons, not read from an array: device code that indexes it with a run-time index (a
+// loop nvcc does not unroll) gets selects in registers, where a constexpr array would be
+// copied to the stack (24-32 more bytes of stack frame per row kernel of polynorm, and its
+// backward 14% slower at 32768x256).
+template <class T, T... V> struct Table {
+  FG_HD static constexpr T at(int i) {
+    T out{};
+    int k = 0;
+    ((out = k++ == i ? V : out), ...);
+    return out;
+  }
+};
 
 // staticFor<N>(f) calls f(std::integral_constant<int, 0>{}) ... f(...<int, N - 1>{}). The
 // index is a compile-time constant, so per-thread arrays indexed through it (or through a
@@ -44,25 +60,40 @@ template <int N, class F> FG_HD void staticFor(F&& f) {
   staticForEach(f, std::make_integer_sequence<int, N>{});
 }
 
-template <int NI, int NO, int NA> struct ForwardArgs {
+// The runtime plan that runs a program (fusegen_program.h), chosen by fusegen's planner from
+// the program's traits and carried by the generated code as P::kPlan:
+//   Flat    no passes over rows, no per-row tensors, no sums: 128-bit vectors over all
+//           elements (fusegen_cuda.cuh)
+//   Colwise the same with [D] inputs (kept in registers) or [D] and [] sums of element values:
+//           each thread owns columns and walks rows (fusegen_cuda.cuh)
+//   Row     reductions over each row, per-row inputs or outputs: the row kept on chip
+//           (fusegen_row_cuda.cuh)
+// The CPU runs every program with one loop over rows (fusegen_cpu.h).
+enum class Plan : int { Flat = 0, Colwise = 1, Row = 2 };
+
+// How a program writes output m (P::outKind(m)):
+//   Full   one value per element
+//   Row    one value per row
+//   Stat   one value per row in the compute type: a statistic saved for the backward, which
+//          reads it as an input of Bcast::Stat
+//   ColSum the sum over rows of an element value (a [D] gradient), accumulated in the
+//          compute type per fixed chunk of rows and added in a fixed order
+//   Total  the sum over rows and columns of an element value plus the sum over rows of a
+//          per-row value (a [] gradient; the generated code makes one of them zero),
+//          accumulated per fixed chunk of rows (CPU) or per block (CUDA), then the partials
+//          added in a fixed order
+enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4 };
+
+// One call of a program: its tensors as contiguous [rows, D] views (fusegen_torch.h).
+template <int NI, int NO, int NA> struct Args {
   DType dtype;
   const void* in[NI];
   void* out[NO];
+  bool need[atLeastOne<NO>()]; // outputs not needed are not written (null)
   double attr[atLeastOne<NA>()];
   int64_t rows; // product of the leading dims
   int64_t D;    // the last dim (1 for a 0-dim tensor)
-};
-
-template <int NI, int NO, int NA> struct BackwardArgs {
-  DType dtype;
-  const void* in[NI];
-  const void* gout[NO]; // incoming gradients, full-shaped like the outputs
-  void* gin[NI];        // outgoing gradients, shaped like the inputs (null when not needed)
-  bool need[NI];
-  double attr[atLeastOne<NA>()];
-  int64_t rows;
-  int64_t D;
-  void* workspace; // CUDA: partial sums of broadcast gradients (see workspace size)
+  void* workspace; // CUDA: partial sums of ColSum and Total outputs
 };
 
 // ---- math builtins (templates/primitives.yaml `eval` formulas call these) ----

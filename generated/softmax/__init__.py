@@ -21,8 +21,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("x", "[..., D]"), ],
     attrs=[],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
-    saved=["m", "stat1"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
+    saved=["m", "stat1", ],
+    schema="softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
+    backward_schema="softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor _saved_stat1, bool[1] output_mask) -> Tensor",
 )
 
 
@@ -90,13 +92,14 @@ def independent(x: Tensor):
 
 @torch.library.register_fake("fusegen::softmax")
 def _fake(x):
-    return _support.fake_forward(SPEC, [x])
+    return _support.fake_forward(SPEC, [x, ])
 
 
 @torch.library.register_fake("fusegen::softmax_backward")
 def _fake_backward(_grad_y, x, _saved_m, _saved_stat1, output_mask):
-    return _support.fake_backward(SPEC, [x], [_saved_m, _saved_stat1], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [x, ],
+                                  [_saved_m, _saved_stat1, ],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

@@ -19,8 +19,10 @@ SPEC = _support.OpInfo(
     inputs=[_support.Arg("gate", "[..., D]"), _support.Arg("up", "[..., D]"), ],
     attrs=[],
     outputs=[_support.Arg("y", "[..., D]"), ],
-    dtypes=["float32", "float16", "bfloat16", "float64"],
+    dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    schema="swiglu(Tensor gate, Tensor up) -> Tensor",
+    backward_schema="swiglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, Tensor)",
 )
 
 
@@ -78,13 +80,14 @@ def independent(gate: Tensor, up: Tensor):
 
 @torch.library.register_fake("fusegen::swiglu")
 def _fake(gate, up):
-    return _support.fake_forward(SPEC, [gate, up])
+    return _support.fake_forward(SPEC, [gate, up, ])
 
 
 @torch.library.register_fake("fusegen::swiglu_backward")
 def _fake_backward(_grad_y, gate, up, output_mask):
-    return _support.fake_backward(SPEC, [gate, up], [], [_grad_y],
-                                  output_mask)
+    return _support.fake_backward(SPEC, [gate, up, ],
+                                  [],
+                                  [_grad_y, ], output_mask)
 
 
 def _backward_setup_context(ctx, inputs, output):

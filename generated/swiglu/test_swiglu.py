@@ -61,6 +61,10 @@ def test_opcheck(device):
     CHECKS.opcheck(device)
 
 
+def test_schema_round_trips():
+    CHECKS.schema_round_trips()
+
+
 @pytest.mark.parametrize("device", testing.DEVICES)
 def test_torch_compile_fullgraph(device):
     CHECKS.compile_fullgraph(device)

@@ -35,6 +35,8 @@ class OpInfo:
     outputs: List[Arg]
     dtypes: List[str]
     saved: List[str] = dataclasses.field(default_factory=list)  # per-row stats for backward
+    schema: str = ""  # the op's and its backward's schemas, as fusegen spelled them
+    backward_schema: str = ""
 
     @property
     def qualname(self) -> str:

@@ -1,10 +1,11 @@
-// fusegen CPU plans: the same Op structs as the CUDA plans (see fusegen_cuda.cuh), run with
-// at::parallel_for. Forward is parallel over elements (or rows when [D] inputs exist);
-// backward sums the gradients of broadcast inputs per fixed chunk of rows into fp32/fp64
-// partials and adds the chunks in order, so results do not depend on the thread count.
+// fusegen CPU plan: runs every program (fusegen_program.h), whatever its P::kPlan, with
+// at::parallel_for over fixed chunks of rows: per row rowPre, the reduction stages (compensated
+// sums in interleaved lanes), then elem per element and rowOut. [D] and [] sums are
+// accumulated per chunk in fp32/fp64 and the chunks added in order, so results do not depend
+// on the thread count.
 #pragma once
 
-#include "fusegen_row.h"
+#include "fusegen_program.h"
 #include "fusegen_runtime.h"
 
 #include <ATen/Parallel.h>
@@ -26,125 +27,14 @@ namespace cpu {
 
 constexpr int64_t kGrain = 32768; // elements per parallel task
 
-template <class Op, typename S, class Args>
-void loadFixed(const Args& a, int64_t c, compute_t<S>* in) {
-  for (int k = 0; k < Op::kInputs; ++k) {
-    if (Op::bcast(k) == Bcast::Col)
-      in[k] = toCompute(static_cast<const S*>(a.in[k])[c]);
-    else if (Op::bcast(k) == Bcast::Scalar)
-      in[k] = toCompute(static_cast<const S*>(a.in[k])[0]);
-  }
-}
-
-template <class Op, typename S, class Args> void forwardTyped(const Args& a) {
-  using T = compute_t<S>;
-  T attr[atLeastOne<Op::kAttrs>()];
-  for (int k = 0; k < Op::kAttrs; ++k)
-    attr[k] = static_cast<T>(a.attr[k]);
-  const T Dval = static_cast<T>(a.D);
-  const int64_t D = a.D;
-  const int64_t grainRows = D >= kGrain ? 1 : kGrain / D;
-  at::parallel_for(0, a.rows, grainRows, [&](int64_t r0, int64_t r1) {
-    T in[Op::kInputs], out[Op::kOutputs];
-    for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t c = 0; c < D; ++c) {
-        const int64_t i = r * D + c;
-        loadFixed<Op, S>(a, c, in);
-        for (int k = 0; k < Op::kInputs; ++k)
-          if (Op::bcast(k) == Bcast::Full)
-            in[k] = toCompute(static_cast<const S*>(a.in[k])[i]);
-        Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
-        for (int m = 0; m < Op::kOutputs; ++m)
-          static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
-      }
-    }
-  });
-}
-
-template <class Op, typename S, class Args> void backwardTyped(const Args& a) {
-  using T = compute_t<S>;
-  T attr[atLeastOne<Op::kAttrs>()];
-  for (int k = 0; k < Op::kAttrs; ++k)
-    attr[k] = static_cast<T>(a.attr[k]);
-  const T Dval = static_cast<T>(a.D);
-  const int64_t D = a.D;
-  // Fixed chunks of rows: each owns one partial row per reduced input.
-  constexpr int64_t kMaxChunks = 256;
-  const int64_t rowsPerChunk = std::max({int64_t(16), kGrain / std::max<int64_t>(D, 1),
-                                         (a.rows + kMaxChunks - 1) / kMaxChunks});
-  const int64_t chunks = (a.rows + rowsPerChunk - 1) / rowsPerChunk;
-  bool reduce = false;
-  for (int k = 0; k < Op::kInputs; ++k)
-    reduce = reduce || (Op::bcast(k) != Bcast::Full && a.need[k]);
-  std::vector<T> partials(reduce ? static_cast<size_t>(Op::kInputs * chunks * D) : 0, T(0));
-  at::parallel_for(0, chunks, 1, [&](int64_t j0, int64_t j1) {
-    T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
-    for (int64_t j = j0; j < j1; ++j) {
-      const int64_t rEnd = std::min(a.rows, (j + 1) * rowsPerChunk);
-      for (int64_t r = j * rowsPerChunk; r < rEnd; ++r) {
-        for (int64_t c = 0; c < D; ++c) {
-          const int64_t i = r * D + c;
-          loadFixed<Op, S>(a, c, in);
-          for (int k = 0; k < Op::kInputs; ++k)
-            if (Op::bcast(k) == Bcast::Full)
-              in[k] = toCompute(static_cast<const S*>(a.in[k])[i]);
-          for (int m = 0; m < Op::kOutputs; ++m)
-            gout[m] = toCompute(static_cast<const S*>(a.gout[m])[i]);
-          Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
-          for (int k = 0; k < Op::kInputs; ++k) {
-            if (!a.need[k])
-              continue;
-            if (Op::bcast(k) == Bcast::Full)
-              static_cast<S*>(a.gin[k])[i] = fromCompute<S>(gin[k]);
-            else
-              partials[(static_cast<size_t>(k) * chunks + j) * D + c] += gin[k];
-          }
-        }
-      }
-    }
-  });
-  for (int k = 0; k < Op::kInputs; ++k) {
-    if (Op::bcast(k) == Bcast::Full || !a.need[k])
-      continue;
-    T total = T(0);
-    for (int64_t c = 0; c < D; ++c) {
-      T s = T(0);
-      for (int64_t j = 0; j < chunks; ++j)
-        s += partials[(static_cast<size_t>(k) * chunks + j) * D + c];
-      if (Op::bcast(k) == Bcast::Col)
-        static_cast<S*>(a.gin[k])[c] = fromCompute<S>(s);
-      total += s;
-    }
-    if (Op::bcast(k) == Bcast::Scalar)
-      static_cast<S*>(a.gin[k])[0] = fromCompute<S>(total);
-  }
-}
-
-#define FG_CPU_DISPATCH(dtype, FN, ...)                                                            \
-  switch (dtype) {                                                                                 \
-  case ::fg::DType::Float32:                                                                       \
-    return FN<Op, float>(__VA_ARGS__);                                                             \
-  case ::fg::DType::Float64:                                                                       \
-    return FN<Op, double>(__VA_ARGS__);                                                            \
-  case ::fg::DType::Float16:                                                                       \
-    return FN<Op, c10::Half>(__VA_ARGS__);                                                         \
-  case ::fg::DType::BFloat16:                                                                      \
-    return FN<Op, c10::BFloat16>(__VA_ARGS__);                                                     \
-  }                                                                                                \
-  throw std::runtime_error("fusegen: unsupported dtype")
-
-template <class Op, class Args> void forward(const Args& a) { FG_CPU_DISPATCH(a.dtype, forwardTyped, a); }
-template <class Op, class Args> void backward(const Args& a) { FG_CPU_DISPATCH(a.dtype, backwardTyped, a); }
-
-// ---------------------------------------------------------------- row programs
-template <class P, typename S> struct RowRunner {
+template <class P, typename S> struct Runner {
   using T = compute_t<S>;
   const typename P::Args& a;
   T attr[atLeastOne<P::kAttrs>()];
   T Dval;
   T scalar[P::kInputs];
 
-  explicit RowRunner(const typename P::Args& args) : a(args), Dval(static_cast<T>(args.D)) {
+  explicit Runner(const typename P::Args& args) : a(args), Dval(static_cast<T>(args.D)) {
     for (int k = 0; k < P::kAttrs; ++k)
       attr[k] = static_cast<T>(a.attr[k]);
     for (int k = 0; k < P::kInputs; ++k)
@@ -168,7 +58,7 @@ template <class P, typename S> struct RowRunner {
 
   template <int St> void stage(int64_t row, T* rv) const {
     if constexpr (St < P::kStages) {
-      // Compensated sums (fusegen_row.h) in kLanes accumulators of interleaved columns, merged
+      // Compensated sums (fusegen_program.h) in kLanes accumulators of interleaved columns, merged
       // in lane order: independent dependency chains the core overlaps.
       constexpr int N = P::reductions(St) > 0 ? P::reductions(St) : 1;
       constexpr int kLanes = 4;
@@ -242,9 +132,9 @@ template <class P, typename S> struct RowRunner {
   }
 };
 
-template <class P, typename S> void rowRunTyped(const typename P::Args& a) {
+template <class P, typename S> void runTyped(const typename P::Args& a) {
   using T = compute_t<S>;
-  RowRunner<P, S> runner(a);
+  Runner<P, S> runner(a);
   int colSums = 0;
   for (int m = 0; m < P::kOutputs; ++m)
     colSums += P::outKind(m) == OutKind::ColSum;
@@ -283,9 +173,18 @@ template <class P, typename S> void rowRunTyped(const typename P::Args& a) {
   }
 }
 
-template <class P> void rowRun(const typename P::Args& a) {
-  using Op = P;
-  FG_CPU_DISPATCH(a.dtype, rowRunTyped, a);
+template <class P> void run(const typename P::Args& a) {
+  switch (a.dtype) {
+  case DType::Float32:
+    return runTyped<P, float>(a);
+  case DType::Float64:
+    return runTyped<P, double>(a);
+  case DType::Float16:
+    return runTyped<P, c10::Half>(a);
+  case DType::BFloat16:
+    return runTyped<P, c10::BFloat16>(a);
+  }
+  throw std::runtime_error("fusegen: unsupported dtype");
 }
 
 } // namespace cpu

@@ -1,19 +1,18 @@
-// fusegen CUDA plans: the kernels every elementwise op is instantiated from.
-//
-// An op is a struct `Op` generated from its spec (see generated/<op>/<op>.h):
-//   kInputs, kOutputs, kAttrs; bcast(k) -> how input k broadcasts;
-//   forward<T>(in, attr, D, out) and backward<T>(in, attr, D, gout, gin): one element, in the
-//   compute type T (float for half types, double for double).
-// Plans:
-//   flat     - no [D] inputs: one block per kThreads x kFlatUnroll 128-bit vectors (a
-//              grid-stride loop covers what 2^31 - 1 blocks do not), scalar tail.
-//   colwise  - [D] inputs, or gradients that must be summed over rows: each thread owns VEC
-//              columns (its [D] values stay in registers) and walks rows; in backward it
-//              accumulates the broadcast gradients in fp32/fp64 and writes one partial sum
-//              per (row chunk, column); finalize adds the partials in a fixed order, so the
-//              result is deterministic (no atomics).
+// fusegen CUDA flat and colwise plans: the kernels of programs (fusegen_program.h) without
+// passes over rows (P::kPlan is Plan::Flat or Plan::Colwise), the forwards and backwards of
+// elementwise ops, and what every CUDA plan shares (vectors, the finalize kernels). Each
+// element is P::elem over the element's inputs, in the compute type T (float for half
+// types); P::rowPre, which depends only on [] inputs and attrs here, runs once per thread.
+//   flat     - no [D] inputs and no sums needed: one block per kThreads x kFlatUnroll 128-bit
+//              vectors (a grid-stride loop covers what 2^31 - 1 blocks do not), scalar tail.
+//   colwise  - [D] inputs, or [D] and [] sums of element values (ColSum, Total outputs: the
+//              gradients of broadcast inputs): each thread owns V columns (its [D] values
+//              stay in registers) and walks rows, accumulating the sums in fp32/fp64; it
+//              writes one partial sum per (row chunk, column), and finalize adds the
+//              partials in a fixed order, so the result is deterministic (no atomics).
 #pragma once
 
+#include "fusegen_program.h"
 #include "fusegen_runtime.h"
 
 #include <cuda_runtime.h>
@@ -71,19 +70,47 @@ constexpr int kThreads = 256;
 // within 1% of each other with a block per kThreads x unroll vectors; 1 was best for sigmoid).
 constexpr int kFlatUnroll = 1;
 
-// ---------------------------------------------------------------- flat plan
-template <class Op, typename S, int V, typename I, class Args, int kUnroll = kFlatUnroll>
-__global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
+// What every element of a flat or colwise call shares: the attrs, D and the per-row values,
+// which depend on [] inputs and attrs only (rowPre, once per thread).
+template <class P, typename S> struct PointwiseSetup {
   using T = compute_t<S>;
-  T attr[atLeastOne<Op::kAttrs>()];
+  T attr[atLeastOne<P::kAttrs>()];
+  T D;
+  T rv[atLeastOne<P::kRowValues>()];
+
+  __device__ __forceinline__ explicit PointwiseSetup(const typename P::Args& a)
+      : D(static_cast<T>(a.D)) {
 #pragma unroll
-  for (int k = 0; k < Op::kAttrs; ++k)
-    attr[k] = static_cast<T>(a.attr[k]);
-  const T Dval = static_cast<T>(a.D);
-  T scalar[Op::kInputs];
+    for (int k = 0; k < P::kAttrs; ++k)
+      attr[k] = static_cast<T>(a.attr[k]);
+    T rowIn[P::kInputs];
 #pragma unroll
-  for (int k = 0; k < Op::kInputs; ++k)
-    scalar[k] = Op::bcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0]) : T(0);
+    for (int k = 0; k < P::kInputs; ++k)
+      rowIn[k] = P::inBcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0])
+                                                : T(0);
+    P::template rowPre<T, isHalf<S>()>(rowIn, attr, D, rv);
+  }
+
+  // out = elem(in) for one element.
+  __device__ __forceinline__ void elem(const T* in, T* out) const {
+    P::template elem<T, isHalf<S>()>(in, rv, attr, D, out);
+  }
+};
+
+// Outputs that are sums over rows (ColSum, Total), and output m's slot among them.
+template <class P> FG_HD constexpr int sumSlot(int m) {
+  int n = 0;
+  for (int j = 0; j < m; ++j)
+    n += P::outKind(j) == OutKind::ColSum || P::outKind(j) == OutKind::Total;
+  return n;
+}
+template <class P> constexpr int sumOutputs() { return sumSlot<P>(P::kOutputs); }
+
+// ---------------------------------------------------------------- flat plan
+template <class P, typename S, int V, typename I, int kUnroll = kFlatUnroll>
+__global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a) {
+  using T = compute_t<S>;
+  const PointwiseSetup<P, S> setup(a);
   const I n = static_cast<I>(a.rows * a.D);
   const I nvec = n / V;
   const I stride = static_cast<I>(gridDim.x) * kThreads;
@@ -91,131 +118,61 @@ __global__ void __launch_bounds__(kThreads) flatForward(const Args a) {
   // may alias the inputs, so without this the compiler keeps one load in flight per thread.
   for (I base = static_cast<I>(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < nvec;
        base += stride * kUnroll) {
-    Vec<S, V> x[kUnroll][Op::kInputs];
+    Vec<S, V> x[kUnroll][P::kInputs];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int k = 0; k < Op::kInputs; ++k)
-        if (Op::bcast(k) == Bcast::Full && base + u * kThreads < nvec)
+      for (int k = 0; k < P::kInputs; ++k)
+        if (P::inBcast(k) == Bcast::Full && base + u * kThreads < nvec)
           x[u][k] = loadVec<S, V>(a.in[k], (base + u * kThreads) * V);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const I v = base + u * kThreads;
       if (v >= nvec)
         break;
-      Vec<S, V> y[Op::kOutputs];
+      Vec<S, V> y[P::kOutputs];
 #pragma unroll
       for (int l = 0; l < V; ++l) {
-        T in[Op::kInputs], out[Op::kOutputs];
+        T in[P::kInputs], out[P::kOutputs];
 #pragma unroll
-        for (int k = 0; k < Op::kInputs; ++k)
-          in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[u][k].v[l]) : scalar[k];
-        Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
+        for (int k = 0; k < P::kInputs; ++k)
+          in[k] = P::inBcast(k) == Bcast::Full ? toCompute(x[u][k].v[l]) : T(0);
+        setup.elem(in, out);
 #pragma unroll
-        for (int m = 0; m < Op::kOutputs; ++m)
+        for (int m = 0; m < P::kOutputs; ++m)
           y[m].v[l] = fromCompute<S>(out[m]);
       }
 #pragma unroll
-      for (int m = 0; m < Op::kOutputs; ++m)
-        storeVec<S, V>(a.out[m], v * V, y[m]);
+      for (int m = 0; m < P::kOutputs; ++m)
+        if (P::outKind(m) == OutKind::Full && a.need[m])
+          storeVec<S, V>(a.out[m], v * V, y[m]);
     }
   }
   for (I i = nvec * V + static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
-    T in[Op::kInputs], out[Op::kOutputs];
+    T in[P::kInputs], out[P::kOutputs];
 #pragma unroll
-    for (int k = 0; k < Op::kInputs; ++k)
-      in[k] = Op::bcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : scalar[k];
-    Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
+    for (int k = 0; k < P::kInputs; ++k)
+      in[k] = P::inBcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : T(0);
+    setup.elem(in, out);
 #pragma unroll
-    for (int m = 0; m < Op::kOutputs; ++m)
-      static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
-  }
-}
-
-template <class Op, typename S, int V, typename I, class Args, int kUnroll = kFlatUnroll>
-__global__ void __launch_bounds__(kThreads) flatBackward(const Args a) {
-  using T = compute_t<S>;
-  T attr[atLeastOne<Op::kAttrs>()];
-#pragma unroll
-  for (int k = 0; k < Op::kAttrs; ++k)
-    attr[k] = static_cast<T>(a.attr[k]);
-  const T Dval = static_cast<T>(a.D);
-  T scalar[Op::kInputs];
-#pragma unroll
-  for (int k = 0; k < Op::kInputs; ++k)
-    scalar[k] = Op::bcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0]) : T(0);
-  const I n = static_cast<I>(a.rows * a.D);
-  const I nvec = n / V;
-  const I stride = static_cast<I>(gridDim.x) * kThreads;
-  for (I base = static_cast<I>(blockIdx.x) * kThreads * kUnroll + threadIdx.x; base < nvec;
-       base += stride * kUnroll) {
-    Vec<S, V> x[kUnroll][Op::kInputs], g[kUnroll][Op::kOutputs];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (base + u * kThreads >= nvec)
-        break;
-#pragma unroll
-      for (int k = 0; k < Op::kInputs; ++k)
-        if (Op::bcast(k) == Bcast::Full)
-          x[u][k] = loadVec<S, V>(a.in[k], (base + u * kThreads) * V);
-#pragma unroll
-      for (int m = 0; m < Op::kOutputs; ++m)
-        g[u][m] = loadVec<S, V>(a.gout[m], (base + u * kThreads) * V);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const I v = base + u * kThreads;
-      if (v >= nvec)
-        break;
-      Vec<S, V> dx[Op::kInputs];
-#pragma unroll
-      for (int l = 0; l < V; ++l) {
-        T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
-#pragma unroll
-        for (int k = 0; k < Op::kInputs; ++k)
-          in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[u][k].v[l]) : scalar[k];
-#pragma unroll
-        for (int m = 0; m < Op::kOutputs; ++m)
-          gout[m] = toCompute(g[u][m].v[l]);
-        Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
-#pragma unroll
-        for (int k = 0; k < Op::kInputs; ++k)
-          dx[k].v[l] = fromCompute<S>(gin[k]);
-      }
-#pragma unroll
-      for (int k = 0; k < Op::kInputs; ++k)
-        if (Op::bcast(k) == Bcast::Full && a.need[k])
-          storeVec<S, V>(a.gin[k], v * V, dx[k]);
-    }
-  }
-  for (I i = nvec * V + static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
-    T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
-#pragma unroll
-    for (int k = 0; k < Op::kInputs; ++k)
-      in[k] = Op::bcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : scalar[k];
-#pragma unroll
-    for (int m = 0; m < Op::kOutputs; ++m)
-      gout[m] = toCompute(static_cast<const S*>(a.gout[m])[i]);
-    Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
-#pragma unroll
-    for (int k = 0; k < Op::kInputs; ++k)
-      if (Op::bcast(k) == Bcast::Full && a.need[k])
-        static_cast<S*>(a.gin[k])[i] = fromCompute<S>(gin[k]);
+    for (int m = 0; m < P::kOutputs; ++m)
+      if (P::outKind(m) == OutKind::Full && a.need[m])
+        static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
   }
 }
 
 // ---------------------------------------------------------------- colwise plan
-constexpr int64_t kBackwardRowsPerChunk = 32; // see colGeometry
+constexpr int64_t kSumRowsPerChunk = 32; // see colGeometry
 
 struct ColGeometry {
   dim3 block;
   dim3 grid;
 };
 
-// minRowsPerChunk: rows each block row (grid.y) covers at least. The backward's chunks each
-// write a [D] row of partial sums: with one chunk per row (small shapes) writing and re-reading
-// the partials cost more than the rows themselves, so it asks for 32. The forward writes no
-// partials and asks for 1: 32 left bias_gelu's 512x4096 forward 32 blocks (0.023 ms against
+// minRowsPerChunk: rows each block row (grid.y) covers at least. A call that sums writes a
+// [D] row of partial sums per chunk: with one chunk per row (small shapes) writing and
+// re-reading the partials cost more than the rows themselves, so it asks for 32. One that
+// does not asks for 1: 32 left bias_gelu's 512x4096 forward 32 blocks (0.023 ms against
 // 0.009 with 1).
 inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, int sms, int64_t minRowsPerChunk) {
   int64_t groups = (D + V - 1) / V;
@@ -235,146 +192,86 @@ inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, int sms, int64_t 
   return ColGeometry{dim3(bx, by), dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy))};
 }
 
-template <class Op> constexpr int reducedInputs() {
-  int n = 0;
-  for (int k = 0; k < Op::kInputs; ++k)
-    n += Op::bcast(k) == Bcast::Col || Op::bcast(k) == Bcast::Scalar;
-  return n;
-}
-
-template <class Op> FG_HD constexpr int reducedSlot(int k) {
-  int n = 0;
-  for (int j = 0; j < k; ++j)
-    n += Op::bcast(j) == Bcast::Col || Op::bcast(j) == Bcast::Scalar;
-  return n;
-}
-
-template <class Op, typename S, int V, class Args>
-__global__ void colwiseForward(const Args a) {
+// kSums: the call needs one of the sums (ColSum, Total outputs): they are accumulated and
+// written as partials[sumSlot][blockIdx.y][D].
+template <class P, typename S, int V, bool kSums>
+__global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials) {
   using T = compute_t<S>;
-  const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
-  if (c >= a.D)
-    return;
-  T attr[atLeastOne<Op::kAttrs>()];
-#pragma unroll
-  for (int k = 0; k < Op::kAttrs; ++k)
-    attr[k] = static_cast<T>(a.attr[k]);
-  const T Dval = static_cast<T>(a.D);
-  T fixed[Op::kInputs][V]; // [D] and scalar inputs: loaded once, reused for every row
-#pragma unroll
-  for (int k = 0; k < Op::kInputs; ++k)
-#pragma unroll
-    for (int l = 0; l < V; ++l)
-      fixed[k][l] = Op::bcast(k) == Bcast::Col      ? toCompute(static_cast<const S*>(a.in[k])[c + l])
-                    : Op::bcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0])
-                                                    : T(0);
-  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < a.rows;
-       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    const int64_t off = r * a.D + c;
-    Vec<S, V> x[Op::kInputs], y[Op::kOutputs];
-#pragma unroll
-    for (int k = 0; k < Op::kInputs; ++k)
-      if (Op::bcast(k) == Bcast::Full)
-        x[k] = loadVec<S, V>(a.in[k], off);
-#pragma unroll
-    for (int l = 0; l < V; ++l) {
-      T in[Op::kInputs], out[Op::kOutputs];
-#pragma unroll
-      for (int k = 0; k < Op::kInputs; ++k)
-        in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
-      Op::template forward<T, isHalf<S>()>(in, attr, Dval, out);
-#pragma unroll
-      for (int m = 0; m < Op::kOutputs; ++m)
-        y[m].v[l] = fromCompute<S>(out[m]);
-    }
-#pragma unroll
-    for (int m = 0; m < Op::kOutputs; ++m)
-      storeVec<S, V>(a.out[m], off, y[m]);
-  }
-}
-
-template <class Op, typename S, int V, class Args>
-__global__ void colwiseBackward(const Args a, compute_t<S>* partials) {
-  using T = compute_t<S>;
-  extern __shared__ unsigned char sharedRaw[];
-  T* shared = reinterpret_cast<T*>(sharedRaw);
   const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   const bool active = c < a.D;
-  T attr[atLeastOne<Op::kAttrs>()];
+  if (!kSums && !active)
+    return;
+  const PointwiseSetup<P, S> setup(a);
+  T fixed[P::kInputs][V]; // [D] inputs: loaded once, reused for every row
+  T acc[P::kOutputs][V];
 #pragma unroll
-  for (int k = 0; k < Op::kAttrs; ++k)
-    attr[k] = static_cast<T>(a.attr[k]);
-  const T Dval = static_cast<T>(a.D);
-  T fixed[Op::kInputs][V];
-  T acc[Op::kInputs][V];
+  for (int k = 0; k < P::kInputs; ++k)
 #pragma unroll
-  for (int k = 0; k < Op::kInputs; ++k)
+    for (int l = 0; l < V; ++l)
+      fixed[k][l] = active && P::inBcast(k) == Bcast::Col
+                        ? toCompute(static_cast<const S*>(a.in[k])[c + l])
+                        : T(0);
 #pragma unroll
-    for (int l = 0; l < V; ++l) {
-      acc[k][l] = T(0);
-      fixed[k][l] = !active                         ? T(0)
-                    : Op::bcast(k) == Bcast::Col    ? toCompute(static_cast<const S*>(a.in[k])[c + l])
-                    : Op::bcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0])
-                                                    : T(0);
-    }
+  for (int m = 0; m < P::kOutputs; ++m)
+#pragma unroll
+    for (int l = 0; l < V; ++l)
+      acc[m][l] = T(0);
   if (active) {
     for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < a.rows;
          r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
       const int64_t off = r * a.D + c;
-      Vec<S, V> x[Op::kInputs], g[Op::kOutputs], dx[Op::kInputs];
+      Vec<S, V> x[P::kInputs], y[P::kOutputs];
 #pragma unroll
-      for (int k = 0; k < Op::kInputs; ++k)
-        if (Op::bcast(k) == Bcast::Full)
+      for (int k = 0; k < P::kInputs; ++k)
+        if (P::inBcast(k) == Bcast::Full)
           x[k] = loadVec<S, V>(a.in[k], off);
 #pragma unroll
-      for (int m = 0; m < Op::kOutputs; ++m)
-        g[m] = loadVec<S, V>(a.gout[m], off);
-#pragma unroll
       for (int l = 0; l < V; ++l) {
-        T in[Op::kInputs], gout[Op::kOutputs], gin[Op::kInputs];
+        T in[P::kInputs], out[P::kOutputs];
 #pragma unroll
-        for (int k = 0; k < Op::kInputs; ++k)
-          in[k] = Op::bcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
+        for (int k = 0; k < P::kInputs; ++k)
+          in[k] = P::inBcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
+        setup.elem(in, out);
 #pragma unroll
-        for (int m = 0; m < Op::kOutputs; ++m)
-          gout[m] = toCompute(g[m].v[l]);
-        Op::template backward<T, isHalf<S>()>(in, attr, Dval, gout, gin);
-#pragma unroll
-        for (int k = 0; k < Op::kInputs; ++k) {
-          if (Op::bcast(k) == Bcast::Full)
-            dx[k].v[l] = fromCompute<S>(gin[k]);
-          else
-            acc[k][l] += gin[k];
+        for (int m = 0; m < P::kOutputs; ++m) {
+          if (P::outKind(m) == OutKind::Full)
+            y[m].v[l] = fromCompute<S>(out[m]);
+          else if (kSums)
+            acc[m][l] += out[m];
         }
       }
 #pragma unroll
-      for (int k = 0; k < Op::kInputs; ++k)
-        if (Op::bcast(k) == Bcast::Full && a.need[k])
-          storeVec<S, V>(a.gin[k], off, dx[k]);
+      for (int m = 0; m < P::kOutputs; ++m)
+        if (P::outKind(m) == OutKind::Full && a.need[m])
+          storeVec<S, V>(a.out[m], off, y[m]);
     }
   }
-  // Sum each thread column's partial over threadIdx.y, in a fixed order.
-  const int width = blockDim.x * V;
+  if constexpr (kSums) {
+    // Sum each thread column's partial over threadIdx.y, in a fixed order.
+    extern __shared__ unsigned char sharedRaw[];
+    T* shared = reinterpret_cast<T*>(sharedRaw);
+    const int width = blockDim.x * V;
 #pragma unroll
-  for (int k = 0; k < Op::kInputs; ++k) {
-    if (Op::bcast(k) == Bcast::Full || !a.need[k])
-      continue;
+    for (int m = 0; m < P::kOutputs; ++m) {
+      if (P::outKind(m) == OutKind::Full || !a.need[m])
+        continue;
 #pragma unroll
-    for (int l = 0; l < V; ++l)
-      shared[threadIdx.y * width + threadIdx.x * V + l] = acc[k][l];
-    __syncthreads();
-    if (threadIdx.y == 0 && active) {
-      T* out = partials + static_cast<int64_t>(reducedSlot<Op>(k)) * gridDim.y * a.D +
-               static_cast<int64_t>(blockIdx.y) * a.D;
+      for (int l = 0; l < V; ++l)
+        shared[threadIdx.y * width + threadIdx.x * V + l] = acc[m][l];
+      __syncthreads();
+      if (threadIdx.y == 0 && active) {
+        T* out = partials + static_cast<int64_t>(sumSlot<P>(m)) * gridDim.y * a.D +
+                 static_cast<int64_t>(blockIdx.y) * a.D;
 #pragma unroll
-      for (int l = 0; l < V; ++l) {
-        T s = T(0);
-        for (unsigned y = 0; y < blockDim.y; ++y)
-          s += shared[y * width + threadIdx.x * V + l];
-        out[c + l] = s;
+        for (int l = 0; l < V; ++l) {
+          T s = T(0);
+          for (unsigned y = 0; y < blockDim.y; ++y)
+            s += shared[y * width + threadIdx.x * V + l];
+          out[c + l] = s;
+        }
       }
+      __syncthreads();
     }
-    __syncthreads();
   }
 }
 
@@ -432,25 +329,6 @@ template <typename S> constexpr int vecWidth() { return 16 / static_cast<int>(si
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
-template <class Op> bool hasCol() {
-  for (int k = 0; k < Op::kInputs; ++k)
-    if (Op::bcast(k) == Bcast::Col)
-      return true;
-  return false;
-}
-
-// Vector width for this call: 128-bit when every pointer is 16-byte aligned and, for the
-// colwise plan, D is a multiple of the width; otherwise 1.
-template <class Op, typename S, class Args> int pickVec(const Args& a, bool colwise) {
-  constexpr int V = vecWidth<S>();
-  if (colwise && a.D % V != 0)
-    return 1;
-  for (int k = 0; k < Op::kInputs; ++k)
-    if (Op::bcast(k) != Bcast::Scalar && !aligned16(a.in[k]))
-      return 1;
-  return V;
-}
-
 // Flat-plan blocks: one per kThreads x unroll vectors, left to the hardware to schedule as
 // SMs free up; the grid-stride loop covers what 2^31 - 1 blocks do not. One wave of resident
 // blocks striding over the work instead ran sigmoid's forward 15% slower on the H100 (0.2124
@@ -480,123 +358,121 @@ template <typename S, class F> void withFlatVariant(int64_t n, bool vec, F&& f) 
     f(std::integral_constant<int, 1>{}, int32_t{});
 }
 
-template <class Op, typename S, class Args> void forwardTyped(const Args& a, cudaStream_t stream) {
-  const int64_t n = a.rows * a.D;
-  if (n == 0)
-    return;
-  const int sms = smCount();
-  constexpr int V = vecWidth<S>();
-  if (hasCol<Op>()) {
-    bool vec = pickVec<Op, S>(a, true) == V;
-    for (int m = 0; m < Op::kOutputs; ++m)
-      vec = vec && aligned16(a.out[m]);
-    ColGeometry g = colGeometry(a.rows, a.D, vec ? V : 1, sms, 1);
-    if (vec)
-      colwiseForward<Op, S, V><<<g.grid, g.block, 0, stream>>>(a);
-    else
-      colwiseForward<Op, S, 1><<<g.grid, g.block, 0, stream>>>(a);
-  } else {
-    bool vec = pickVec<Op, S>(a, false) == V;
-    for (int m = 0; m < Op::kOutputs; ++m)
-      vec = vec && aligned16(a.out[m]);
-    withFlatVariant<S>(n, vec, [&](auto width, auto index) {
-      constexpr int W = decltype(width)::value;
-      flatForward<Op, S, W, decltype(index)><<<flatBlocks(n / W), kThreads, 0, stream>>>(a);
-    });
-  }
-  check(cudaGetLastError(), "forward launch");
-}
+// The shape of one flat or colwise call: whether it sums (some ColSum or Total output is
+// needed), runs colwise ([D] inputs, or sums) and uses 128-bit vectors (every tensor it
+// reads or writes per element 16-byte aligned; colwise: D a multiple of the width too).
+struct PointwiseCall {
+  bool sums;
+  bool colwise;
+  bool vec;
+};
 
-template <class Op, class Args> bool needsReduction(const Args& a) {
-  for (int k = 0; k < Op::kInputs; ++k)
-    if (Op::bcast(k) != Bcast::Full && a.need[k])
+template <class P> constexpr bool hasColInputs() {
+  for (int k = 0; k < P::kInputs; ++k)
+    if (P::inBcast(k) == Bcast::Col)
       return true;
   return false;
 }
 
-// Whether the backward uses 128-bit vectors: every input, output gradient and full input
-// gradient aligned (colwise: D a multiple of the width too).
-template <class Op, typename S, class Args> bool backwardVec(const Args& a, bool colwise) {
-  bool vec = pickVec<Op, S>(a, colwise) == vecWidth<S>();
-  for (int m = 0; m < Op::kOutputs; ++m)
-    vec = vec && aligned16(a.gout[m]);
-  for (int k = 0; k < Op::kInputs; ++k)
-    if (Op::bcast(k) == Bcast::Full && a.need[k])
-      vec = vec && aligned16(a.gin[k]);
-  return vec;
+template <class P, typename S> PointwiseCall pointwiseCall(const typename P::Args& a) {
+  PointwiseCall call{false, false, true};
+  for (int k = 0; k < P::kInputs; ++k)
+    if (P::inBcast(k) != Bcast::Scalar)
+      call.vec = call.vec && aligned16(a.in[k]);
+  for (int m = 0; m < P::kOutputs; ++m) {
+    if (P::outKind(m) == OutKind::Full && a.need[m])
+      call.vec = call.vec && aligned16(a.out[m]);
+    call.sums = call.sums || (P::outKind(m) != OutKind::Full && a.need[m]);
+  }
+  // A colwise program that sums nothing in this call and has no [D] inputs runs flat.
+  call.colwise = P::kPlan == Plan::Colwise && (hasColInputs<P>() || call.sums);
+  if (call.colwise && a.D % vecWidth<S>() != 0)
+    call.vec = false;
+  return call;
 }
 
-// The [D] partial sums of the colwise backward: its geometry, so the same as the launch's.
-template <class Op, typename S, class Args> size_t workspaceTyped(const Args& a) {
-  if (!needsReduction<Op>(a) || a.rows * a.D == 0)
+template <class P, typename S> ColGeometry pointwiseColGeometry(const typename P::Args& a,
+                                                                const PointwiseCall& call) {
+  return colGeometry(a.rows, a.D, call.vec ? vecWidth<S>() : 1, smCount(),
+                     call.sums ? kSumRowsPerChunk : 1);
+}
+
+// The partial sums of a colwise call, in its geometry.
+template <class P, typename S> size_t pointwiseWorkspace(const typename P::Args& a) {
+  const PointwiseCall call = pointwiseCall<P, S>(a);
+  if (!call.sums || a.rows * a.D == 0)
     return 0;
-  const int width = backwardVec<Op, S>(a, true) ? vecWidth<S>() : 1;
-  ColGeometry g = colGeometry(a.rows, a.D, width, smCount(), kBackwardRowsPerChunk);
-  return sizeof(compute_t<S>) * static_cast<size_t>(reducedInputs<Op>()) * g.grid.y * a.D;
+  const ColGeometry g = pointwiseColGeometry<P, S>(a, call);
+  return sizeof(compute_t<S>) * static_cast<size_t>(sumOutputs<P>()) * g.grid.y * a.D;
 }
 
-template <class Op, typename S, class Args> void backwardTyped(const Args& a, cudaStream_t stream) {
+// Only the kernel variants a program can launch are instantiated: a flat program has no
+// colwise ones, one with [D] inputs no flat ones, one without sums none that sum.
+template <class P, typename S> void pointwiseRun(const typename P::Args& a, cudaStream_t stream) {
   const int64_t n = a.rows * a.D;
   if (n == 0)
     return;
-  const int sms = smCount();
   constexpr int V = vecWidth<S>();
-  const bool colwise = hasCol<Op>() || needsReduction<Op>(a);
-  const bool vec = backwardVec<Op, S>(a, colwise);
-  if (colwise) {
-    ColGeometry g = colGeometry(a.rows, a.D, vec ? V : 1, sms, kBackwardRowsPerChunk);
+  const PointwiseCall call = pointwiseCall<P, S>(a);
+  if constexpr (!hasColInputs<P>()) {
+    if (!call.colwise) {
+      withFlatVariant<S>(n, call.vec, [&](auto width, auto index) {
+        constexpr int W = decltype(width)::value;
+        flatProgram<P, S, W, decltype(index)><<<flatBlocks(n / W), kThreads, 0, stream>>>(a);
+      });
+      check(cudaGetLastError(), "flat launch");
+      return;
+    }
+  }
+  if constexpr (P::kPlan == Plan::Colwise) {
+    const ColGeometry g = pointwiseColGeometry<P, S>(a, call);
     auto* partials = static_cast<compute_t<S>*>(a.workspace);
-    size_t shared = sizeof(compute_t<S>) * g.block.x * g.block.y * (vec ? V : 1);
-    if (vec)
-      colwiseBackward<Op, S, V><<<g.grid, g.block, shared, stream>>>(a, partials);
+    const size_t shared =
+        call.sums ? sizeof(compute_t<S>) * g.block.x * g.block.y * (call.vec ? V : 1) : 0;
+    auto launch = [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      if constexpr (sumOutputs<P>() > 0)
+        if (call.sums) {
+          colwiseProgram<P, S, W, true><<<g.grid, g.block, shared, stream>>>(a, partials);
+          return;
+        }
+      if constexpr (hasColInputs<P>())
+        colwiseProgram<P, S, W, false><<<g.grid, g.block, shared, stream>>>(a, partials);
+    };
+    if (call.vec)
+      launch(std::integral_constant<int, V>{});
     else
-      colwiseBackward<Op, S, 1><<<g.grid, g.block, shared, stream>>>(a, partials);
-    check(cudaGetLastError(), "backward launch");
-    for (int k = 0; k < Op::kInputs; ++k) {
-      if (Op::bcast(k) == Bcast::Full || !a.need[k])
+      launch(std::integral_constant<int, 1>{});
+    check(cudaGetLastError(), "colwise launch");
+    for (int m = 0; m < P::kOutputs; ++m) {
+      if (P::outKind(m) == OutKind::Full || !a.need[m])
         continue;
-      compute_t<S>* p = partials + static_cast<int64_t>(reducedSlot<Op>(k)) * g.grid.y * a.D;
-      if (Op::bcast(k) == Bcast::Col) {
+      compute_t<S>* p = partials + static_cast<int64_t>(sumSlot<P>(m)) * g.grid.y * a.D;
+      if (P::outKind(m) == OutKind::ColSum) {
         finalizeCol<S><<<columnBlocks(a.D), kThreads, 0, stream>>>(
-            p, static_cast<int>(g.grid.y), a.D, static_cast<S*>(a.gin[k]));
+            p, static_cast<int>(g.grid.y), a.D, static_cast<S*>(a.out[m]));
       } else { // two stages: the chunks of each column (in place), then one block over D
         sumChunksInPlace<compute_t<S>><<<columnBlocks(a.D), kThreads, 0, stream>>>(
             p, static_cast<int>(g.grid.y), a.D);
-        finalizeScalar<S><<<1, kThreads, 0, stream>>>(p, a.D, static_cast<S*>(a.gin[k]));
+        finalizeScalar<S><<<1, kThreads, 0, stream>>>(p, a.D, static_cast<S*>(a.out[m]));
       }
-      check(cudaGetLastError(), "gradient finalize launch");
+      check(cudaGetLastError(), "sum finalize launch");
     }
-    return;
   }
-  withFlatVariant<S>(n, vec, [&](auto width, auto index) {
-    constexpr int W = decltype(width)::value;
-    flatBackward<Op, S, W, decltype(index)><<<flatBlocks(n / W), kThreads, 0, stream>>>(a);
-  });
-  check(cudaGetLastError(), "backward launch");
 }
 
-// dtype dispatch: the entry points generated ops call.
-#define FG_CUDA_DISPATCH(dtype, FN, ...)                                                           \
+// dtype dispatch: calls FN<P, S>(...) for the storage type S of `dtype`.
+#define FG_CUDA_DISPATCH(P, dtype, FN, ...)                                                        \
   switch (dtype) {                                                                                 \
   case ::fg::DType::Float32:                                                                       \
-    return FN<Op, float>(__VA_ARGS__);                                                             \
+    return FN<P, float>(__VA_ARGS__);                                                              \
   case ::fg::DType::Float64:                                                                       \
-    return FN<Op, double>(__VA_ARGS__);                                                            \
+    return FN<P, double>(__VA_ARGS__);                                                             \
   case ::fg::DType::Float16:                                                                       \
-    return FN<Op, __half>(__VA_ARGS__);                                                            \
+    return FN<P, __half>(__VA_ARGS__);                                                             \
   case ::fg::DType::BFloat16:                                                                      \
-    return FN<Op, __nv_bfloat16>(__VA_ARGS__);                                                     \
+    return FN<P, __nv_bfloat16>(__VA_ARGS__);                                                      \
   }                                                                                                \
   throw std::runtime_error("fusegen: unsupported dtype")
-
-template <class Op, class Args> void forward(const Args& a, void* stream) {
-  FG_CUDA_DISPATCH(a.dtype, forwardTyped, a, static_cast<cudaStream_t>(stream));
-}
-template <class Op, class Args> size_t backwardWorkspace(const Args& a) {
-  FG_CUDA_DISPATCH(a.dtype, workspaceTyped, a);
-}
-template <class Op, class Args> void backward(const Args& a, void* stream) {
-  FG_CUDA_DISPATCH(a.dtype, backwardTyped, a, static_cast<cudaStream_t>(stream));
-}
 
 } // namespace fg::cuda

@@ -8,7 +8,6 @@
 // where <torch/library.h> and ATen's operator headers cost about 6 s of CPU per op.
 #pragma once
 
-#include "fusegen_row.h"
 #include "fusegen_runtime.h"
 
 #include <array>
@@ -34,26 +33,20 @@ using CpuEntry = void (*)(const Call&);
 using CudaWorkspaceEntry = size_t (*)(const Call&);
 using CudaEntry = void (*)(const Call&, void* stream);
 
-// How a plan's results are allocated.
-enum class Results : int {
-  Outputs,    // an elementwise forward: Full or Row outputs (kinds)
-  InputGrads, // an elementwise backward: shaped like the inputs, those not in the mask empty
-  Program,    // a row program (fusegen_row.h): by kind, those not needed empty
-};
-
 struct TensorInfo {
   const char* name; // in messages
   Bcast bcast;
   int position; // among the schema's tensor arguments
 };
 
+// One program of an op (struct Forward or Backward of <op>.h), described to the glue.
 struct PlanInfo {
   const char* op; // "fusegen::<op>" or "fusegen::<op>_backward", in messages
-  Results results;
+  Plan plan;      // the runtime plan that runs it (P::kPlan)
   const TensorInfo* tensors;
   int nTensors;
   int full; // the first full input: it defines D and the output shape
-  const OutKind* kinds;
+  const OutKind* kinds; // per result: its shape (allocated by the glue, those not needed empty)
   int nResults;
   const DType* dtypes; // those the op supports
   int nDtypes;
@@ -89,45 +82,22 @@ struct Registrar {
   explicit Registrar(const OpInfo& op) { registerOp(op); }
 };
 
-// ---- filling an op's Args (fusegen_runtime.h, fusegen_row.h) from a Call ----
-
-template <int NI, int NO, int NA> void fill(ForwardArgs<NI, NO, NA>& a, const Call& c) {
-  for (int k = 0; k < NI; ++k)
-    a.in[k] = c.tensors[k];
-  for (int m = 0; m < NO; ++m)
-    a.out[m] = c.results[m];
-}
-
-// The tensors are the inputs followed by the outputs' gradients; the results the inputs'.
-template <int NI, int NO, int NA> void fill(BackwardArgs<NI, NO, NA>& a, const Call& c) {
-  for (int k = 0; k < NI; ++k) {
-    a.in[k] = c.tensors[k];
-    a.gin[k] = c.results[k];
-    a.need[k] = c.need[k];
-  }
-  for (int m = 0; m < NO; ++m)
-    a.gout[m] = c.tensors[NI + m];
-  a.workspace = c.workspace;
-}
-
-template <int NI, int NO, int NA> void fill(RowArgs<NI, NO, NA>& a, const Call& c) {
-  for (int k = 0; k < NI; ++k)
-    a.in[k] = c.tensors[k];
-  for (int m = 0; m < NO; ++m) {
-    a.out[m] = c.results[m];
-    a.need[m] = c.need[m];
-  }
-  a.workspace = c.workspace;
-}
+// ---- filling a program's Args (fusegen_runtime.h) from a Call ----
 
 template <class Args> Args argsOf(const Call& c) {
   Args a{};
   a.dtype = c.dtype;
   for (size_t k = 0; k < sizeof(a.attr) / sizeof(a.attr[0]); ++k)
     a.attr[k] = c.attrs[k];
+  for (size_t k = 0; k < sizeof(a.in) / sizeof(a.in[0]); ++k)
+    a.in[k] = c.tensors[k];
+  for (size_t m = 0; m < sizeof(a.out) / sizeof(a.out[0]); ++m) {
+    a.out[m] = c.results[m];
+    a.need[m] = c.need[m];
+  }
   a.rows = c.rows;
   a.D = c.D;
-  fill(a, c);
+  a.workspace = c.workspace;
   return a;
 }
 
@@ -143,63 +113,31 @@ template <class Args, void (*F)(const Args&, void*)> void cudaEntry(const Call& 
   F(argsOf<Args>(c), stream);
 }
 
-// ---- the kinds of a plan's results, from its struct ----
+// ---- a program's description, from its struct ----
 
 template <class P, int... M>
-constexpr std::array<OutKind, sizeof...(M)> rowKinds(std::integer_sequence<int, M...>) {
+constexpr std::array<OutKind, sizeof...(M)> outKinds(std::integer_sequence<int, M...>) {
   return {P::outKind(M)...};
 }
-template <class Op, int... M>
-constexpr std::array<OutKind, sizeof...(M)> outputKinds(std::integer_sequence<int, M...>) {
-  return {(Op::outputBcast(M) == Bcast::Row ? OutKind::Row : OutKind::Full)...};
-}
 template <class P>
-inline constexpr auto kRowKinds = rowKinds<P>(std::make_integer_sequence<int, P::kOutputs>{});
-template <class Op>
-inline constexpr auto
-    kOutputKinds = outputKinds<Op>(std::make_integer_sequence<int, Op::kOutputs>{});
-// A row program's plan (struct Forward or Backward of <op>.h).
+inline constexpr auto kOutKinds = outKinds<P>(std::make_integer_sequence<int, P::kOutputs>{});
+
 template <class P, size_t NT, size_t ND>
-constexpr PlanInfo rowPlan(const char* op, const TensorInfo (&tensors)[NT], int full,
-                           const DType (&dtypes)[ND], CpuEntry cpu,
-                           CudaWorkspaceEntry cudaWorkspace, CudaEntry cuda) {
+constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full,
+                        const DType (&dtypes)[ND], CpuEntry cpu, CudaWorkspaceEntry cudaWorkspace,
+                        CudaEntry cuda) {
   return {op,
-          Results::Program,
+          P::kPlan,
           tensors,
           static_cast<int>(NT),
           full,
-          kRowKinds<P>.data(),
+          kOutKinds<P>.data(),
           P::kOutputs,
           dtypes,
           static_cast<int>(ND),
           cpu,
           cudaWorkspace,
           cuda};
-}
-
-// The plans of an elementwise op (struct Op of <op>.h).
-template <class Op, size_t NT, size_t ND>
-constexpr PlanInfo forwardPlan(const char* op, const TensorInfo (&tensors)[NT], int full,
-                               const DType (&dtypes)[ND], CpuEntry cpu, CudaEntry cuda) {
-  return {op,
-          Results::Outputs,
-          tensors,
-          static_cast<int>(NT),
-          full,
-          kOutputKinds<Op>.data(),
-          Op::kOutputs,
-          dtypes,
-          static_cast<int>(ND),
-          cpu,
-          nullptr,
-          cuda};
-}
-template <class Op, size_t NT, size_t ND>
-constexpr PlanInfo backwardPlan(const char* op, const TensorInfo (&tensors)[NT], int full,
-                                const DType (&dtypes)[ND], CpuEntry cpu,
-                                CudaWorkspaceEntry cudaWorkspace, CudaEntry cuda) {
-  return {op,     Results::InputGrads,  tensors, static_cast<int>(NT), full, nullptr, Op::kInputs,
-          dtypes, static_cast<int>(ND), cpu,     cudaWorkspace,        cuda};
 }
 
 } // namespace fg::glue

@@ -1,21 +1,22 @@
-// fusegen CUDA row plan: runs a row program (fusegen_row.h) with a group of threads per row:
-// a warp for short rows, up to 512 threads for long ones (1024 for backwards with [D] sums),
-// several rows per block. The row is read from global memory once and kept in registers
-// (ITEMS vectors of 128 bits per thread) across the reduction stages; rows too long for
-// registers are re-read per stage (ITEMS == 0) and then mostly hit in L2. [D] inputs are not
-// kept in registers: they are re-read (128-bit, read-only path) for every row and hit in L1,
-// which leaves the registers to the row and lets more rows be in flight per SM. Reductions
-// combine in a fixed order (warp shuffles, then shared memory across the group's warps), so
-// results are deterministic; sums are compensated (fusegen_row.h). ColSum outputs are accumulated per thread over the block's rows
-// and written as one partial row per block; finalizeCol (fusegen_cuda.cuh) adds the partials
-// in order. Total outputs (gradients of [] inputs: elem's values, plus rowOut's for those
-// used per row) are accumulated the same way in one register per thread, combined across the
-// block in a fixed order into one partial per block, and finalizeScalar adds those. [] inputs
-// are read once per thread and passed to rowPre.
+// fusegen CUDA row plan: runs a program (fusegen_program.h) whose P::kPlan is Plan::Row with
+// a group of threads per row: a warp for short rows, up to 512 threads for long ones (1024 for
+// backwards with [D] sums), several rows per block. The row is read from global memory once
+// and kept in registers (ITEMS vectors of 128 bits per thread) across the reduction stages;
+// rows too long for registers are re-read per stage (ITEMS == 0) and then mostly hit in L2.
+// [D] inputs are not kept in registers: they are re-read (128-bit, read-only path) for every
+// row and hit in L1, which leaves the registers to the row and lets more rows be in flight per
+// SM. Reductions combine in a fixed order (warp shuffles, then shared memory across the
+// group's warps), so results are deterministic; sums are compensated (fusegen_program.h).
+// ColSum outputs are accumulated per thread over the block's rows and written as one partial
+// row per block; finalizeCol (fusegen_cuda.cuh) adds the partials in order. Total outputs
+// (gradients of [] inputs: elem's values, plus rowOut's for those used per row) are
+// accumulated the same way in one register per thread, combined across the block in a fixed
+// order into one partial per block, and finalizeScalar adds those. [] inputs are read once per
+// thread and passed to rowPre.
 #pragma once
 
 #include "fusegen_cuda.cuh"
-#include "fusegen_row.h"
+#include "fusegen_program.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -53,7 +54,7 @@ template <class P> constexpr int colSumOutputs() { return colSumSlot<P>(P::kOutp
 
 // Combines v[0..N) across the `group` threads of a row (threadIdx.x), in a fixed order;
 // every thread of the group ends with the result. Sums combine as compensated pairs
-// (accMerge, fusegen_row.h), so the threads' and warps' partials keep their compensation.
+// (accMerge, fusegen_program.h), so the threads' and warps' partials keep their compensation.
 // `shared` holds blockDim.y * warps * N * 2.
 template <class P, int S, typename T, int N>
 __device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared) {
@@ -179,7 +180,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
 
   template <int St> __device__ void stage(int64_t row, bool active, T* rv, T* shared) {
     if constexpr (St < P::kStages) {
-      RowAcc<T> acc[kNR]; // compensated sums (fusegen_row.h)
+      RowAcc<T> acc[kNR]; // compensated sums (fusegen_program.h)
 #pragma unroll
       for (int j = 0; j < kNR; ++j)
         acc[j] = accIdentity<T>(j < P::reductions(St) ? P::reduceKind(St, j) : Reduce::Sum);
@@ -601,16 +602,6 @@ template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaS
                                                   g.blocks, static_cast<S*>(a.out[m]));
     check(cudaGetLastError(), "Total finalize launch");
   }
-}
-
-template <class P> size_t rowWorkspace(const typename P::Args& a) {
-  using Op = P;
-  FG_CUDA_DISPATCH(a.dtype, rowWorkspaceTyped, a);
-}
-
-template <class P> void rowRun(const typename P::Args& a, void* stream) {
-  using Op = P;
-  FG_CUDA_DISPATCH(a.dtype, rowRunTyped, a, static_cast<cudaStream_t>(stream));
 }
 
 } // namespace fg::cuda

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "fusegen_glue.h"
-#include "fusegen_row.h"
+#include "fusegen_program.h"
 #include "fusegen_runtime.h"
 
 #include <ATen/core/Tensor.h>
@@ -214,19 +214,15 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   const at::OptionalDeviceGuard guard(p.device);
   const auto options = p.tensors[plan.full].options();
   std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (p.fullShape.empty() ? 0 : 1));
-  // A row program's rows exist with D == 0 too: their reductions are empty (a sum is 0, a max
-  // -inf). An elementwise op has nothing to compute without elements.
-  const bool empty = plan.results == Results::Program ? p.rows == 0 : p.rows * p.D == 0;
+  // A row plan's rows exist with D == 0 too: their reductions are empty (a sum is 0, a max
+  // -inf). A flat or colwise program has nothing to compute without elements.
+  const bool empty = plan.plan == Plan::Row ? p.rows == 0 : p.rows * p.D == 0;
   std::vector<at::Tensor> results;
   c10::SmallVector<void*, 8> resultData;
   for (int m = 0; m < plan.nResults; ++m) {
     at::Tensor t;
     if (!need[m]) {
       t = at::empty({0}, options);
-    } else if (plan.results == Results::InputGrads) {
-      // Broadcast gradients are sums; over no rows they are zero.
-      const at::Tensor& in = p.tensors[m];
-      t = empty ? at::zeros(in.sizes(), in.options()) : at::empty(in.sizes(), in.options());
     } else if (plan.kinds[m] == OutKind::ColSum) { // a sum over no rows is zero
       t = empty ? at::zeros({p.D}, options) : at::empty({p.D}, options);
     } else if (plan.kinds[m] == OutKind::Total) {

@@ -411,19 +411,19 @@ Planned planSpec(const std::string& text) {
   return p;
 }
 
-const plan::RowProgram::Output& backwardOutput(const Planned& p, const std::string& name) {
-  for (const plan::RowProgram::Output& o : p.plan->backward.outputs)
+const plan::Program::Output& backwardOutput(const Planned& p, const std::string& name) {
+  for (const plan::Program::Output& o : p.plan->backward.outputs)
     if (o.name == name) return o;
   throw std::runtime_error("no backward output " + name);
 }
 
 TEST(Plan, ScalarInputsOfRowPlansAreReadPerRowAndTheirGradientsSummed) {
-  using TotalOf = plan::RowProgram::TotalOf;
+  using TotalOf = plan::Program::TotalOf;
   // w scales elements, e sits in a per-row value, s inside a reduction's argument.
   Planned p = planSpec(spec("  x: [..., D]\n  w: []\n  e: []\n  s: []\n",
                             "  y: w * x * rsqrt(mean(x * x + s) + e * e)\n"));
   ASSERT_TRUE(p.plan) << p.messages;
-  EXPECT_EQ(p.plan->kind, plan::PlanKind::Row);
+  EXPECT_EQ(p.plan->forward.plan, plan::RuntimePlan::Row);
   for (const char* name : {"grad_w", "grad_e", "grad_s"})
     EXPECT_EQ(backwardOutput(p, name).kind, plan::OutKind::Total) << name;
   EXPECT_EQ(backwardOutput(p, "grad_w").totalOf, TotalOf::Elements);
@@ -456,7 +456,7 @@ TEST(Plan, WithGradKeepsTheClassOfItsArgumentsWithoutItsDerivatives) {
                             "  y2: with_grad(sum(x), r, x)\n  y3: with_grad(2, r, b)\n"
                             "  y4: sum(with_grad(3, r, exp(b)) * x)\n"));
   ASSERT_TRUE(p.plan) << p.messages;
-  for (const plan::RowProgram::Output& o : p.plan->forward.outputs) {
+  for (const plan::Program::Output& o : p.plan->forward.outputs) {
     if (o.name[0] == '_') continue; // saved values
     EXPECT_EQ(o.kind, o.name == "y4" ? plan::OutKind::Row : plan::OutKind::Full) << o.name;
     // The stated derivatives are not computed: no exp of b is left in the forward.
@@ -474,7 +474,7 @@ TEST(Plan, DerivedArgumentNamesDoNotClashWithTheSpecs) {
                "let:\n  m: rsqrt(mean(x * x) + 1)\noutputs:\n  y: x * m * saved_m + grad_y\n");
   ASSERT_TRUE(p.plan) << p.messages;
   std::set<std::string> names;
-  for (const plan::RowProgram::Input& in : p.plan->backward.inputs)
+  for (const plan::Program::Input& in : p.plan->backward.inputs)
     EXPECT_TRUE(names.insert(in.name).second) << "two backward arguments named " << in.name;
   EXPECT_TRUE(names.count("_grad_y") && names.count("_saved_m") && names.count("saved_m") &&
               names.count("grad_y"));
@@ -493,7 +493,7 @@ TEST(Plan, BackwardReadsTheForwardsPerRowValuesBackWhateverTheSimplifierDoes) {
     ASSERT_TRUE(p.plan) << formula << "\n" << p.messages;
     EXPECT_EQ(p.plan->saved.size(), p.plan->forward.stages.size()) << formula;
     EXPECT_LE(p.plan->backward.stages.size(), p.plan->forward.stages.size()) << formula;
-    for (const plan::RowProgram::Stage& st : p.plan->backward.stages)
+    for (const plan::Program::Stage& st : p.plan->backward.stages)
       for (const ir::Expr& r : st.reductions)
         EXPECT_EQ(r->prim()->name, "sum")
             << formula << ": the backward recomputes a " << r->prim()->name;

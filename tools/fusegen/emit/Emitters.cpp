@@ -3,7 +3,9 @@
 
 #include "emit/CodeFormatter.h"
 #include "emit/CodePrinter.h"
+#include "emit/api/Spellings.h"
 #include "plan/KernelPlan.h"
+#include "plan/OpInterface.h"
 #include "support/Version.h"
 
 #include <sstream>
@@ -34,88 +36,6 @@ std::string docstring(const std::string& doc) {
     out += c;
   }
   return out;
-}
-
-const char* bcastName(spec::ShapeClass s) {
-  switch (s) {
-  case spec::ShapeClass::Full:
-    return "fg::Bcast::Full";
-  case spec::ShapeClass::Col:
-    return "fg::Bcast::Col";
-  case spec::ShapeClass::Row:
-    return "fg::Bcast::Row";
-  case spec::ShapeClass::Scalar:
-    return "fg::Bcast::Scalar";
-  }
-  return "";
-}
-
-// "k == 0 ? A : k == 1 ? B : C" for a constexpr lookup usable on host and device.
-std::string chain(const std::string& var, const std::vector<spec::ShapeClass>& shapes) {
-  std::string out;
-  for (size_t i = 0; i + 1 < shapes.size(); ++i)
-    out += var + " == " + std::to_string(i) + " ? " + bcastName(shapes[i]) + " : ";
-  out += bcastName(shapes.back());
-  if (shapes.size() == 1)
-    out = var + " == 0 ? " + std::string(bcastName(shapes[0])) + " : " + bcastName(shapes[0]);
-  return out;
-}
-
-const char* cppDtype(spec::DType d) {
-  switch (d) {
-  case spec::DType::Float32:
-    return "fg::DType::Float32";
-  case spec::DType::Float16:
-    return "fg::DType::Float16";
-  case spec::DType::BFloat16:
-    return "fg::DType::BFloat16";
-  case spec::DType::Float64:
-    return "fg::DType::Float64";
-  }
-  return "";
-}
-
-// An attr's default as both the schema and Python spell it (True/False, 3, 0.5).
-std::string attrDefault(const spec::Attr& a) {
-  if (a.type == spec::AttrType::Bool) return a.defaultValue != 0 ? "True" : "False";
-  if (a.type == spec::AttrType::Int) return std::to_string(static_cast<long long>(a.defaultValue));
-  return pythonLiteral(a.defaultValue);
-}
-
-std::string tupleType(const std::string& element, size_t n) {
-  if (n == 1) return element;
-  std::vector<std::string> items(n, element);
-  return "tuple[" + join(items, ", ") + "]";
-}
-
-// A tensor argument as the registration file describes it to the glue (fusegen_glue.h).
-std::string tensorInfo(const std::string& name, const char* bcast, size_t position) {
-  return "{\"" + name + "\", " + bcast + ", " + std::to_string(position) + "}";
-}
-
-const char* outKindName(plan::OutKind k) {
-  switch (k) {
-  case plan::OutKind::Full:
-    return "fg::OutKind::Full";
-  case plan::OutKind::Row:
-    return "fg::OutKind::Row";
-  case plan::OutKind::ColSum:
-    return "fg::OutKind::ColSum";
-  case plan::OutKind::Total:
-    return "fg::OutKind::Total";
-  case plan::OutKind::Stat:
-    return "fg::OutKind::Stat";
-  }
-  return "";
-}
-
-// "v == 0 ? A : v == 1 ? B : C" over arbitrary values (the last is the fallback).
-std::string valueChain(const std::string& var, const std::vector<std::string>& values,
-                       const std::string& fallback) {
-  std::string out;
-  for (size_t i = 0; i < values.size(); ++i)
-    out += var + " == " + std::to_string(i) + " ? " + values[i] + " : ";
-  return out + fallback;
 }
 
 const char* reduceName(prims::Combine c) {
@@ -221,7 +141,8 @@ std::string secondOrderBody(const OpModel& op) {
   // Per-row values are [..., 1], as in the reference.
   for (const ir::FunctionOutput& o : fn.outputs)
     if (o.value->shape() == ir::ShapeClass::Row)
-      out += "    " + plan::gradArgName(o.name) + " = " + plan::gradArgName(o.name) + ".unsqueeze(-1)\n";
+      out += "    " + plan::gradArgName(o.name) + " = " + plan::gradArgName(o.name) +
+             ".unsqueeze(-1)\n";
   for (const ir::FunctionInput& in : fn.inputs)
     if (in.shape == ir::ShapeClass::Row)
       out += "    " + in.name + " = " + in.name + ".unsqueeze(-1)\n";
@@ -260,33 +181,37 @@ std::string secondOrderBody(const OpModel& op) {
   return out + "    return (" + join(results, ",\n            ") + ",)\n";
 }
 
-// The C++ struct of one row program (templates/op/row_program.mustache).
-std::string renderProgram(const plan::RowProgram& p, const std::string& name,
+// The C++ struct of one program (templates/op/program.mustache).
+std::string renderProgram(const plan::Program& p, const std::string& name,
                           const std::string& comment, const ir::Function& fn,
                           const Templates& templates) {
   Bindings attrs;
   for (size_t k = 0; k < fn.attrs.size(); ++k)
     attrs[fn.attrs[k].node.get()] = "_attr[" + std::to_string(k) + "]";
   Bindings element = attrs, rowPre = attrs;
-  std::vector<std::string> inBcast, inputList;
+  std::vector<Data> inputs, outputs;
   for (size_t k = 0; k < p.inputs.size(); ++k) {
-    const plan::RowProgram::Input& in = p.inputs[k];
-    inBcast.push_back(in.stat ? "fg::Bcast::Stat" : bcastName(in.shape));
-    inputList.push_back(in.name + " " + spec::shapeClassSpelling(in.shape));
+    const plan::Program::Input& in = p.inputs[k];
+    Data x;
+    x.set("bcast", api::bcastEnumerator(in.shape, in.stat));
+    x.set("description",
+          in.name + " " + spec::shapeClassSpelling(in.shape) + (in.stat ? " (compute type)" : ""));
+    inputs.push_back(x);
     // [...] and [] inputs are read per row (rowPre), the others per element.
     if (in.shape == ir::ShapeClass::Row || in.shape == ir::ShapeClass::Scalar)
       rowPre[in.leaf.get()] = "_rowIn[" + std::to_string(k) + "]";
     else
       element[in.leaf.get()] = "_in[" + std::to_string(k) + "]";
   }
-  std::vector<std::string> outKinds, outputList;
-  for (const plan::RowProgram::Output& o : p.outputs) {
-    outKinds.push_back(outKindName(o.kind));
-    outputList.push_back(o.name + (o.kind == plan::OutKind::Full     ? " [..., D]"
+  for (const plan::Program::Output& o : p.outputs) {
+    Data x;
+    x.set("kind", api::outKindEnumerator(o.kind));
+    x.set("description", o.name + (o.kind == plan::OutKind::Full     ? " [..., D]"
                                    : o.kind == plan::OutKind::Row    ? " [...]"
                                    : o.kind == plan::OutKind::Stat   ? " [...] (compute type)"
                                    : o.kind == plan::OutKind::ColSum ? " [D] (sum over rows)"
                                                                      : " [] (sum over all)"));
+    outputs.push_back(x);
   }
   auto rowValuesBefore = [&](Bindings b, int stage) {
     for (size_t i = 0; i < p.rowValues.size(); ++i)
@@ -308,21 +233,10 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
   d.set("n_attrs", std::to_string(fn.attrs.size()));
   d.set("n_stages", std::to_string(p.stages.size()));
   d.set("n_row_values", std::to_string(p.rowValues.size()));
-  d.set("input_list", join(inputList, ", "));
-  d.set("output_list", join(outputList, ", "));
-  d.set("in_chain", valueChain("k", inBcast, "fg::Bcast::Full"));
-  d.set("out_chain", valueChain("m", outKinds, "fg::OutKind::Full"));
-  std::vector<std::string> counts, kinds;
-  for (size_t s = 0; s < p.stages.size(); ++s) {
-    counts.push_back(std::to_string(p.stages[s].reductions.size()));
-    for (size_t j = 0; j < p.stages[s].reductions.size(); ++j)
-      kinds.push_back("s == " + std::to_string(s) + " && j == " + std::to_string(j) + " ? " +
-                      reduceName(p.stages[s].reductions[j]->prim()->combine) + " : ");
-  }
-  d.set("reductions_chain", valueChain("s", counts, "0"));
-  d.set("reduce_kind_chain",
-        (kinds.empty() ? std::string("s + j < 0 ? fg::Reduce::Sum : ") : join(kinds, "")) +
-            "fg::Reduce::Sum");
+  d.set("plan", api::planEnumerator(p.plan));
+  d.set("inputs", list(inputs));
+  d.set("outputs", list(outputs));
+  std::vector<Data> reductions;
   d.set("row_pre", printCpp(assignRowValues(-1), 4, rowPre));
   std::vector<Data> stages;
   for (size_t s = 0; s < p.stages.size(); ++s) {
@@ -336,31 +250,73 @@ std::string renderProgram(const plan::RowProgram& p, const std::string& name,
     }
     Data x;
     x.set("index", std::to_string(s));
+    x.set("n_reductions", std::to_string(p.stages[s].reductions.size()));
+    x.set("first", std::to_string(reductions.size()));
+    for (const ir::Expr& r : p.stages[s].reductions)
+      reductions.push_back(Data(reduceName(r->prim()->combine)));
     x.set("term", printCpp(terms, 6, rowValuesBefore(element, st)));
     x.set("after", printCpp(assignRowValues(st), 6, after));
     stages.push_back(x);
   }
   d.set("stages", list(stages));
+  d.set("reductions", list(reductions));
   // Row outputs and the Total sums of per-row values are per-row values, the others element
   // values (the runtime sums a Total output's values of both; one of them is zero).
   std::vector<Assignment> elem, rowOut;
   std::string timesD;
   for (size_t m = 0; m < p.outputs.size(); ++m) {
-    const plan::RowProgram::Output& o = p.outputs[m];
+    const plan::Program::Output& o = p.outputs[m];
     const std::string target = "_out[" + std::to_string(m) + "]";
     const bool perRow =
         o.kind == plan::OutKind::Row || o.kind == plan::OutKind::Stat ||
-        (o.kind == plan::OutKind::Total && o.totalOf != plan::RowProgram::TotalOf::Elements);
+        (o.kind == plan::OutKind::Total && o.totalOf != plan::Program::TotalOf::Elements);
     elem.push_back({target, perRow ? nullptr : o.value});
     rowOut.push_back({target, perRow ? o.value : nullptr});
-    if (o.kind == plan::OutKind::Total && o.totalOf == plan::RowProgram::TotalOf::RowsTimesD)
+    if (o.kind == plan::OutKind::Total && o.totalOf == plan::Program::TotalOf::RowsTimesD)
       timesD += "    // the value of each of the row's D elements (none when D == 0)\n    " +
                 target + " = _D > T(0) ? " + target + " * _D : T(0);\n";
   }
   const int all = static_cast<int>(p.stages.size());
   d.set("elem", printCpp(elem, 4, rowValuesBefore(element, all)));
   d.set("row_out", printCpp(rowOut, 4, rowValuesBefore(attrs, all)) + timesD);
-  return templates.render("op/row_program.mustache", d);
+  return templates.render("op/program.mustache", d);
+}
+
+// The Python reference's body: per-row inputs get a trailing dim of 1 to broadcast against
+// rows, and per-row outputs lose it again in `py_return`.
+std::string referenceBody(const OpModel& op) {
+  const ir::Function& fn = op.fn;
+  std::string out;
+  for (const ir::FunctionInput& in : fn.inputs)
+    if (in.shape == ir::ShapeClass::Row)
+      out += "    " + in.name + " = " + in.name + ".unsqueeze(-1)\n";
+  std::vector<Assignment> reference;
+  std::vector<ir::Expr> roots;
+  for (const ir::FunctionOutput& o : fn.outputs) {
+    reference.push_back({o.name, o.value});
+    roots.push_back(o.value);
+  }
+  if (usesDim(roots)) out += "    _D = " + fn.inputs[op.plan.fullInput].name + ".shape[-1]\n";
+  return out + printPython(reference, 4);
+}
+
+// Mustache items {name, shape} of tensor arguments.
+Data tensorItems(const std::vector<const plan::Arg*>& args) {
+  std::vector<Data> items;
+  for (const plan::Arg* a : args) {
+    Data x;
+    x.set("name", a->name);
+    x.set("shape", spec::shapeClassSpelling(a->shape));
+    items.push_back(x);
+  }
+  return list(items);
+}
+
+Data stringItems(const std::vector<std::string>& values) {
+  std::vector<Data> items;
+  for (const std::string& v : values)
+    items.push_back(Data(v));
+  return list(items);
 }
 
 } // namespace
@@ -369,10 +325,13 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   const spec::OpSpec& s = op.spec;
   const ir::Function& fn = op.fn;
   const std::string& name = s.name;
-  const bool row = op.plan.kind == plan::PlanKind::Row;
+  const plan::OpInterface api = plan::opInterface(fn, op.plan, s.dtypes);
+  const plan::Signature& fwd = api.forward;
+  const plan::Signature& bwd = api.backward;
   Data d;
   d.set("spec", s.path);
   d.set("op", name);
+  d.set("backward_name", bwd.name);
   d.set("doc", docstring(s.doc.empty() ? "a fused op generated by fusegen" : s.doc));
   std::vector<Data> formulas;
   for (const auto* group : {&s.lets, &s.outputs})
@@ -384,172 +343,62 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     }
   d.set("formulas", list(formulas));
 
-  std::vector<Data> inputs, attrs, outputs;
-  std::vector<spec::ShapeClass> inShapes, outShapes;
-  const size_t nIn = fn.inputs.size(), nOut = fn.outputs.size(), nSaved = op.plan.saved.size();
-  // The backward's tensors in its schema: the outputs' gradients, the inputs, the statistics;
-  // its plan reads the inputs, the statistics, then the gradients.
-  std::vector<std::string> inputList, tensorNames, tensorArgs, bwdTensorArgs, schemaArgs, pyParams,
-      pyCall, fakeParams;
-  Bindings pointwise;
-  for (size_t i = 0; i < fn.inputs.size(); ++i) {
-    const ir::FunctionInput& in = fn.inputs[i];
+  // The interface, spelled for each target (emit/api/).
+  const std::vector<const plan::Arg*> inputs = plan::argsWith(fwd.params, plan::Role::Input);
+  const std::vector<const plan::Arg*> attrs = plan::argsWith(fwd.params, plan::Role::Attr);
+  const std::vector<const plan::Arg*> outputs = plan::argsWith(fwd.results, plan::Role::Output);
+  const std::vector<const plan::Arg*> saved = plan::argsWith(fwd.results, plan::Role::Saved);
+  d.set("schema", api::schema(fwd));
+  d.set("backward_schema", api::schema(bwd));
+  d.set("forward_tensors", stringItems(api::tensorTable(fwd)));
+  d.set("backward_tensors", stringItems(api::tensorTable(bwd)));
+  d.set("dtypes", stringItems(api::dtypeTable(api.dtypes)));
+  d.set("full_input", std::to_string(fwd.full));
+  d.set("n_inputs", std::to_string(inputs.size()));
+  d.set("n_attrs", std::to_string(attrs.size()));
+  d.set("n_outputs", std::to_string(outputs.size()));
+  d.set("py_params", api::pythonParams(fwd, true));
+  d.set("py_call_args", api::pythonCallArgs(fwd));
+  d.set("py_return_type", api::pythonReturnType(fwd));
+  d.set("py_wrapper_return", api::pythonUserResult(fwd));
+  d.set("fake_params", api::pythonParams(fwd, false));
+  d.set("fake_backward_params", api::pythonParams(bwd, false));
+  d.set("inputs", tensorItems(inputs));
+  d.set("outputs", tensorItems(outputs));
+  std::vector<Data> attrItems;
+  for (const plan::Arg* a : attrs) {
     Data x;
-    x.set("name", in.name);
-    x.set("index", std::to_string(i));
-    x.set("shape", spec::shapeClassSpelling(in.shape));
-    inputs.push_back(x);
-    inShapes.push_back(in.shape);
-    inputList.push_back(in.name + " " + spec::shapeClassSpelling(in.shape));
-    tensorNames.push_back(in.name);
-    tensorArgs.push_back(tensorInfo(in.name, bcastName(in.shape), i));
-    bwdTensorArgs.push_back(tensorInfo(in.name, bcastName(in.shape), nOut + i));
-    schemaArgs.push_back("Tensor " + in.name);
-    pyParams.push_back(in.name + ": Tensor");
-    pyCall.push_back(in.name);
-    fakeParams.push_back(in.name);
-    pointwise[in.node.get()] = "_in[" + std::to_string(i) + "]";
+    x.set("name", a->name);
+    x.set("type", api::scalarTypeName(a->type));
+    x.set("py_default", a->defaultValue ? api::pythonDefault(*a) : "None");
+    attrItems.push_back(x);
   }
-  std::vector<std::string> attrSchema, attrPy, attrNames, attrCall, attrFake;
-  for (size_t i = 0; i < fn.attrs.size(); ++i) {
-    const spec::Attr& a = fn.attrs[i].attr;
-    Data x;
-    x.set("name", a.name);
-    x.set("index", std::to_string(i));
-    x.set("type", spec::attrTypeName(a.type));
-    x.set("py_default", a.hasDefault ? attrDefault(a) : "None");
-    attrs.push_back(x);
-    attrSchema.push_back(std::string(spec::attrTypeName(a.type)) + " " + a.name +
-                         (a.hasDefault ? "=" + attrDefault(a) : ""));
-    attrPy.push_back(a.name + ": " + spec::attrTypeName(a.type) +
-                     (a.hasDefault ? " = " + attrDefault(a) : ""));
-    attrNames.push_back(a.name);
-    attrCall.push_back(a.name + "=" + a.name);
-    // The dispatcher leaves out keyword arguments equal to their schema default.
-    attrFake.push_back(a.name + (a.hasDefault ? "=" + attrDefault(a) : ""));
-    pointwise[fn.attrs[i].node.get()] = "_attr[" + std::to_string(i) + "]";
-  }
-  std::vector<std::string> outputList, gradNames, gradTensorArgs, gradSchema, outputNames,
-      returnNames;
-  std::vector<Assignment> forward, reference;
-  std::vector<ir::Expr> referenceRoots;
-  for (size_t m = 0; m < fn.outputs.size(); ++m) {
-    const ir::FunctionOutput& o = fn.outputs[m];
-    Data x;
-    x.set("name", o.name);
-    x.set("index", std::to_string(m));
-    x.set("shape", spec::shapeClassSpelling(o.value->shape()));
-    outputs.push_back(x);
-    outShapes.push_back(o.value->shape());
-    outputList.push_back(o.name + " " + spec::shapeClassSpelling(o.value->shape()));
-    outputNames.push_back(o.name);
-    // Per-row values are [..., 1] in the reference, so they broadcast like the kernels'.
-    returnNames.push_back(o.value->shape() == ir::ShapeClass::Row ? o.name + ".squeeze(-1)"
-                                                                  : o.name);
-    gradNames.push_back(plan::gradArgName(o.name));
-    gradTensorArgs.push_back(tensorInfo(plan::gradArgName(o.name), bcastName(o.value->shape()), m));
-    gradSchema.push_back("Tensor " + plan::gradArgName(o.name));
-    forward.push_back({"_out[" + std::to_string(m) + "]", o.value});
-    reference.push_back({o.name, o.value});
-    referenceRoots.push_back(o.value);
-    pointwise[op.grad.gradOuts[m].get()] = "_gout[" + std::to_string(m) + "]";
-  }
-  std::vector<Assignment> backward;
-  for (size_t k = 0; k < fn.inputs.size(); ++k)
-    backward.push_back({"_gin[" + std::to_string(k) + "]", op.grad.inputGrads[k]});
+  d.set("attrs", list(attrItems));
+  std::vector<std::string> savedStats, savedNames, gradNames, dtypeNames;
+  for (const plan::SavedStat& st : op.plan.saved)
+    savedStats.push_back(st.name);
+  for (const plan::Arg* a : saved)
+    savedNames.push_back(a->name);
+  for (const plan::Arg* a : plan::argsWith(bwd.params, plan::Role::OutputGrad))
+    gradNames.push_back(a->name);
+  for (spec::DType t : api.dtypes)
+    dtypeNames.push_back(spec::dtypeName(t));
+  d.set("saved_stats", stringItems(savedStats));
+  d.set("saved_names", stringItems(savedNames));
+  d.set("grad_names", stringItems(gradNames));
+  d.set("dtype_names", stringItems(dtypeNames));
+  d.set("n_backward_saved", std::to_string(outputs.size() + inputs.size()));
+  d.set("backward_attrs_begin", std::to_string(outputs.size() + inputs.size() + saved.size()));
 
-  d.set("inputs", list(inputs));
-  d.set("attrs", list(attrs));
-  d.set("outputs", list(outputs));
-  d.set("n_inputs", std::to_string(nIn));
-  d.set("n_outputs", std::to_string(nOut));
-  d.set("n_attrs", std::to_string(fn.attrs.size()));
-  d.set("input_list", join(inputList, ", "));
-  d.set("output_list", join(outputList, ", "));
-
-  std::vector<std::string> cppDtypes, pyDtypes;
-  for (spec::DType t : s.dtypes) {
-    cppDtypes.push_back(cppDtype(t));
-    pyDtypes.push_back(std::string("\"") + spec::dtypeName(t) + "\"");
-  }
-  std::vector<std::string> savedNames, savedSchema, savedQuoted;
-  for (const plan::SavedStat& st : op.plan.saved) {
-    savedNames.push_back(plan::savedArgName(st.name));
-    bwdTensorArgs.push_back(tensorInfo(plan::savedArgName(st.name), "fg::Bcast::Stat",
-                                       nOut + nIn + savedNames.size() - 1));
-    savedSchema.push_back("Tensor " + plan::savedArgName(st.name));
-    savedQuoted.push_back("\"" + st.name + "\"");
-  }
-  bwdTensorArgs.insert(bwdTensorArgs.end(), gradTensorArgs.begin(), gradTensorArgs.end());
-  const size_t nFwdOut = nOut + nSaved;
-  d.set("forward_tensor_args", join(tensorArgs, ", "));
-  d.set("full_input", std::to_string(op.plan.fullInput));
-  d.set("cpp_dtypes", join(cppDtypes, ", "));
-  d.set("backward_tensor_args", join(bwdTensorArgs, ", "));
-  d.set("saved_list", savedNames.empty() ? std::string("none") : join(savedNames, ", "));
-
-  // The attrs are keyword-only, in the schema as in the Python wrapper: an attr without a
-  // default may then follow one with a default (positional ones could not).
-  std::vector<std::string> schemaAll = schemaArgs;
-  if (!attrSchema.empty()) {
-    schemaAll.push_back("*");
-    schemaAll.insert(schemaAll.end(), attrSchema.begin(), attrSchema.end());
-  }
-  std::vector<std::string> bwdSchema = gradSchema;
-  bwdSchema.insert(bwdSchema.end(), schemaArgs.begin(), schemaArgs.end());
-  bwdSchema.insert(bwdSchema.end(), savedSchema.begin(), savedSchema.end());
-  for (const spec::Attr& a : s.attrs)
-    bwdSchema.push_back(std::string(spec::attrTypeName(a.type)) + " " + a.name);
-  bwdSchema.push_back("bool[" + std::to_string(nIn) + "] output_mask");
-  auto returns = [](size_t n) {
-    return n == 1 ? std::string("Tensor")
-                  : "(" + join(std::vector<std::string>(n, "Tensor"), ", ") + ")";
-  };
-  d.set("schema", name + "(" + join(schemaAll, ", ") + ") -> " + returns(nFwdOut));
-  d.set("backward_schema", name + "_backward(" + join(bwdSchema, ", ") + ") -> " + returns(nIn));
-
-  std::vector<std::string> pyAll = pyParams;
-  if (!attrPy.empty()) {
-    pyAll.push_back("*");
-    pyAll.insert(pyAll.end(), attrPy.begin(), attrPy.end());
-  }
-  std::vector<std::string> callAll = pyCall, fakeAll = fakeParams;
-  callAll.insert(callAll.end(), attrCall.begin(), attrCall.end());
-  if (!attrFake.empty()) {
-    fakeAll.push_back("*");
-    fakeAll.insert(fakeAll.end(), attrFake.begin(), attrFake.end());
-  }
-  std::vector<std::string> fakeBwd = gradNames;
-  fakeBwd.insert(fakeBwd.end(), fakeParams.begin(), fakeParams.end());
-  fakeBwd.insert(fakeBwd.end(), savedNames.begin(), savedNames.end());
-  fakeBwd.insert(fakeBwd.end(), attrNames.begin(), attrNames.end());
-  d.set("py_params", join(pyAll, ", "));
-  d.set("py_call_args", join(callAll, ", "));
-  d.set("py_return_type", nOut == 1 ? "Tensor" : tupleType("Tensor", nOut));
-  d.set("py_wrapper_return", nFwdOut == 1 ? std::string("result")
-                             : nOut == 1  ? std::string("result[0]")
-                                          : "tuple(result[:" + std::to_string(nOut) + "])");
-  // The reference: per-row inputs get a trailing dim of 1 to broadcast against rows.
-  std::string prologue;
-  for (const ir::FunctionInput& in : fn.inputs)
-    if (in.shape == ir::ShapeClass::Row)
-      prologue += "    " + in.name + " = " + in.name + ".unsqueeze(-1)\n";
-  if (usesDim(referenceRoots))
-    prologue += "    _D = " + fn.inputs[op.plan.fullInput].name + ".shape[-1]\n";
-  d.set("reference_body", prologue + printPython(reference, 4));
+  // The Python bodies printed from the IR: the reference, the error bounds, the backward's
+  // backward.
+  std::vector<std::string> returnNames;
+  for (const plan::Arg* o : outputs)
+    returnNames.push_back(o->shape == ir::ShapeClass::Row ? o->name + ".squeeze(-1)" : o->name);
+  d.set("reference_body", referenceBody(op));
   d.set("py_return", join(returnNames, ", "));
   d.set("bounds_body", boundsBody(op));
   d.set("second_order_body", secondOrderBody(op));
-  d.set("n_backward_saved", std::to_string(nOut + nIn));
-  d.set("backward_attrs_begin", std::to_string(nOut + nIn + nSaved));
-  d.set("fake_params", join(fakeAll, ", "));
-  d.set("fake_backward_params", join(fakeBwd, ", "));
-  d.set("tensor_names", join(tensorNames, ", "));
-  d.set("saved_names", join(savedNames, ", "));
-  d.set("grad_names", join(gradNames, ", "));
-  d.set("py_dtypes", join(pyDtypes, ", "));
-  d.set("py_saved", join(savedQuoted, ", "));
-
   std::vector<std::string> independent;
   bool anyIndependent = false;
   for (const ir::FunctionOutput& o : fn.outputs) {
@@ -562,39 +411,29 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     independent.push_back(expr);
   }
   d.set("has_independent", anyIndependent);
-  d.set("has_several_outputs", nOut > 1); // (its tags open lines in test_op.py.mustache: kainjow
-                                          // keeps the line of a standalone tag of a false section)
-  d.set("independent_return", nOut == 1 ? independent[0] : "(" + join(independent, ", ") + ")");
+  d.set("has_several_outputs", outputs.size() > 1); // (its tags open lines in test_op.py.mustache:
+                                                    // kainjow keeps the line of a standalone tag
+                                                    // of a false section)
+  d.set("independent_return",
+        outputs.size() == 1 ? independent[0] : "(" + join(independent, ", ") + ")");
+
+  // The programs.
+  d.set("forward_program",
+        renderProgram(op.plan.forward, "Forward",
+                      "The forward: outputs, then the per-row values saved for the backward.", fn,
+                      templates));
+  d.set("backward_program",
+        renderProgram(op.plan.backward, "Backward",
+                      "The backward, derived by reverse mode: gradients of the inputs.", fn,
+                      templates));
 
   const std::string dir = name + "/";
-  std::vector<GeneratedFile> files;
-  if (row) {
-    d.set("forward_program",
-          renderProgram(op.plan.forward, "Forward",
-                        "The forward: outputs, then the per-row statistics saved for the backward.",
-                        fn, templates));
-    d.set("backward_program",
-          renderProgram(op.plan.backward, "Backward",
-                        "The backward, derived by reverse mode: gradients of the inputs.", fn,
-                        templates));
-    files = {
-        {dir + name + ".h", templates.render("op/op_row.h.mustache", d)},
-        {dir + name + "_cpu.cpp", templates.render("op/op_row_cpu.cpp.mustache", d)},
-        {dir + name + "_cuda.cu", templates.render("op/op_row_cuda.cu.mustache", d)},
-        {dir + name + "_ops.cpp", templates.render("op/op_row_ops.cpp.mustache", d)},
-    };
-  } else {
-    d.set("bcast_chain", chain("k", inShapes));
-    d.set("output_bcast_chain", chain("m", outShapes));
-    d.set("forward_body", printCpp(forward, 4, pointwise));
-    d.set("backward_body", printCpp(backward, 4, pointwise));
-    files = {
-        {dir + name + ".h", templates.render("op/op.h.mustache", d)},
-        {dir + name + "_cpu.cpp", templates.render("op/op_cpu.cpp.mustache", d)},
-        {dir + name + "_cuda.cu", templates.render("op/op_cuda.cu.mustache", d)},
-        {dir + name + "_ops.cpp", templates.render("op/op_ops.cpp.mustache", d)},
-    };
-  }
+  std::vector<GeneratedFile> files = {
+      {dir + name + ".h", templates.render("op/op.h.mustache", d)},
+      {dir + name + "_cpu.cpp", templates.render("op/op_cpu.cpp.mustache", d)},
+      {dir + name + "_cuda.cu", templates.render("op/op_cuda.cu.mustache", d)},
+      {dir + name + "_ops.cpp", templates.render("op/op_ops.cpp.mustache", d)},
+  };
   // C++ and CUDA go through clang-format with the style kept in templates/.
   const std::string style = templates.read("clang-format-style.yaml");
   for (GeneratedFile& f : files)
@@ -625,9 +464,9 @@ std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
       {"fusegen_ops/__init__.py", templates.render("package/fusegen_ops_init.py.mustache", d)},
   };
   for (const char* header :
-       {"fusegen_runtime.h", "fusegen_row.h", "fusegen_cpu.h", "fusegen_cuda.cuh",
-        "fusegen_row_cuda.cuh", "fusegen_torch.h", "fusegen_autograd.h", "fusegen_autograd.cpp",
-        "fusegen_glue.h", "fusegen_glue.cpp"})
+       {"fusegen_runtime.h", "fusegen_program.h", "fusegen_cpu.h", "fusegen_cuda.cuh",
+        "fusegen_row_cuda.cuh", "fusegen_plans.cuh", "fusegen_torch.h", "fusegen_autograd.h",
+        "fusegen_autograd.cpp", "fusegen_glue.h", "fusegen_glue.cpp"})
     files.push_back({std::string("runtime/") + header,
                      "// " + stamp + templates.read(std::string("runtime/") + header)});
   for (const char* module : {"_support.py", "testing.py", "benchmark.py", "test_package.py"})

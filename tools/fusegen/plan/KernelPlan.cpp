@@ -12,15 +12,16 @@ namespace fusegen::plan {
 
 namespace {
 
-constexpr int kMaxStages = 16; // passes over a row the planner stages (the runtime unrolls any number; each adds code)
+constexpr int kMaxStages =
+    16; // passes over a row the planner stages (the runtime unrolls any number; each adds code)
 
 bool isReduction(const ir::Node* n) {
   return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Reduction;
 }
 
-std::vector<ir::Expr> values(const std::vector<RowProgram::Output>& outs) {
+std::vector<ir::Expr> values(const std::vector<Program::Output>& outs) {
   std::vector<ir::Expr> v;
-  for (const RowProgram::Output& o : outs)
+  for (const Program::Output& o : outs)
     if (o.value) v.push_back(o.value);
   return v;
 }
@@ -39,8 +40,7 @@ std::unordered_map<const ir::Node*, int> depths(const std::vector<ir::Expr>& roo
 
 // Stages the reductions of a program and lists its per-row values. Returns false (with a
 // diagnostic at `loc`) when the program needs more passes than the runtime unrolls.
-bool stageProgram(RowProgram& p, const std::string& what, const SourceLoc& loc,
-                  Diagnostics& diags) {
+bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Diagnostics& diags) {
   std::vector<ir::Expr> roots = values(p.outputs);
   std::unordered_map<const ir::Node*, int> depth = depths(roots);
   std::unordered_map<const ir::Node*, ir::Expr> owner;
@@ -173,38 +173,39 @@ OutKind gradKind(ir::ShapeClass s) {
   return OutKind::Total;
 }
 
+// The runtime kernel for a staged program: the flat and colwise kernels run programs without
+// passes over rows or per-row tensors, whose sums are all of element values.
+RuntimePlan runtimePlanOf(const Program& p) {
+  bool colwise = false;
+  for (const Program::Input& in : p.inputs) {
+    if (in.shape == ir::ShapeClass::Row) return RuntimePlan::Row;
+    colwise = colwise || in.shape == ir::ShapeClass::Col;
+  }
+  for (const Program::Output& o : p.outputs) {
+    if (o.kind == OutKind::Row || o.kind == OutKind::Stat ||
+        (o.kind == OutKind::Total && o.totalOf != Program::TotalOf::Elements))
+      return RuntimePlan::Row;
+    colwise = colwise || o.kind == OutKind::ColSum || o.kind == OutKind::Total;
+  }
+  if (!p.stages.empty()) return RuntimePlan::Row;
+  return colwise ? RuntimePlan::Colwise : RuntimePlan::Flat;
+}
+
 } // namespace
 
 std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& fn,
                                  const autodiff::Gradient& grad, Diagnostics& diags) {
   KernelPlan plan;
   int errorsBefore = diags.errorCount();
-  bool rowPlan = false;
-  for (const ir::FunctionInput& in : fn.inputs)
-    rowPlan = rowPlan || in.shape == ir::ShapeClass::Row;
-  std::vector<ir::Expr> all;
-  for (const ir::FunctionOutput& o : fn.outputs) {
-    all.push_back(o.value);
-    rowPlan = rowPlan || o.value->shape() == ir::ShapeClass::Row;
-  }
-  for (const ir::Expr& g : grad.inputGrads)
-    if (g) all.push_back(g);
-  for (const ir::Node* n : ir::topoOrder(all))
-    rowPlan = rowPlan || isReduction(n);
-  plan.kind = rowPlan ? PlanKind::Row : PlanKind::Pointwise;
-
-  for (size_t i = 0; i < fn.inputs.size(); ++i) {
-    ir::ShapeClass s = fn.inputs[i].shape;
-    if (s == ir::ShapeClass::Full && plan.fullInput < 0) plan.fullInput = static_cast<int>(i);
-    plan.hasColInputs = plan.hasColInputs || s == ir::ShapeClass::Col;
-    plan.reducedGrad.push_back(s == ir::ShapeClass::Col || s == ir::ShapeClass::Scalar);
-  }
+  for (size_t i = 0; i < fn.inputs.size(); ++i)
+    if (fn.inputs[i].shape == ir::ShapeClass::Full && plan.fullInput < 0)
+      plan.fullInput = static_cast<int>(i);
   if (plan.fullInput < 0)
     diags.error(spec.inputs.front().loc,
                 "op '" + spec.name +
                     "' needs at least one input of shape [..., D]: it defines the "
                     "shape of the outputs");
-  const std::vector<int> uses = rowPlan ? scalarUses(fn) : std::vector<int>(fn.inputs.size());
+  const std::vector<int> uses = scalarUses(fn);
   for (size_t i = 0; i < fn.inputs.size(); ++i)
     if (uses[i] == kBothUses)
       diags.error(spec.inputs[i].loc,
@@ -215,7 +216,6 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
                       fn.inputs[i].name + ") rather than mean(x) * " + fn.inputs[i].name +
                       "), or make it an attr");
   if (diags.errorCount() != errorsBefore) return std::nullopt;
-  if (!rowPlan) return plan;
 
   // Save-vs-recompute: the backward reads the saved per-row statistics as per-row inputs.
   plan.saved = chooseSaved(fn, grad);
@@ -225,7 +225,7 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     replace[plan.saved[j].value.get()] = ir::Node::makeInput(
         savedArgName(plan.saved[j].name), nIn + static_cast<int>(j), ir::ShapeClass::Row);
 
-  RowProgram& f = plan.forward;
+  Program& f = plan.forward;
   for (const ir::FunctionInput& in : fn.inputs)
     f.inputs.push_back({in.name, in.shape, in.node});
   for (const ir::FunctionOutput& o : fn.outputs)
@@ -233,7 +233,7 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   for (const SavedStat& s : plan.saved)
     f.outputs.push_back({savedArgName(s.name), OutKind::Stat, s.value});
 
-  RowProgram& b = plan.backward;
+  Program& b = plan.backward;
   b.inputs = f.inputs;
   for (size_t j = 0; j < plan.saved.size(); ++j)
     b.inputs.push_back({savedArgName(plan.saved[j].name), ir::ShapeClass::Row,
@@ -246,53 +246,47 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     grads.push_back(g ? ir::substitute(g, replace) : nullptr);
   grads = opt::cse(grads);
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
-    RowProgram::Output o{"grad_" + fn.inputs[i].name, gradKind(fn.inputs[i].shape), grads[i]};
+    Program::Output o{"grad_" + fn.inputs[i].name, gradKind(fn.inputs[i].shape), grads[i]};
     // A [] input's adjoint is per row where its uses are, else per element; a per-element
     // adjoint of one value per row is summed as D times that value, not D additions.
     if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full)
-      o.totalOf = uses[i] == kRowUse ? RowProgram::TotalOf::Rows : RowProgram::TotalOf::RowsTimesD;
+      o.totalOf = uses[i] == kRowUse ? Program::TotalOf::Rows : Program::TotalOf::RowsTimesD;
     b.outputs.push_back(o);
   }
 
   SourceLoc loc = spec.outputs.front().formulaLoc;
   if (!stageProgram(f, "forward", loc, diags) || !stageProgram(b, "derived backward", loc, diags))
     return std::nullopt;
+  f.plan = runtimePlanOf(f);
+  b.plan = runtimePlanOf(b);
   return plan;
 }
 
 std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
   std::ostringstream out;
-  if (plan.kind == PlanKind::Pointwise) {
-    out << "op " << fn.name << ": pointwise plan, "
-        << (plan.hasColInputs ? "colwise forward ([D] inputs kept in registers)"
-                              : "flat forward (128-bit vectors)")
-        << "\n";
-    for (size_t i = 0; i < fn.inputs.size(); ++i)
-      out << "  input " << fn.inputs[i].name << " " << spec::shapeClassSpelling(fn.inputs[i].shape)
-          << (plan.reducedGrad[i] ? ": gradient summed over broadcast dims (partials + finalize)"
-                                  : ": gradient elementwise")
-          << "\n";
-    out << "  saved for backward: inputs only; every intermediate is recomputed\n";
-    return out.str();
-  }
-  out << "op " << fn.name << ": row plan\n";
-  auto program = [&](const char* what, const RowProgram& p) {
-    out << "  " << what << ": " << p.stages.size() << " reduction pass(es) over each row";
+  out << "op " << fn.name << "\n";
+  auto program = [&](const char* what, const Program& p) {
+    out << "  " << what << ": "
+        << (p.plan == RuntimePlan::Flat      ? "flat plan (128-bit vectors over all elements)"
+            : p.plan == RuntimePlan::Colwise ? "colwise plan ([D] values in registers, rows "
+                                               "walked per column)"
+                                             : "row plan (each row kept on chip)")
+        << ", " << p.stages.size() << " reduction pass(es) over each row";
     for (size_t s = 0; s < p.stages.size(); ++s) {
       out << (s ? "; " : " (") << "pass " << s + 1 << ":";
       for (const ir::Expr& r : p.stages[s].reductions)
         out << " " << r->prim()->name;
     }
     out << (p.stages.empty() ? "" : ")") << ", " << p.rowValues.size() << " per-row value(s)\n";
-    for (const RowProgram::Output& o : p.outputs)
+    for (const Program::Output& o : p.outputs)
       out << "    output " << o.name << ": "
           << (o.kind == OutKind::Full     ? "[..., D]"
               : o.kind == OutKind::Row    ? "[...]"
               : o.kind == OutKind::Stat   ? "[...] in the compute type, for the backward"
               : o.kind == OutKind::ColSum ? "[D] sum over rows (partials + finalize)"
-              : o.totalOf == RowProgram::TotalOf::Rows
+              : o.totalOf == Program::TotalOf::Rows
                   ? "[] sum over rows of a per-row value (partials + finalize)"
-              : o.totalOf == RowProgram::TotalOf::RowsTimesD
+              : o.totalOf == Program::TotalOf::RowsTimesD
                   ? "[] sum over rows of D times a per-row value (partials + finalize)"
                   : "[] sum over rows and columns (partials + finalize)")
           << (o.value ? "" : " (zero)") << "\n";

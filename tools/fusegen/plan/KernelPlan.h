@@ -1,13 +1,15 @@
-// KernelPlan: how an op's forward and backward map onto the runtime's kernel plans, and the
-// checks that decide whether a spec can be planned at all (with a diagnostic saying why not).
-//   Pointwise: every output element depends on one element of each input; forward and
-//              backward are single element functions (flat or colwise CUDA plans).
-//   Row:       reductions over the last dim, per-row inputs or outputs; forward and
-//              backward are row programs (fusegen_row.h): stages of reductions, then the
-//              elementwise outputs, with the row kept on chip.
-// Save-vs-recompute: a row plan's forward also returns the per-row statistics the backward
+// KernelPlan: how an op's forward and backward map onto the runtime, and the checks that
+// decide whether a spec can be planned at all (with a diagnostic saying why not). Each
+// direction is one Program (fusegen_program.h): stages of reductions over each row, then the
+// element and per-row outputs. An elementwise op is a program with no stages. The planner
+// also picks, per program, which of the runtime's kernels runs it (RuntimePlan), from the
+// program's traits; the generated code carries that choice and the runtime reads it:
+//   Flat:    no stages, no per-row values of rows, no sums: 128-bit vectors over all elements.
+//   Colwise: no stages, [D] inputs (kept in registers) or [D]/[] gradient sums.
+//   Row:     reductions over the last dim, per-row inputs or outputs: the row kept on chip.
+// Save-vs-recompute: a forward also returns the per-row statistics the backward
 // needs (rstd, mean, the max and sum of a softmax); everything elementwise is recomputed.
-// [] inputs of a row plan are per-row values read once (rowPre): their gradients are sums
+// [] inputs are per-row values read once (rowPre): their gradients are sums
 // over every element (OutKind::Total), accumulated like the [D] sums (partials + finalize),
 // or over rows when the input is used only in per-row values (its adjoint is then per row).
 #pragma once
@@ -24,7 +26,8 @@
 
 namespace fusegen::plan {
 
-enum class PlanKind { Pointwise, Row };
+// The runtime kernel family that runs a program (fg::Plan in fusegen_runtime.h).
+enum class RuntimePlan { Flat, Colwise, Row };
 
 // How a row program writes an output: one value per element, one per row, the sum over rows
 // of an element value (a [D] gradient), its sum over all rows and columns (a [] gradient), or
@@ -32,8 +35,8 @@ enum class PlanKind { Pointwise, Row };
 // types, so the backward reads back exactly what the forward computed).
 enum class OutKind { Full, Row, ColSum, Total, Stat };
 
-// One direction (forward or backward) of a row plan.
-struct RowProgram {
+// One direction (forward or backward) of an op.
+struct Program {
   struct Input {
     std::string name;     // argument name in the generated code
     ir::ShapeClass shape; // Full, Col, Row or Scalar
@@ -60,6 +63,7 @@ struct RowProgram {
   // nodes that depend on a [] input (computed once per row by rowPre, like a [...] input).
   std::vector<ir::Expr> rowValues;
   std::vector<int> rowValueStage; // -1: before the first stage; s: after stage s
+  RuntimePlan plan = RuntimePlan::Row;
 };
 
 struct SavedStat {
@@ -79,15 +83,10 @@ inline std::string savedArgName(const std::string& stat) {
 }
 
 struct KernelPlan {
-  PlanKind kind = PlanKind::Pointwise;
-  int fullInput = -1; // the first [..., D] input: defines D and the output shape
-  // Pointwise plan.
-  bool hasColInputs = false;     // forward keeps [D] inputs in registers (colwise plan)
-  std::vector<bool> reducedGrad; // per input: its gradient is a sum over broadcast dims
-  // Row plan.
-  std::vector<SavedStat> saved;
-  RowProgram forward;
-  RowProgram backward;
+  int fullInput = -1;           // the first [..., D] input: defines D and the output shape
+  std::vector<SavedStat> saved; // per-row values the forward returns for the backward
+  Program forward;
+  Program backward;
 };
 
 std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& fn,

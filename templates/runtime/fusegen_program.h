@@ -1,5 +1,6 @@
-// fusegen row programs: the interface between a generated op with reductions over the last
-// dim and the row plans (fusegen_row_cuda.cuh, fusegen_cpu.h). Host and device.
+// fusegen programs: the interface between a generated op's forward or backward and the
+// runtime's plans (fusegen_cpu.h; on CUDA fusegen_plans.cuh picks the plan P::kPlan names).
+// Host and device.
 //
 // A program P (generated: struct Forward / struct Backward in <op>.h) computes, per row:
 //   rowPre(rowIn, attr, D, rv)            per-row values that need no reduction (rowIn: the
@@ -9,24 +10,15 @@
 //     rowAfter<s>(red, attr, D, rv)       per row: reduction results -> more per-row values
 //   elem(in, rv, attr, D, out)            per element: values of Full, ColSum, Total outputs
 //   rowOut(rv, attr, D, out)              per row: values of Row outputs (and Total's part)
-// Inputs broadcast per inBcast(k); outputs are written per outKind(m):
-//   Full   one value per element
-//   Row    one value per row
-//   Stat   one value per row in the compute type: a statistic saved for the backward, which
-//          reads it as an input of Bcast::Stat
-//   ColSum the sum over rows of an element value (a [D] gradient), accumulated in the
-//          compute type per fixed chunk of rows and added in a fixed order
-//   Total  the sum over rows and columns of an element value plus the sum over rows of a
-//          per-row value (a [] gradient; the generated code makes one of them zero),
-//          accumulated per fixed chunk of rows (CPU) or per block (CUDA), then the partials
-//          added in a fixed order
+// Inputs broadcast per inBcast(k), outputs are written per outKind(m) (fusegen_runtime.h).
+// An elementwise op's programs have no stages and no per-row tensors: their rowPre depends on
+// [] inputs and attrs only, so the flat and colwise plans call it once per thread.
 #pragma once
 
 #include "fusegen_runtime.h"
 
 namespace fg {
 
-enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4 };
 enum class Reduce : int { Sum = 0, Max = 1, Min = 2 };
 
 template <typename T> FG_HD T reduceIdentity(Reduce r) {
@@ -105,16 +97,5 @@ template <class P> FG_HD constexpr int totalSlot(int m) {
 }
 
 template <class P> FG_HD constexpr int totalOutputs() { return totalSlot<P>(P::kOutputs); }
-
-template <int NI, int NO, int NA> struct RowArgs {
-  DType dtype;
-  const void* in[NI];
-  void* out[NO];
-  bool need[atLeastOne<NO>()]; // outputs not needed are not written (null)
-  double attr[atLeastOne<NA>()];
-  int64_t rows;
-  int64_t D;
-  void* workspace; // CUDA: partial sums of ColSum and Total outputs
-};
 
 } // namespace fg

@@ -1,0 +1,84 @@
+// The C++ spellings of an op's interface: the tables its registration file hands the shared
+// glue, and the runtime's enumerators for a program's traits.
+#include "emit/api/Spellings.h"
+
+namespace fusegen::emit::api {
+
+const char* bcastEnumerator(ir::ShapeClass s, bool stat) {
+  if (stat) return "fg::Bcast::Stat";
+  switch (s) {
+  case ir::ShapeClass::Full:
+    return "fg::Bcast::Full";
+  case ir::ShapeClass::Col:
+    return "fg::Bcast::Col";
+  case ir::ShapeClass::Row:
+    return "fg::Bcast::Row";
+  case ir::ShapeClass::Scalar:
+    break;
+  }
+  return "fg::Bcast::Scalar";
+}
+
+const char* outKindEnumerator(plan::OutKind k) {
+  switch (k) {
+  case plan::OutKind::Full:
+    return "fg::OutKind::Full";
+  case plan::OutKind::Row:
+    return "fg::OutKind::Row";
+  case plan::OutKind::ColSum:
+    return "fg::OutKind::ColSum";
+  case plan::OutKind::Total:
+    return "fg::OutKind::Total";
+  case plan::OutKind::Stat:
+    break;
+  }
+  return "fg::OutKind::Stat";
+}
+
+const char* planEnumerator(plan::RuntimePlan p) {
+  switch (p) {
+  case plan::RuntimePlan::Flat:
+    return "fg::Plan::Flat";
+  case plan::RuntimePlan::Colwise:
+    return "fg::Plan::Colwise";
+  case plan::RuntimePlan::Row:
+    break;
+  }
+  return "fg::Plan::Row";
+}
+
+std::vector<std::string> tensorTable(const plan::Signature& sig) {
+  std::vector<std::string> rows;
+  for (const plan::Program::Input& in : sig.program->inputs) {
+    int position = 0;
+    for (const plan::Arg& a : sig.params) {
+      if (a.name == in.name) break;
+      position += a.isTensor();
+    }
+    rows.push_back("{\"" + in.name + "\", " + bcastEnumerator(in.shape, in.stat) + ", " +
+                   std::to_string(position) + "}");
+  }
+  return rows;
+}
+
+std::vector<std::string> dtypeTable(const std::vector<spec::DType>& dtypes) {
+  std::vector<std::string> out;
+  for (spec::DType t : dtypes)
+    switch (t) {
+    case spec::DType::Float32:
+      out.push_back("fg::DType::Float32");
+      break;
+    case spec::DType::Float16:
+      out.push_back("fg::DType::Float16");
+      break;
+    case spec::DType::BFloat16:
+      out.push_back("fg::DType::BFloat16");
+      break;
+    case spec::DType::Float64:
+      out.push_back("fg::DType::Float64");
+      break;
+    }
+  return out;
+}
+
+} // namespace fusegen::emit::api

@@ -1,0 +1,101 @@
+// The layout of an op's and its backward's arguments, decided once here:
+//   <op>(inputs, *, attrs) -> (outputs, saved)
+//   <op>_backward(output gradients, inputs, saved, attrs, bool[n] output_mask) -> input grads
+// The backward's attrs are positional and without defaults: only autograd calls it.
+#include "plan/OpInterface.h"
+
+namespace fusegen::plan {
+
+namespace {
+
+ElemType attrType(spec::AttrType t) {
+  switch (t) {
+  case spec::AttrType::Float:
+    return ElemType::Float;
+  case spec::AttrType::Int:
+    return ElemType::Int;
+  case spec::AttrType::Bool:
+    break;
+  }
+  return ElemType::Bool;
+}
+
+Arg arg(std::string name, Role role, ElemType type) {
+  Arg a;
+  a.name = std::move(name);
+  a.role = role;
+  a.type = type;
+  return a;
+}
+
+Arg tensor(std::string name, Role role, ElemType type, ir::ShapeClass shape, bool differentiable) {
+  Arg a = arg(std::move(name), role, type);
+  a.shape = shape;
+  a.differentiable = differentiable;
+  return a;
+}
+
+} // namespace
+
+OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
+                        const std::vector<spec::DType>& dtypes) {
+  std::vector<Arg> inputs, attrs, outputs, saved, outputGrads, inputGrads;
+  for (const ir::FunctionInput& in : fn.inputs) {
+    inputs.push_back(tensor(in.name, Role::Input, ElemType::Dtype, in.shape, true));
+    inputGrads.push_back(
+        tensor("grad_" + in.name, Role::InputGrad, ElemType::Dtype, in.shape, false));
+  }
+  for (const ir::FunctionAttr& fa : fn.attrs) {
+    Arg a = arg(fa.attr.name, Role::Attr, attrType(fa.attr.type));
+    if (fa.attr.hasDefault) a.defaultValue = fa.attr.defaultValue;
+    attrs.push_back(a);
+  }
+  for (const ir::FunctionOutput& o : fn.outputs) {
+    outputs.push_back(tensor(o.name, Role::Output, ElemType::Dtype, o.value->shape(), true));
+    outputGrads.push_back(
+        tensor(gradArgName(o.name), Role::OutputGrad, ElemType::Dtype, o.value->shape(), true));
+  }
+  for (const SavedStat& s : plan.saved)
+    saved.push_back(tensor(savedArgName(s.name), Role::Saved, ElemType::ComputeType,
+                           ir::ShapeClass::Row, false));
+
+  OpInterface op;
+  op.dtypes = dtypes;
+  Signature& f = op.forward;
+  f.name = fn.name;
+  f.params = inputs;
+  for (Arg a : attrs) {
+    a.keywordOnly = true; // so an attr without a default may follow one with a default
+    f.params.push_back(a);
+  }
+  f.results = outputs;
+  f.results.insert(f.results.end(), saved.begin(), saved.end());
+  f.program = &plan.forward;
+  f.full = plan.fullInput;
+
+  Signature& b = op.backward;
+  b.name = fn.name + "_backward";
+  b.params = outputGrads;
+  b.params.insert(b.params.end(), inputs.begin(), inputs.end());
+  b.params.insert(b.params.end(), saved.begin(), saved.end());
+  for (Arg a : attrs) {
+    a.defaultValue.reset();
+    b.params.push_back(a);
+  }
+  Arg mask = arg("output_mask", Role::OutputMask, ElemType::BoolList);
+  mask.length = static_cast<int>(inputs.size());
+  b.params.push_back(mask);
+  b.results = inputGrads;
+  b.program = &plan.backward;
+  b.full = plan.fullInput;
+  return op;
+}
+
+std::vector<const Arg*> argsWith(const std::vector<Arg>& args, Role role) {
+  std::vector<const Arg*> out;
+  for (const Arg& a : args)
+    if (a.role == role) out.push_back(&a);
+  return out;
+}
+
+} // namespace fusegen::plan

@@ -1,0 +1,74 @@
+// OpInterface: the typed signatures of an op and of its backward, as the planner laid them out.
+// Every argument carries its role, element type, shape and whether gradient flows through it,
+// and each signature names the program (KernelPlan.h) that computes it. The emitters spell
+// this one model for each target (emit/api/: the schema, C++, Python and the fake) and do not
+// read the spec's lists again; a new kind of argument is a new Role or ElemType here, and one
+// case in each spelling.
+#pragma once
+
+#include "ir/ShapeClass.h"
+#include "plan/KernelPlan.h"
+#include "specfile/SpecModel.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fusegen::plan {
+
+// What an argument is to the op.
+enum class Role {
+  Input,      // a tensor the user passes
+  Attr,       // a scalar the user passes (keyword-only in the forward)
+  Output,     // a tensor returned to the user
+  Saved,      // a per-row value the forward also returns, for its backward
+  OutputGrad, // the backward's incoming gradient of an output
+  InputGrad,  // a backward result: the gradient of an input
+  OutputMask, // the backward's bool[n]: which input gradients are wanted
+};
+
+// An argument's element type.
+enum class ElemType {
+  Dtype,       // the call's dtype: one of the op's dtypes, the same for all such tensors
+  ComputeType, // what the kernels compute in: float32 for half types, else the dtype
+  Float,       // scalars: a spec's attrs
+  Int,
+  Bool,
+  BoolList, // the output mask
+};
+
+struct Arg {
+  std::string name;
+  Role role = Role::Input;
+  ElemType type = ElemType::Dtype;
+  ir::ShapeClass shape = ir::ShapeClass::Full; // tensors only
+  bool differentiable = false;                 // gradient flows through it
+  bool keywordOnly = false;
+  std::optional<double> defaultValue; // attrs only
+  int length = 0;                     // BoolList only
+
+  bool isTensor() const { return role != Role::Attr && role != Role::OutputMask; }
+};
+
+struct Signature {
+  std::string name;         // the schema's name, without the namespace
+  std::vector<Arg> params;  // in schema order
+  std::vector<Arg> results; // in schema order
+  const Program* program;   // what computes it: its inputs are tensor params, by name
+  int full;                 // the program input that defines D and the outputs' shape
+};
+
+struct OpInterface {
+  Signature forward;
+  Signature backward;
+  std::vector<spec::DType> dtypes;
+};
+
+// The interface of an op planned as `plan` (which it points into: keep `plan` alive).
+OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
+                        const std::vector<spec::DType>& dtypes);
+
+// The arguments of `args` with role `role`, in order.
+std::vector<const Arg*> argsWith(const std::vector<Arg>& args, Role role);
+
+} // namespace fusegen::plan
