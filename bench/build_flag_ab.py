@@ -7,11 +7,34 @@ compared. Run it once per build in one device command, then compare:
     python3 bench/build_flag_ab.py --label fmad-on --json B.json
     python3 bench/build_flag_ab.py --compare A.json B.json --out DIR   (JSON + Markdown)
 
-Times are fusegen_ops.benchmark's (medians of CUDA-event timings, L2 flushed)."""
+Times are fusegen_ops.benchmark's (medians of CUDA-event timings, L2 flushed). At small shapes
+those are bound by the host (autograd, launches); --kernel-time adds the GPU time of fusegen's
+own kernels per call (torch.profiler, the fg::cuda kernels only, averaged over 50 calls), which
+the comparison reports too."""
 import argparse
 import datetime
 import json
 import os
+
+
+def kernel_us(fn, grad_to_none=None, iters=50):
+    """Microseconds of GPU time per call of fn in fusegen's kernels (names in fg::cuda)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    def call():
+        for t in grad_to_none or []:
+            t.grad = None
+        fn()
+    for _ in range(5):
+        call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            call()
+        torch.cuda.synchronize()
+    total = sum(e.self_device_time_total for e in prof.key_averages() if "fg::cuda" in e.key)
+    return total / iters
 
 
 def measure(args):
@@ -33,6 +56,9 @@ def measure(args):
             forward, step, xg = benchmark.timed_steps(spec, op, r, d, dtype, "cuda")
             rows.append({"op": name, "rows": r, "D": d, "fwd_ms": benchmark._time(forward),
                          "fwd_bwd_ms": benchmark._time(step, grad_to_none=xg)})
+            if args.kernel_time:
+                rows[-1]["fwd_kernel_us"] = kernel_us(forward)
+                rows[-1]["fwd_bwd_kernel_us"] = kernel_us(step, grad_to_none=xg)
             print(json.dumps(rows[-1]), flush=True)
     meta = {"label": args.label, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "dtype": args.dtype, "date": datetime.date.today().isoformat(),
@@ -46,21 +72,35 @@ def compare(paths, out):
     key = lambda r: (r["op"], r["rows"], r["D"])  # noqa: E731
     bres = {key(r): r for r in b["results"]}
     la, lb = a["meta"]["label"], b["meta"]["label"]
+    if la == lb:  # one build timed twice: the noise
+        la, lb = la + " (1st)", lb + " (2nd)"
     lines = [f"# {la} against {lb}", "",
              f"{a['meta']['gpu']}, torch {a['meta']['torch']}, {a['meta']['dtype']}, {a['meta']['date']}; "
              f"ratio = time with {la} / time with {lb} (above 1: {la} is slower).", "",
              "| op | shape | fwd ms " + la + " | fwd ms " + lb + " | fwd ratio | f+b ms " + la + " | f+b ms "
              + lb + " | f+b ratio |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    kernels = all("fwd_kernel_us" in r for r in a["results"] + b["results"])
+    if kernels:
+        lines[-2] += " kernel us fwd " + la + " | " + lb + " | ratio | kernel us f+b " + la + " | " + lb + " | ratio |"
+        lines[-1] += " ---: | ---: | ---: | ---: | ---: | ---: |"
     rows = []
     for r in a["results"]:
         o = bres.get(key(r))
         if o is None:
             continue
         fr, br = r["fwd_ms"] / o["fwd_ms"], r["fwd_bwd_ms"] / o["fwd_bwd_ms"]
-        rows.append({"op": r["op"], "rows": r["rows"], "D": r["D"], "fwd_ratio": fr, "fwd_bwd_ratio": br,
-                     la: r, lb: o})
-        lines.append(f"| {r['op']} | {r['rows']}x{r['D']} | {r['fwd_ms']:.4f} | {o['fwd_ms']:.4f} | {fr:.3f} | "
-                     f"{r['fwd_bwd_ms']:.4f} | {o['fwd_bwd_ms']:.4f} | {br:.3f} |")
+        row = {"op": r["op"], "rows": r["rows"], "D": r["D"], "fwd_ratio": fr, "fwd_bwd_ratio": br,
+               la: r, lb: o}
+        line = (f"| {r['op']} | {r['rows']}x{r['D']} | {r['fwd_ms']:.4f} | {o['fwd_ms']:.4f} | {fr:.3f} | "
+                f"{r['fwd_bwd_ms']:.4f} | {o['fwd_bwd_ms']:.4f} | {br:.3f} |")
+        if kernels:
+            row["fwd_kernel_ratio"] = r["fwd_kernel_us"] / o["fwd_kernel_us"]
+            row["fwd_bwd_kernel_ratio"] = r["fwd_bwd_kernel_us"] / o["fwd_bwd_kernel_us"]
+            line += (f" {r['fwd_kernel_us']:.1f} | {o['fwd_kernel_us']:.1f} | {row['fwd_kernel_ratio']:.3f} |"
+                     f" {r['fwd_bwd_kernel_us']:.1f} | {o['fwd_bwd_kernel_us']:.1f} |"
+                     f" {row['fwd_bwd_kernel_ratio']:.3f} |")
+        rows.append(row)
+        lines.append(line)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "ab.json"), "w") as f:
         json.dump({"meta": {"a": a["meta"], "b": b["meta"]}, "rows": rows}, f, indent=1)
@@ -76,6 +116,7 @@ def main():
     ap.add_argument("--ops", default="")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--shapes", default="4096x4096,16384x8192")
+    ap.add_argument("--kernel-time", action="store_true")
     ap.add_argument("--compare", nargs=2, metavar="JSON")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
