@@ -124,6 +124,11 @@ def test_row_lengths_bfloat16(device):
 
 
 @pytest.mark.parametrize("device", testing.CUDA_DEVICES)
+def test_cuda_graphs(device):
+    CHECKS.cuda_graphs(device)
+
+
+@pytest.mark.parametrize("device", testing.CUDA_DEVICES)
 def test_benchmark_shape_bfloat16(device):
     CHECKS.benchmark_shape(device)
 
