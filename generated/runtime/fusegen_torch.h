@@ -81,7 +81,7 @@ inline DType toDType(at::ScalarType t) {
   }
 }
 
-// The dtype a row program computes in, and stores its saved statistics (Bcast::Stat) in.
+// The dtype a program computes in, and stores its saved statistics (Bcast::Stat) in.
 inline at::ScalarType computeType(at::ScalarType t) {
   return t == at::kDouble ? at::kDouble : at::kFloat;
 }

@@ -1,4 +1,4 @@
-// Plan selection, save-vs-recompute, and the staging of row programs.
+// Plan selection, save-vs-recompute, and the staging of programs into passes over rows.
 #include "plan/KernelPlan.h"
 
 #include "opt/Simplify.h"

@@ -29,7 +29,7 @@ namespace fusegen::plan {
 // The runtime kernel family that runs a program (fg::Plan in fusegen_runtime.h).
 enum class RuntimePlan { Flat, Colwise, Row };
 
-// How a row program writes an output: one value per element, one per row, the sum over rows
+// How a program writes an output: one value per element, one per row, the sum over rows
 // of an element value (a [D] gradient), its sum over all rows and columns (a [] gradient), or
 // one value per row in the compute type (a statistic saved for the backward: float for half
 // types, so the backward reads back exactly what the forward computed).
