@@ -17,6 +17,7 @@
 
 #include "fusegen_cuda.cuh"
 #include "fusegen_program.h"
+#include "fusegen_row_geometry.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -366,20 +367,8 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
   }
 };
 
-// Several rows per block need the same partial row per block for ColSum: the threads of
-// different rows (threadIdx.y) would race on it, so ColSum programs use one row per block
-// row-group and combine threadIdx.y rows in shared memory first. To keep the plan simple and
-// deterministic, programs with ColSum outputs run with blockDim.y == 1.
-// At most 512 threads per row, with 64 registers per thread or fewer (rowThreadsPerSm).
-// (Letting the compiler use 128 halved the occupancy and made the backward 2.5x slower on the
-// H100.) ColSum programs with one item per thread may use 1024 threads, one block per SM:
-// rows of up to 1024 vectors (8192 bf16) then stay in registers, where 2 items x 512 threads
-// spilled (nvcc -Xptxas -v: 80 bytes for rmsnorm's backward, 252 for add_rmsnorm's).
-constexpr int kMaxGroup = 512;
-constexpr int kMaxColSumGroup = 1024;
-
 template <class P> constexpr int maxGroup(int items) {
-  return colSumOutputs<P>() > 0 && items == 1 ? kMaxColSumGroup : kMaxGroup;
+  return maxGroupFor(colSumOutputs<P>() > 0, items);
 }
 
 // __grid_constant__: RowKernel keeps a reference to the arguments, which then stay in
@@ -392,11 +381,7 @@ __global__ void __launch_bounds__(MAX_THREADS, (rowThreadsPerSm<P, S, ITEMS>() /
   k.run(reinterpret_cast<compute_t<S>*>(sharedRaw), partials);
 }
 
-struct RowGeometry {
-  int group;        // threads per row
-  int rowsPerBlock; // blockDim.y
-  int items;        // vectors per thread kept in registers; 0: re-read per stage
-  int vec;          // elements per vector
+struct RowGeometry : RowShape {
   int blocks;
 };
 
@@ -411,11 +396,12 @@ template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv) {
   int items = -1, group = -1;
   const bool parsed = std::sscanf(env, "%d,%d", &items, &group) == 2;
   const bool valid = parsed && (items == 0 || items == 1 || items == 2 || items == 4) &&
-                     group >= 32 && group <= maxGroup<P>(items) && (group & (group - 1)) == 0;
+                     group >= kMinGroup && group <= maxGroup<P>(items) &&
+                     (group & (group - 1)) == 0;
   if (!valid)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
                              "' is not ITEMS,GROUP with ITEMS in {0,1,2,4} and GROUP a power "
-                             "of 2 in [32, " +
+                             "of 2 in [" + std::to_string(kMinGroup) + ", " +
                              std::to_string(maxGroup<P>(items)) + "]");
   if (items > 0 && static_cast<int64_t>(items) * group < nv)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
@@ -499,56 +485,12 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
     if (P::outKind(m) == OutKind::Full && a.need[m])
       aligned = aligned && aligned16(a.out[m]);
   RowGeometry g{};
-  g.vec = aligned ? V : 1;
-  const int64_t nv = (a.D + g.vec - 1) / g.vec;
-  constexpr int wordsPerItem = rowCacheWordsPerItem<P, S>();
-  // Items per thread, from sweeps on the H100 (bench/tune_rows.py; 2^27 bf16 elements, D =
-  // 1024/4096/8192; bench/results/2026-11-21-h100-d/tune-rows.md).
-  // - Programs without ColSum outputs: the most of 4, 2, 1 whose cached words stay within 24
-  //   registers, covering the row with at most 512 threads and giving every thread of a warp
-  //   a full item. softmax's forward at D = 4096: 0.192 ms with 4 x 128, 0.199 with 2 x 256,
-  //   0.251 with 1 x 512; add_rmsnorm's (8 words per item): 0.362 with 2 x 256, 0.767 with
-  //   4 x 128, which spills.
-  // - ColSum programs (backwards with [D] gradients; a row per block, resident blocks): 2
-  //   items per thread where they take at most 32 words and the row has at least 256 threads,
-  //   else 1 (up to 1024 threads). rmsnorm's backward (16 words; forward+backward minus
-  //   forward): 0.327 ms with 2 x 256 against 0.338 with 1 x 512 at D = 4096, 0.332 with
-  //   2 x 512 against 0.364 with 1 x 1024 at 8192, but 0.409 with 2 x 64 against 0.339 with
-  //   1 x 128 at 1024 (more blocks, more partial rows). layernorm's (24 words): 0.384 with
-  //   1 x 512 against 0.614 with 2 x 256; 0.413 with 1 x 1024 against 0.609 with 2 x 512.
-  // Over those budgets, the fewest items that cover the row within 64 words. Rows that need
-  // more, or more than 4 x 512 vectors, are re-read per pass (ITEMS == 0), which was 1.3-5x
-  // slower wherever the row fit.
-  g.items = 0;
+  static_cast<RowShape&>(g) =
+      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0}, a.D, V, aligned);
   if (aligned) {
-    if constexpr (colSumOutputs<P>() > 0) {
-      if (2 * wordsPerItem <= 32 && nv >= 2 * 256 && 2 * kMaxGroup >= nv)
-        g.items = 2;
-      else if (wordsPerItem <= 64 && maxGroup<P>(1) >= nv)
-        g.items = 1;
-    } else {
-      for (int items : {4, 2, 1})
-        if (items * wordsPerItem <= 24 && static_cast<int64_t>(items) * kMaxGroup >= nv &&
-            (items == 1 || items * 32 <= nv)) {
-          g.items = items;
-          break;
-        }
-    }
-    if (g.items == 0)
-      for (int items : {1, 2, 4})
-        if (items * wordsPerItem <= 64 && static_cast<int64_t>(items) * maxGroup<P>(items) >= nv) {
-          g.items = items;
-          break;
-        }
+    applyRowConfigOverride<P>(g, (a.D + V - 1) / V);
+    g.rowsPerBlock = rowsPerBlockFor(colSumOutputs<P>() > 0, g.group);
   }
-  const int64_t perThread = g.items > 0 ? g.items : 8;
-  int group = 32;
-  while (group < maxGroup<P>(g.items) && static_cast<int64_t>(group) * perThread < nv)
-    group *= 2;
-  g.group = group;
-  if (aligned)
-    applyRowConfigOverride<P>(g, nv);
-  g.rowsPerBlock = colSumOutputs<P>() > 0 ? 1 : (g.group >= 256 ? 1 : 256 / g.group);
   // The grid. With ColSum or Total outputs: as many blocks as fit on the device at once (the
   // occupancy calculator: registers, shared memory, threads), each looping over rows; more
   // would only add partials. The others get a block per row group, scheduled as SMs free up. On the

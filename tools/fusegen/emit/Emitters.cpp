@@ -465,8 +465,8 @@ std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
   };
   for (const char* header :
        {"fusegen_runtime.h", "fusegen_program.h", "fusegen_cpu.h", "fusegen_cuda.cuh",
-        "fusegen_row_cuda.cuh", "fusegen_plans.cuh", "fusegen_torch.h", "fusegen_autograd.h",
-        "fusegen_autograd.cpp", "fusegen_glue.h", "fusegen_glue.cpp"})
+        "fusegen_row_cuda.cuh", "fusegen_row_geometry.h", "fusegen_plans.cuh", "fusegen_torch.h",
+        "fusegen_autograd.h", "fusegen_autograd.cpp", "fusegen_glue.h", "fusegen_glue.cpp"})
     files.push_back({std::string("runtime/") + header,
                      "// " + stamp + templates.read(std::string("runtime/") + header)});
   for (const char* module : {"_support.py", "testing.py", "benchmark.py", "test_package.py"})

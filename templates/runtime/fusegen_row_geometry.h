@@ -1,0 +1,102 @@
+// fusegen row plan geometry: how many threads share a row, how many 128-bit vectors each of
+// them keeps in registers, and how many rows a block runs, from a program's traits and the
+// row length. Host only and free of CUDA, so it is unit-tested on any machine
+// (tests/unit/test_row_geometry.cpp); fusegen_row_cuda.cuh adds the grid and the overrides.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+namespace fg::cuda {
+
+// At most 512 threads per row, with 64 registers per thread or fewer (rowThreadsPerSm in
+// fusegen_row_cuda.cuh). (Letting the compiler use 128 halved the occupancy and made the
+// backward 2.5x slower on the H100.) ColSum programs with one item per thread may use 1024
+// threads, one block per SM: rows of up to 1024 vectors (8192 bf16) then stay in registers,
+// where 2 items x 512 threads spilled (nvcc -Xptxas -v: 80 bytes for rmsnorm's backward, 252
+// for add_rmsnorm's).
+constexpr int kMaxGroup = 512;
+constexpr int kMaxColSumGroup = 1024;
+// A warp per row at the least.
+constexpr int kMinGroup = 32;
+
+// What of a program the geometry depends on.
+struct RowTraits {
+  int wordsPerItem; // 32-bit registers the row cache takes per item and thread
+  bool colSums;     // the program has ColSum outputs
+};
+
+struct RowShape {
+  int group;        // threads per row (blockDim.x)
+  int rowsPerBlock; // blockDim.y
+  int items;        // vectors per thread kept in registers; 0: re-read per pass
+  int vec;          // elements per vector
+};
+
+constexpr int maxGroupFor(bool colSums, int items) {
+  return colSums && items == 1 ? kMaxColSumGroup : kMaxGroup;
+}
+
+// Several rows per block need the same partial row per block for ColSum: the threads of
+// different rows (threadIdx.y) would race on it, so ColSum programs run with blockDim.y == 1;
+// the others fill blocks of 256 threads.
+constexpr int rowsPerBlockFor(bool colSums, int group) {
+  return colSums ? 1 : (group >= 256 ? 1 : 256 / group);
+}
+
+// The shape of a row of D elements; `aligned`: every tensor read or written per element is
+// 16-byte aligned and D a multiple of V (the elements of a 128-bit vector), else the row is
+// read element by element and re-read per pass.
+inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned) {
+  RowShape g{};
+  g.vec = aligned ? V : 1;
+  const int64_t nv = (D + g.vec - 1) / g.vec;
+  // Items per thread, from sweeps on the H100 (bench/tune_rows.py; 2^27 bf16 elements, D =
+  // 1024/4096/8192; bench/results/2026-11-21-h100-d/tune-rows.md).
+  // - Programs without ColSum outputs: the most of 4, 2, 1 whose cached words stay within 24
+  //   registers, covering the row with at most 512 threads and giving every thread of a warp
+  //   a full item. softmax's forward at D = 4096: 0.192 ms with 4 x 128, 0.199 with 2 x 256,
+  //   0.251 with 1 x 512; add_rmsnorm's (8 words per item): 0.362 with 2 x 256, 0.767 with
+  //   4 x 128, which spills.
+  // - ColSum programs (backwards with [D] gradients; a row per block, resident blocks): 2
+  //   items per thread where they take at most 32 words and the row has at least 256 threads,
+  //   else 1 (up to 1024 threads). rmsnorm's backward (16 words; forward+backward minus
+  //   forward): 0.327 ms with 2 x 256 against 0.338 with 1 x 512 at D = 4096, 0.332 with
+  //   2 x 512 against 0.364 with 1 x 1024 at 8192, but 0.409 with 2 x 64 against 0.339 with
+  //   1 x 128 at 1024 (more blocks, more partial rows). layernorm's (24 words): 0.384 with
+  //   1 x 512 against 0.614 with 2 x 256; 0.413 with 1 x 1024 against 0.609 with 2 x 512.
+  // Over those budgets, the fewest items that cover the row within 64 words. Rows that need
+  // more, or more than 4 x 512 vectors, are re-read per pass (ITEMS == 0), which was 1.3-5x
+  // slower wherever the row fit.
+  if (aligned) {
+    if (t.colSums) {
+      if (2 * t.wordsPerItem <= 32 && nv >= 2 * 256 && 2 * kMaxGroup >= nv)
+        g.items = 2;
+      else if (t.wordsPerItem <= 64 && maxGroupFor(true, 1) >= nv)
+        g.items = 1;
+    } else {
+      for (int items : {4, 2, 1})
+        if (items * t.wordsPerItem <= 24 && static_cast<int64_t>(items) * kMaxGroup >= nv &&
+            (items == 1 || items * 32 <= nv)) {
+          g.items = items;
+          break;
+        }
+    }
+    if (g.items == 0)
+      for (int items : {1, 2, 4})
+        if (items * t.wordsPerItem <= 64 &&
+            static_cast<int64_t>(items) * maxGroupFor(t.colSums, items) >= nv) {
+          g.items = items;
+          break;
+        }
+  }
+  const int64_t perThread = g.items > 0 ? g.items : 8;
+  int group = kMinGroup;
+  while (group < maxGroupFor(t.colSums, g.items) && static_cast<int64_t>(group) * perThread < nv)
+    group *= 2;
+  g.group = group;
+  g.rowsPerBlock = rowsPerBlockFor(t.colSums, g.group);
+  return g;
+}
+
+} // namespace fg::cuda

@@ -1,0 +1,91 @@
+// The row plan's geometry (templates/runtime/fusegen_row_geometry.h), checked on the host over
+// the whole range of row lengths: every shape it picks is one the row kernel can run (a power
+// of two of threads per row within the plan's limits, blocks of at most 1024 threads, a row
+// that fits the registers it claims, the smallest group that covers the row).
+#include "fusegen_row_geometry.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace fusegen::test {
+namespace {
+
+using fg::cuda::RowShape;
+using fg::cuda::RowTraits;
+
+std::vector<int64_t> rowLengths() {
+  std::vector<int64_t> ds;
+  for (int64_t d = 1; d <= (int64_t(1) << 18); d *= 2)
+    for (int64_t delta : {-1, 0, 1})
+      if (d + delta >= 1) ds.push_back(d + delta);
+  for (int64_t d : {2880, 5120, 13824, 151936, 129280})
+    ds.push_back(d);
+  return ds;
+}
+
+std::string where(const RowTraits& t, int64_t D, int V, bool aligned) {
+  return "words " + std::to_string(t.wordsPerItem) + (t.colSums ? ", ColSum" : "") + ", D " +
+         std::to_string(D) + ", V " + std::to_string(V) + (aligned ? ", aligned" : "");
+}
+
+TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
+  for (bool colSums : {false, true})
+    for (int words : {2, 4, 8, 16, 24, 40})
+      for (int V : {8, 4, 2})
+        for (int64_t D : rowLengths())
+          for (bool aligned : {true, false}) {
+            if (aligned && D % V != 0) continue;
+            const RowTraits t{words, colSums};
+            const RowShape g = fg::cuda::rowShape(t, D, V, aligned);
+            const std::string at = where(t, D, V, aligned);
+            EXPECT_EQ(g.vec, aligned ? V : 1) << at;
+            EXPECT_TRUE(g.items == 0 || g.items == 1 || g.items == 2 || g.items == 4) << at;
+            EXPECT_LE(g.items * words, 64) << at;
+            EXPECT_EQ(g.group & (g.group - 1), 0) << at;
+            EXPECT_GE(g.group, fg::cuda::kMinGroup) << at;
+            EXPECT_LE(g.group, fg::cuda::maxGroupFor(colSums, g.items)) << at;
+            EXPECT_EQ(g.rowsPerBlock, fg::cuda::rowsPerBlockFor(colSums, g.group)) << at;
+            EXPECT_LE(g.group * g.rowsPerBlock, 1024) << at;
+            if (colSums) {
+              EXPECT_EQ(g.rowsPerBlock, 1) << at;
+              EXPECT_GE(g.group, 32) << at;
+            }
+            const int64_t nv = (D + g.vec - 1) / g.vec;
+            if (g.items > 0) { // the row is held in registers: they cover it
+              EXPECT_GE(int64_t(g.items) * g.group, nv) << at;
+            }
+            // The smallest group that covers the row: half of it would not (or it is the
+            // smallest the plan allows, or the largest).
+            const int64_t perThread = g.items > 0 ? g.items : 8;
+            if (g.group > fg::cuda::kMinGroup &&
+                g.group < fg::cuda::maxGroupFor(colSums, g.items)) {
+              EXPECT_LT(int64_t(g.group / 2) * perThread, nv) << at;
+            }
+          }
+}
+
+// The shapes the H100 sweeps tuned (see the header) come out as tuned.
+TEST(RowGeometry, TunedShapesStay) {
+  RowShape g = fg::cuda::rowShape({4, false}, 4096, 8, true); // softmax's forward, bf16
+  EXPECT_EQ(g.items, 4);
+  EXPECT_EQ(g.group, 128);
+  EXPECT_EQ(g.rowsPerBlock, 2);
+  g = fg::cuda::rowShape({8, false}, 4096, 8, true); // add_rmsnorm's forward: 8 words
+  EXPECT_EQ(g.items, 2);
+  EXPECT_EQ(g.group, 256);
+  g = fg::cuda::rowShape({16, true}, 4096, 8, true); // rmsnorm's backward: [D] sums
+  EXPECT_EQ(g.items, 2);
+  EXPECT_EQ(g.group, 256);
+  EXPECT_EQ(g.rowsPerBlock, 1);
+  g = fg::cuda::rowShape({24, true}, 8192, 8, true); // layernorm's backward at 8192
+  EXPECT_EQ(g.items, 1);
+  EXPECT_EQ(g.group, 1024);
+  g = fg::cuda::rowShape({4, false}, 4100, 8, false); // unaligned: re-read per pass
+  EXPECT_EQ(g.items, 0);
+  EXPECT_EQ(g.vec, 1);
+}
+
+} // namespace
+} // namespace fusegen::test
