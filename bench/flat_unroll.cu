@@ -75,7 +75,7 @@ float time(const char* what, void* const* in, void* const* out, bool oneWave, in
   constexpr auto kernel = fg::cuda::flatProgram<P, S, kV, int32_t, U>;
   const unsigned all = fg::cuda::flatBlocks(kN / kV, U);
   const unsigned blocks =
-      oneWave ? std::min<unsigned>(all, fg::cuda::smCount() * residentPerSm(kernel)) : all;
+      oneWave ? std::min<unsigned>(all, fg::cuda::deviceInfo().sms * residentPerSm(kernel)) : all;
   const float ms = medianMs([&] { kernel<<<blocks, fg::cuda::kThreads>>>(a); });
   report(what, U, blocks, ms, tensors);
   return ms;

@@ -28,17 +28,26 @@ inline void check(cudaError_t err, const char* what) {
                              cudaGetErrorString(err));
 }
 
-inline int smCount() {
+// What the plans' launchers read of the current device: its SM count and the threads one SM
+// holds (2048 on sm_80 and sm_90, 1536 on sm_86 and sm_89), queried once per device.
+struct DeviceInfo {
+  int sms = 0;
+  int threadsPerSm = 0;
+};
+
+inline DeviceInfo deviceInfo() {
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
-  static int cached[64] = {0};
-  if (device < 64 && cached[device])
+  static DeviceInfo cached[64];
+  if (device < 64 && cached[device].sms)
     return cached[device];
-  int sms = 0;
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  DeviceInfo d;
+  check(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  check(cudaDeviceGetAttribute(&d.threadsPerSm, cudaDevAttrMaxThreadsPerMultiProcessor, device),
+        "threads per SM");
   if (device < 64)
-    cached[device] = sms;
-  return sms;
+    cached[device] = d;
+  return d;
 }
 
 template <typename S, int V> struct alignas(sizeof(S) * V) Vec {
@@ -174,14 +183,17 @@ struct ColGeometry {
 // re-reading the partials cost more than the rows themselves, so it asks for 32. One that
 // does not asks for 1: 32 left bias_gelu's 512x4096 forward 32 blocks (0.023 ms against
 // 0.009 with 1).
-inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, int sms, int64_t minRowsPerChunk) {
+inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, const DeviceInfo& device,
+                               int64_t minRowsPerChunk) {
   int64_t groups = (D + V - 1) / V;
   int bx = 1;
   while (bx < groups && bx < kThreads)
     bx *= 2;
   int by = kThreads / bx;
   int64_t gx = (groups + bx - 1) / bx;
-  int64_t wanted = (static_cast<int64_t>(sms) * 2048 / kThreads + gx - 1) / gx;
+  // Enough block rows to fill every SM's threads once.
+  int64_t wanted =
+      (static_cast<int64_t>(device.sms) * device.threadsPerSm / kThreads + gx - 1) / gx;
   int64_t gy = (rows + by * minRowsPerChunk - 1) / (by * minRowsPerChunk);
   if (gy > wanted)
     gy = wanted;
@@ -393,7 +405,7 @@ template <class P, typename S> PointwiseCall pointwiseCall(const typename P::Arg
 
 template <class P, typename S> ColGeometry pointwiseColGeometry(const typename P::Args& a,
                                                                 const PointwiseCall& call) {
-  return colGeometry(a.rows, a.D, call.vec ? vecWidth<S>() : 1, smCount(),
+  return colGeometry(a.rows, a.D, call.vec ? vecWidth<S>() : 1, deviceInfo(),
                      call.sums ? kSumRowsPerChunk : 1);
 }
 

@@ -512,7 +512,7 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
 template <class P, typename S> size_t rowWorkspaceTyped(const typename P::Args& a) {
   if (a.rows == 0 || (totalOutputs<P>() == 0 && (colSumOutputs<P>() == 0 || a.D == 0)))
     return 0;
-  RowGeometry g = rowGeometry<P, S>(a, smCount());
+  RowGeometry g = rowGeometry<P, S>(a, deviceInfo().sms);
   return sizeof(compute_t<S>) * static_cast<size_t>(g.blocks) *
          (colSumOutputs<P>() * static_cast<size_t>(a.D) + totalOutputs<P>());
 }
@@ -520,7 +520,7 @@ template <class P, typename S> size_t rowWorkspaceTyped(const typename P::Args& 
 template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaStream_t stream) {
   if (a.rows == 0) // with D == 0 rows still get their (empty) reductions
     return;
-  RowGeometry g = rowGeometry<P, S>(a, smCount());
+  RowGeometry g = rowGeometry<P, S>(a, deviceInfo().sms);
   auto* partials = static_cast<compute_t<S>*>(a.workspace);
   if (colSumOutputs<P>() > 0 && g.items == 0) // accumulated in place: start from zero
     check(cudaMemsetAsync(partials, 0, rowWorkspaceTyped<P, S>(a), stream), "memset");
