@@ -72,12 +72,14 @@ def measure(args):
                         if impl not in wanted:
                             continue
                         try:
-                            r = one_point(benchmark, mod.SPEC, fn, rows, D, dtype)
+                            fwd, both, peak = benchmark.measure(mod.SPEC, fn, rows, D, dtype,
+                                                                "cuda")
                         except Exception as e:  # a peer's limit (shape, dtype): recorded, not fatal
                             print(f"{name} {impl} {dtype_name} {rows}x{D}: {type(e).__name__}: "
                                   f"{str(e)[:200]}", flush=True)
                             continue
-                        r.update({"op": name, "impl": impl, "dtype": dtype_name})
+                        r = {"op": name, "impl": impl, "dtype": dtype_name, "rows": rows,
+                             "D": D, "fwd_ms": fwd, "fwd_bwd_ms": both, "peak_MiB": peak}
                         r["fwd_pct"] = 100 * benchmark.min_bytes(
                             mod.SPEC, rows, D, elem, False) / r["fwd_ms"] / 1e6 / copy
                         r["fwd_bwd_pct"] = 100 * benchmark.min_bytes(
@@ -88,22 +90,6 @@ def measure(args):
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "copy_GBps": copy}
     return {"meta": meta, "results": results}
-
-
-def one_point(benchmark, spec, fn, rows, D, dtype):
-    """Median forward and forward+backward ms, and the peak memory of one forward+backward
-    beyond its inputs and output gradients."""
-    import torch
-    forward, step, xg = benchmark.timed_steps(spec, fn, rows, D, dtype, "cuda")
-    fwd = benchmark._time(forward)
-    both = benchmark._time(step, grad_to_none=xg)
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    step()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - base
-    return {"rows": rows, "D": D, "fwd_ms": fwd, "fwd_bwd_ms": both, "peak_MiB": peak / 2**20}
 
 
 def merge(dirs):

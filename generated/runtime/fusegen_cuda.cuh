@@ -108,12 +108,7 @@ template <class P, typename S> struct PointwiseSetup {
 };
 
 // Outputs that are sums over rows (ColSum, Total), and output m's slot among them.
-template <class P> FG_HD constexpr int sumSlot(int m) {
-  int n = 0;
-  for (int j = 0; j < m; ++j)
-    n += P::outKind(j) == OutKind::ColSum || P::outKind(j) == OutKind::Total;
-  return n;
-}
+template <class P> FG_HD constexpr int sumSlot(int m) { return colSumSlot<P>(m) + totalSlot<P>(m); }
 template <class P> constexpr int sumOutputs() { return sumSlot<P>(P::kOutputs); }
 
 // ---------------------------------------------------------------- flat plan
@@ -380,13 +375,6 @@ struct PointwiseCall {
   bool vec;
 };
 
-template <class P> constexpr bool hasColInputs() {
-  for (int k = 0; k < P::kInputs; ++k)
-    if (P::inBcast(k) == Bcast::Col)
-      return true;
-  return false;
-}
-
 template <class P, typename S> PointwiseCall pointwiseCall(const typename P::Args& a) {
   PointwiseCall call{false, false, true};
   for (int k = 0; k < P::kInputs; ++k)
@@ -398,7 +386,7 @@ template <class P, typename S> PointwiseCall pointwiseCall(const typename P::Arg
     call.sums = call.sums || (P::outKind(m) != OutKind::Full && a.need[m]);
   }
   // A colwise program that sums nothing in this call and has no [D] inputs runs flat.
-  call.colwise = P::kPlan == Plan::Colwise && (hasColInputs<P>() || call.sums);
+  call.colwise = P::kPlan == Plan::Colwise && (inputsOf<P>(Bcast::Col) > 0 || call.sums);
   if (call.colwise && a.D % vecWidth<S>() != 0)
     call.vec = false;
   return call;
@@ -427,7 +415,7 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
     return;
   constexpr int V = vecWidth<S>();
   const PointwiseCall call = pointwiseCall<P, S>(a);
-  if constexpr (!hasColInputs<P>()) {
+  if constexpr (inputsOf<P>(Bcast::Col) == 0) {
     if (!call.colwise) {
       withFlatVariant<S>(n, call.vec, [&](auto width, auto index) {
         constexpr int W = decltype(width)::value;
@@ -449,7 +437,7 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
           colwiseProgram<P, S, W, true><<<g.grid, g.block, shared, stream>>>(a, partials);
           return;
         }
-      if constexpr (hasColInputs<P>())
+      if constexpr (inputsOf<P>(Bcast::Col) > 0)
         colwiseProgram<P, S, W, false><<<g.grid, g.block, shared, stream>>>(a, partials);
     };
     if (call.vec)

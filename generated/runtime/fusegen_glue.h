@@ -88,11 +88,11 @@ struct Registrar {
 template <class Args> Args argsOf(const Call& c) {
   Args a{};
   a.dtype = c.dtype;
-  for (size_t k = 0; k < sizeof(a.attr) / sizeof(a.attr[0]); ++k)
+  for (int k = 0; k < Args::kAttrs; ++k)
     a.attr[k] = c.attrs[k];
-  for (size_t k = 0; k < sizeof(a.in) / sizeof(a.in[0]); ++k)
+  for (int k = 0; k < Args::kInputs; ++k)
     a.in[k] = c.tensors[k];
-  for (size_t m = 0; m < sizeof(a.out) / sizeof(a.out[0]); ++m) {
+  for (int m = 0; m < Args::kOutputs; ++m) {
     a.out[m] = c.results[m];
     a.need[m] = c.need[m];
   }

@@ -89,14 +89,26 @@ template <typename T> FG_HD T accResult(Reduce r, RowAcc<T> a) {
   return r == Reduce::Sum && a.s - a.s == T(0) ? a.s + a.c : a.s;
 }
 
-// Total outputs: how many a program has, and output m's index among them.
-template <class P> FG_HD constexpr int totalSlot(int m) {
+// A program's traits as slots: input k's index among the inputs of its broadcast (registers
+// hold full and [D] inputs in compact slots), output m's among the ColSum or the Total outputs
+// (their partial sums), and how many of each there are.
+template <class P> FG_HD constexpr int inputSlot(int k, Bcast b) {
   int n = 0;
-  for (int j = 0; j < m; ++j)
-    n += P::outKind(j) == OutKind::Total;
+  for (int j = 0; j < k; ++j)
+    n += P::inBcast(j) == b;
   return n;
 }
+template <class P> FG_HD constexpr int inputsOf(Bcast b) { return inputSlot<P>(P::kInputs, b); }
 
+template <class P> FG_HD constexpr int outputSlot(int m, OutKind kind) {
+  int n = 0;
+  for (int j = 0; j < m; ++j)
+    n += P::outKind(j) == kind;
+  return n;
+}
+template <class P> FG_HD constexpr int colSumSlot(int m) { return outputSlot<P>(m, OutKind::ColSum); }
+template <class P> FG_HD constexpr int colSumOutputs() { return colSumSlot<P>(P::kOutputs); }
+template <class P> FG_HD constexpr int totalSlot(int m) { return outputSlot<P>(m, OutKind::Total); }
 template <class P> FG_HD constexpr int totalOutputs() { return totalSlot<P>(P::kOutputs); }
 
 } // namespace fg

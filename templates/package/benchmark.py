@@ -91,28 +91,34 @@ def timed_steps(spec: OpInfo, fn: Callable, rows: int, D: int, dtype, device):
     return forward, forward_backward, xg
 
 
+def measure(spec: OpInfo, fn: Callable, rows: int, D: int, dtype, device):
+    """(forward ms, forward+backward ms, peak MiB of one forward+backward beyond its inputs
+    and output gradients) of fn at rows x D."""
+    forward, step, xg = timed_steps(spec, fn, rows, D, dtype, device)
+    fwd = _time(forward)
+    both = _time(step, grad_to_none=xg)
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    for t in xg:
+        t.grad = None
+    return fwd, both, peak / 2**20
+
+
 def bench_entry(entry: Entry, shapes: Sequence, dtype, device,
                 extra: Optional[Dict[str, Callable]] = None) -> List[dict]:
     spec = entry.spec
     rows_out = []
     for rows, D in shapes:
         for name, fn in implementations(entry, extra).items():
-            forward, step, xg = timed_steps(spec, fn, rows, D, dtype, device)
-            fwd = _time(forward)
-            both = _time(step, grad_to_none=xg)
-            # Peak memory of one forward+backward beyond the inputs and output gradients.
-            torch.cuda.synchronize()
-            base = torch.cuda.memory_allocated()
-            torch.cuda.reset_peak_memory_stats()
-            step()
-            torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated() - base
-            for t in xg:
-                t.grad = None
+            fwd, both, peak = measure(spec, fn, rows, D, dtype, device)
             elem = torch.empty((), dtype=dtype).element_size()
             rows_out.append({
                 "op": spec.name, "impl": name, "rows": rows, "D": D, "dtype": str(dtype),
-                "fwd_ms": fwd, "fwd_bwd_ms": both, "fwd_bwd_peak_MiB": peak / 2**20,
+                "fwd_ms": fwd, "fwd_bwd_ms": both, "fwd_bwd_peak_MiB": peak,
                 "fwd_GBps": min_bytes(spec, rows, D, elem, False) / fwd / 1e6,
                 "fwd_bwd_GBps": min_bytes(spec, rows, D, elem, True) / both / 1e6,
             })

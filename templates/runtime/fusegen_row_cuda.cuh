@@ -34,25 +34,6 @@ template <class P> constexpr int maxReductions() {
   return n;
 }
 
-// Registers hold only what each input needs: full inputs and [D] inputs in compact slots.
-template <class P> FG_HD constexpr int inputSlot(int k, Bcast b) {
-  int n = 0;
-  for (int j = 0; j < k; ++j)
-    n += P::inBcast(j) == b;
-  return n;
-}
-
-template <class P> constexpr int inputsOf(Bcast b) { return inputSlot<P>(P::kInputs, b); }
-
-template <class P> FG_HD constexpr int colSumSlot(int m) {
-  int n = 0;
-  for (int j = 0; j < m; ++j)
-    n += P::outKind(j) == OutKind::ColSum;
-  return n;
-}
-
-template <class P> constexpr int colSumOutputs() { return colSumSlot<P>(P::kOutputs); }
-
 // Combines v[0..N) across the `group` threads of a row (threadIdx.x), in a fixed order;
 // every thread of the group ends with the result. Sums combine as compensated pairs
 // (accMerge, fusegen_program.h), so the threads' and warps' partials keep their compensation.

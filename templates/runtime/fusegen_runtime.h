@@ -85,6 +85,7 @@ enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4 };
 
 // One call of a program: its tensors as contiguous [rows, D] views (fusegen_torch.h).
 template <int NI, int NO, int NA> struct Args {
+  static constexpr int kInputs = NI, kOutputs = NO, kAttrs = NA;
   DType dtype;
   const void* in[NI];
   void* out[NO];

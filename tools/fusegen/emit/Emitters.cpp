@@ -38,18 +38,6 @@ std::string docstring(const std::string& doc) {
   return out;
 }
 
-const char* reduceName(prims::Combine c) {
-  switch (c) {
-  case prims::Combine::Sum:
-    return "fg::Reduce::Sum";
-  case prims::Combine::Max:
-    return "fg::Reduce::Max";
-  case prims::Combine::Min:
-    return "fg::Reduce::Min";
-  }
-  return "";
-}
-
 bool usesDim(const std::vector<ir::Expr>& roots) {
   for (const ir::Node* n : ir::topoOrder(roots))
     if (n->kind() == ir::NodeKind::Dim) return true;
@@ -253,7 +241,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("n_reductions", std::to_string(p.stages[s].reductions.size()));
     x.set("first", std::to_string(reductions.size()));
     for (const ir::Expr& r : p.stages[s].reductions)
-      reductions.push_back(Data(reduceName(r->prim()->combine)));
+      reductions.push_back(Data(api::reduceEnumerator(r->prim()->combine)));
     x.set("term", printCpp(terms, 6, rowValuesBefore(element, st)));
     x.set("after", printCpp(assignRowValues(st), 6, after));
     stages.push_back(x);

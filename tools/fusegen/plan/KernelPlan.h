@@ -4,7 +4,7 @@
 // element and per-row outputs. An elementwise op is a program with no stages. The planner
 // also picks, per program, which of the runtime's kernels runs it (RuntimePlan), from the
 // program's traits; the generated code carries that choice and the runtime reads it:
-//   Flat:    no stages, no per-row values of rows, no sums: 128-bit vectors over all elements.
+//   Flat:    no stages, no [...] inputs or outputs, no sums: 128-bit vectors over all elements.
 //   Colwise: no stages, [D] inputs (kept in registers) or [D]/[] gradient sums.
 //   Row:     reductions over the last dim, per-row inputs or outputs: the row kept on chip.
 // Save-vs-recompute: a forward also returns the per-row statistics the backward

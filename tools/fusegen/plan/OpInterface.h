@@ -42,7 +42,8 @@ struct Arg {
   Role role = Role::Input;
   ElemType type = ElemType::Dtype;
   ir::ShapeClass shape = ir::ShapeClass::Full; // tensors only
-  bool differentiable = false;                 // gradient flows through it
+  bool differentiable = false; // gradient flows through it (every tensor input and output today;
+                               // the first reader is the integer input of the next issue)
   bool keywordOnly = false;
   std::optional<double> defaultValue; // attrs only
   int length = 0;                     // BoolList only

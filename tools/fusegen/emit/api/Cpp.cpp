@@ -35,6 +35,18 @@ const char* outKindEnumerator(plan::OutKind k) {
   return "fg::OutKind::Stat";
 }
 
+const char* reduceEnumerator(prims::Combine c) {
+  switch (c) {
+  case prims::Combine::Sum:
+    return "fg::Reduce::Sum";
+  case prims::Combine::Max:
+    return "fg::Reduce::Max";
+  case prims::Combine::Min:
+    break;
+  }
+  return "fg::Reduce::Min";
+}
+
 const char* planEnumerator(plan::RuntimePlan p) {
   switch (p) {
   case plan::RuntimePlan::Flat:
@@ -49,13 +61,19 @@ const char* planEnumerator(plan::RuntimePlan p) {
 
 std::vector<std::string> tensorTable(const plan::Signature& sig) {
   std::vector<std::string> rows;
+  // In the program's order; the shape class and element type are the interface's.
   for (const plan::Program::Input& in : sig.program->inputs) {
     int position = 0;
+    const plan::Arg* arg = nullptr;
     for (const plan::Arg& a : sig.params) {
-      if (a.name == in.name) break;
+      if (a.name == in.name) {
+        arg = &a;
+        break;
+      }
       position += a.isTensor();
     }
-    rows.push_back("{\"" + in.name + "\", " + bcastEnumerator(in.shape, in.stat) + ", " +
+    rows.push_back("{\"" + in.name + "\", " +
+                   bcastEnumerator(arg->shape, arg->type == plan::ElemType::ComputeType) + ", " +
                    std::to_string(position) + "}");
   }
   return rows;

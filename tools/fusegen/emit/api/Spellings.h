@@ -43,6 +43,7 @@ std::vector<std::string> dtypeTable(const std::vector<spec::DType>& dtypes);
 // The runtime's enumerators for a program's tables (fusegen_runtime.h, fusegen_program.h).
 const char* bcastEnumerator(ir::ShapeClass s, bool stat);
 const char* outKindEnumerator(plan::OutKind k);
+const char* reduceEnumerator(prims::Combine c);
 const char* planEnumerator(plan::RuntimePlan p);
 
 } // namespace fusegen::emit::api
