@@ -18,8 +18,11 @@ namespace fg::cuda {
 // for add_rmsnorm's).
 constexpr int kMaxGroup = 512;
 constexpr int kMaxColSumGroup = 1024;
-// A warp per row at the least.
-constexpr int kMinGroup = 32;
+// Rows of fewer vectors than a warp has lanes take a power-of-two share of a warp, several
+// rows per warp, so that no lane idles (D = 64 bf16: 8 lanes a row, 4 rows a warp); at least
+// 4 lanes a row (D = 32 bf16). ColSum programs keep a warp or more per row.
+constexpr int kMinGroup = 4;
+constexpr int minGroupFor(bool colSums) { return colSums ? 32 : kMinGroup; }
 
 // What of a program the geometry depends on.
 struct RowTraits {
@@ -92,7 +95,7 @@ inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned) {
         }
   }
   const int64_t perThread = g.items > 0 ? g.items : 8;
-  int group = kMinGroup;
+  int group = minGroupFor(t.colSums);
   while (group < maxGroupFor(t.colSums, g.items) && static_cast<int64_t>(group) * perThread < nv)
     group *= 2;
   g.group = group;

@@ -46,11 +46,13 @@ __device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared) {
     b.c = r == Reduce::Sum ? __shfl_xor_sync(0xffffffffu, a.c, offset) : T(0);
     return accMerge(r, a, b);
   };
+  // A group narrower than a warp (several rows per warp) combines within its lanes only.
 #pragma unroll
   for (int j = 0; j < N; ++j)
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2)
-      v[j] = shuffle(P::reduceKind(S, j), v[j], offset);
+      if (offset < static_cast<int>(blockDim.x))
+        v[j] = shuffle(P::reduceKind(S, j), v[j], offset);
   const int warps = blockDim.x / 32;
   if (warps > 1) {
     const int warp = threadIdx.x / 32;
@@ -367,7 +369,7 @@ struct RowGeometry : RowShape {
 };
 
 // FUSEGEN_ROW_CONFIG="ITEMS,GROUP" replaces the chosen items per thread (0, 1, 2 or 4) and
-// threads per row (32..512, a power of 2; 1024 with 1 item for ColSum programs) of aligned
+// threads per row (4..512, a power of 2; 32..1024 with 1 item for ColSum programs) of aligned
 // rows: the knob bench/tune_rows.py sweeps to measure the heuristic below. Read once per
 // process.
 template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv) {
@@ -375,14 +377,15 @@ template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv) {
   if (!env || !*env)
     return;
   int items = -1, group = -1;
+  const int minGroup = minGroupFor(colSumOutputs<P>() > 0);
   const bool parsed = std::sscanf(env, "%d,%d", &items, &group) == 2;
   const bool valid = parsed && (items == 0 || items == 1 || items == 2 || items == 4) &&
-                     group >= kMinGroup && group <= maxGroup<P>(items) &&
+                     group >= minGroup && group <= maxGroup<P>(items) &&
                      (group & (group - 1)) == 0;
   if (!valid)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
                              "' is not ITEMS,GROUP with ITEMS in {0,1,2,4} and GROUP a power "
-                             "of 2 in [" + std::to_string(kMinGroup) + ", " +
+                             "of 2 in [" + std::to_string(minGroup) + ", " +
                              std::to_string(maxGroup<P>(items)) + "]");
   if (items > 0 && static_cast<int64_t>(items) * group < nv)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
@@ -411,8 +414,8 @@ inline std::optional<bool> rowGridPerRowOverride() {
 // Shared memory for combining reductions (compensated pairs) across the warps of each row's
 // group, and the Total outputs across the block's warps.
 template <class P, typename S> size_t rowShared(const RowGeometry& g) {
-  return sizeof(compute_t<S>) * g.rowsPerBlock * (g.group / 32) *
-         std::max(2 * maxReductions<P>(), totalOutputs<P>());
+  const int warps = (g.group * g.rowsPerBlock + 31) / 32;
+  return sizeof(compute_t<S>) * warps * std::max(2 * maxReductions<P>(), totalOutputs<P>());
 }
 
 // Calls f with the rowProgram variant g selects: 128-bit vectors with `items` of them kept in

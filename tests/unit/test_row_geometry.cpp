@@ -44,7 +44,7 @@ TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
             EXPECT_TRUE(g.items == 0 || g.items == 1 || g.items == 2 || g.items == 4) << at;
             EXPECT_LE(g.items * words, 64) << at;
             EXPECT_EQ(g.group & (g.group - 1), 0) << at;
-            EXPECT_GE(g.group, fg::cuda::kMinGroup) << at;
+            EXPECT_GE(g.group, fg::cuda::minGroupFor(colSums)) << at;
             EXPECT_LE(g.group, fg::cuda::maxGroupFor(colSums, g.items)) << at;
             EXPECT_EQ(g.rowsPerBlock, fg::cuda::rowsPerBlockFor(colSums, g.group)) << at;
             EXPECT_LE(g.group * g.rowsPerBlock, 1024) << at;
@@ -59,7 +59,7 @@ TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
             // The smallest group that covers the row: half of it would not (or it is the
             // smallest the plan allows, or the largest).
             const int64_t perThread = g.items > 0 ? g.items : 8;
-            if (g.group > fg::cuda::kMinGroup &&
+            if (g.group > fg::cuda::minGroupFor(colSums) &&
                 g.group < fg::cuda::maxGroupFor(colSums, g.items)) {
               EXPECT_LT(int64_t(g.group / 2) * perThread, nv) << at;
             }
@@ -85,6 +85,22 @@ TEST(RowGeometry, TunedShapesStay) {
   g = fg::cuda::rowShape({4, false}, 4100, 8, false); // unaligned: re-read per pass
   EXPECT_EQ(g.items, 0);
   EXPECT_EQ(g.vec, 1);
+}
+
+// Short rows share a warp: D = 64 and 128 bf16 (8 and 16 vectors) take 8 and 16 lanes, 4 and
+// 2 rows a warp, instead of a warp each with 24 or 16 lanes idle.
+TEST(RowGeometry, ShortRowsShareAWarp) {
+  RowShape g = fg::cuda::rowShape({4, false}, 64, 8, true);
+  EXPECT_EQ(g.group, 8);
+  EXPECT_EQ(g.items, 1);
+  EXPECT_EQ(g.rowsPerBlock, 32);
+  g = fg::cuda::rowShape({4, false}, 128, 8, true);
+  EXPECT_EQ(g.group, 16);
+  EXPECT_EQ(g.rowsPerBlock, 16);
+  // A backward with [D] sums keeps a warp per row and a row per block.
+  g = fg::cuda::rowShape({16, true}, 64, 8, true);
+  EXPECT_EQ(g.group, 32);
+  EXPECT_EQ(g.rowsPerBlock, 1);
 }
 
 } // namespace
