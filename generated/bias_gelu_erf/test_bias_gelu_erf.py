@@ -119,7 +119,7 @@ def test_backward_is_deterministic(device):
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)
-def test_row_lengths_bfloat16(device):
+def test_row_lengths(device):
     CHECKS.row_lengths(device)
 
 

@@ -734,11 +734,29 @@ class OpChecks:
                          ref_dtype=torch.float32)
 
     def row_lengths(self, device):
-        """bf16 rows of every length class the CUDA plans pick a different launch
-        configuration for (vectors per thread, threads per row: 32 to 1024 threads, rows kept
-        in registers or re-read), outputs and gradients against the reference in fp32."""
-        for D in (256, 1024, 4096, 8192, 16384, 32768):
+        """Rows of every length class the CUDA plans pick a different launch configuration
+        for, outputs and gradients against the reference: bf16 against fp32 from D = 32
+        (several rows per warp) through a warp to 1024 threads per row, rows split over
+        thread block clusters of 2 to 8 blocks (sm_90; D = 16384 for backwards with [D]
+        sums, 32768 to 131072 for the others) and rows re-read per pass (262144); fp32 (4
+        elements per vector) against fp64 where its geometry differs. On CUDA also many rows
+        per shape, so that blocks and clusters loop over rows and short rows fill whole
+        blocks."""
+        for D in (32, 64, 128, 256, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144):
             self.bf16_against_fp32(self.inputs((3,), D, torch.bfloat16, device), f"at D={D}")
+        for D in (16384, 65536, 131072):
+            x = self.inputs((2,), D, torch.float32, device)
+            got = self.call(self.op, x)
+            tols, _ = self.tolerances(x, torch.float32)
+            for o, g, w, tol in zip(self.spec.outputs, got, self.reference64(x), tols):
+                self.close(g, w, tol, f"{self.spec.name}.{o.name} float32 D={D}")
+            gouts = [torch.randn_like(o) for o in got]
+            self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.float32,
+                             f" float32 D={D}")
+        if device == "cuda":
+            for rows, D in ((1001, 64), (700, 16384), (300, 65536)):
+                self.bf16_against_fp32(self.inputs((rows,), D, torch.bfloat16, device),
+                                       f"at {rows}x{D}")
 
     def one_output_used(self, device):
         """Backward through each output alone (ops with several): the other outputs'

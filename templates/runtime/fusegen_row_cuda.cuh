@@ -1,14 +1,17 @@
 // fusegen CUDA row plan: runs a program (fusegen_program.h) whose P::kPlan is Plan::Row with
-// a group of threads per row: a warp for short rows, up to 512 threads for long ones (1024 for
-// backwards with [D] sums), several rows per block. The row is read from global memory once
-// and kept in registers (ITEMS vectors of 128 bits per thread) across the reduction stages;
-// rows too long for registers are re-read per stage (ITEMS == 0) and then mostly hit in L2.
+// a group of threads per row: part of a warp for short rows (several rows per warp), up to 512
+// threads for long ones (1024 for backwards with [D] sums), several rows per block; rows
+// longer than a block holds are split over a thread block cluster (sm_90 and later), whose
+// blocks combine their partial reductions through distributed shared memory. The row is read
+// from global memory once and kept in registers (ITEMS vectors of 128 bits per thread) across
+// the reduction stages; rows too long for registers are re-read per stage (ITEMS == 0) and then
+// mostly hit in L2.
 // [D] inputs are not kept in registers: they are re-read (128-bit, read-only path) for every
 // row and hit in L1, which leaves the registers to the row and lets more rows be in flight per
 // SM. Reductions combine in a fixed order (warp shuffles, then shared memory across the
 // group's warps), so results are deterministic; sums are compensated (fusegen_program.h).
 // ColSum outputs are accumulated per thread over the block's rows and written as one partial
-// row per block; finalizeCol (fusegen_cuda.cuh) adds the partials in order. Total outputs
+// row per block; finalizeCol (fusegen_cuda.cuh) adds the partials in a fixed order. Total outputs
 // (gradients of [] inputs: elem's values, plus rowOut's for those used per row) are
 // accumulated the same way in one register per thread, combined across the block in a fixed
 // order into one partial per block, and finalizeScalar adds those. [] inputs are read once per
@@ -19,7 +22,10 @@
 #include "fusegen_program.h"
 #include "fusegen_row_geometry.h"
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -34,25 +40,28 @@ template <class P> constexpr int maxReductions() {
   return n;
 }
 
+// a combined with the partial of the lane `offset` away (xor) in its warp.
+template <typename T>
+__device__ __forceinline__ RowAcc<T> shuffleMerge(Reduce r, RowAcc<T> a, int offset) {
+  RowAcc<T> b;
+  b.s = __shfl_xor_sync(0xffffffffu, a.s, offset);
+  b.c = r == Reduce::Sum ? __shfl_xor_sync(0xffffffffu, a.c, offset) : T(0);
+  return accMerge(r, a, b);
+}
+
 // Combines v[0..N) across the `group` threads of a row (threadIdx.x), in a fixed order;
 // every thread of the group ends with the result. Sums combine as compensated pairs
 // (accMerge, fusegen_program.h), so the threads' and warps' partials keep their compensation.
 // `shared` holds blockDim.y * warps * N * 2.
 template <class P, int S, typename T, int N>
 __device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared) {
-  auto shuffle = [](Reduce r, RowAcc<T> a, int offset) {
-    RowAcc<T> b;
-    b.s = __shfl_xor_sync(0xffffffffu, a.s, offset);
-    b.c = r == Reduce::Sum ? __shfl_xor_sync(0xffffffffu, a.c, offset) : T(0);
-    return accMerge(r, a, b);
-  };
   // A group narrower than a warp (several rows per warp) combines within its lanes only.
 #pragma unroll
   for (int j = 0; j < N; ++j)
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2)
       if (offset < static_cast<int>(blockDim.x))
-        v[j] = shuffle(P::reduceKind(S, j), v[j], offset);
+        v[j] = shuffleMerge(P::reduceKind(S, j), v[j], offset);
   const int warps = blockDim.x / 32;
   if (warps > 1) {
     const int warp = threadIdx.x / 32;
@@ -74,11 +83,76 @@ __device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared) {
                                  : accIdentity<T>(P::reduceKind(S, j));
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2)
-        r = shuffle(P::reduceKind(S, j), r, offset);
+        r = shuffleMerge(P::reduceKind(S, j), r, offset);
       v[j] = r;
     }
     __syncthreads();
   }
+}
+
+// Thread block clusters, compiled in for sm_90 and later; elsewhere a block is its own cluster
+// (the host launches clusters only where the kernel has them: rowClustersCompiled).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FG_ROW_CLUSTERS 1
+#endif
+
+struct ClusterPlace {
+  int rank;   // this block's place among the blocks sharing its rows
+  int blocks; // the blocks sharing them
+};
+
+__device__ __forceinline__ ClusterPlace clusterPlace() {
+#ifdef FG_ROW_CLUSTERS
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  return {static_cast<int>(cluster.block_rank()), static_cast<int>(cluster.num_blocks())};
+#else
+  return {0, 1};
+#endif
+}
+
+__device__ __forceinline__ void clusterSync() {
+#ifdef FG_ROW_CLUSTERS
+  cooperative_groups::this_cluster().sync();
+#endif
+}
+
+// Combines v[0..N) across the blocks of a cluster that share a row, after groupReduce (every
+// thread of a block holds its block's values): each block publishes its values in its shared
+// memory; after the cluster barrier every warp reads all blocks' values, one block per lane,
+// and combines them with a butterfly in the same order in every block, so all end with the
+// same result. `slots` (2 x N pairs per block) alternate between consecutive calls: a block
+// writes a slot again only after passing the next barrier, which every block reaches only
+// after reading it; run() ends with a barrier so that no block exits while others read it.
+template <class P, int S, typename T, int N>
+__device__ __forceinline__ void clusterReduce(RowAcc<T> (&v)[N], T* slots, int blocks,
+                                              int& parity) {
+#ifdef FG_ROW_CLUSTERS
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+  T* mine = slots + parity * N * 2;
+  parity ^= 1;
+  if (threadIdx.x == 0)
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      mine[j * 2] = v[j].s;
+      mine[j * 2 + 1] = v[j].c;
+    }
+  cluster.sync();
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    RowAcc<T> r = accIdentity<T>(P::reduceKind(S, j));
+    if (lane < blocks) {
+      const T* theirs = cluster.map_shared_rank(mine, lane);
+      r = RowAcc<T>{theirs[j * 2], theirs[j * 2 + 1]};
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      r = shuffleMerge(P::reduceKind(S, j), r, offset);
+    v[j] = r;
+  }
+#else
+  (void)v, (void)slots, (void)blocks, (void)parity;
+#endif
 }
 
 // 32-bit registers the row cache takes per item (128-bit vector) and thread: the full inputs'
@@ -113,6 +187,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
   T colAcc[atLeastOne<colSumOutputs<P>()>()][kItems][V];
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
+  int clusterParity = 0;
 
   __device__ RowKernel(const typename P::Args& args) : a(args) {
 #pragma unroll
@@ -162,7 +237,8 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
     });
   }
 
-  template <int St> __device__ void stage(int64_t row, bool active, T* rv, T* shared) {
+  template <int St>
+  __device__ void stage(int64_t row, bool active, T* rv, T* shared, T* clusterSlots) {
     if constexpr (St < P::kStages) {
       RowAcc<T> acc[kNR]; // compensated sums (fusegen_program.h)
 #pragma unroll
@@ -184,6 +260,8 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
         });
       }
       groupReduce<P, St>(acc, shared);
+      if (clusterPlace().blocks > 1)
+        clusterReduce<P, St>(acc, clusterSlots, clusterPlace().blocks, clusterParity);
       if (active) {
         T red[kNR];
 #pragma unroll
@@ -191,27 +269,35 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
           red[j] = accResult(P::reduceKind(St, j), acc[j]);
         P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv);
       }
-      stage<St + 1>(row, active, rv, shared);
+      stage<St + 1>(row, active, rv, shared, clusterSlots);
     }
   }
 
   // Calls f(vi, item) for each vector vi of the row this thread owns; item is a
   // std::integral_constant (the register slot when ITEMS > 0).
   template <class F> __device__ __forceinline__ void forEachItem(F&& f) const {
+    // This thread's place among the row's threads (of all blocks of the cluster).
+    const ClusterPlace place = clusterPlace();
+    const int rowThread = place.rank * blockDim.x + threadIdx.x;
+    const int rowThreads = place.blocks * blockDim.x;
     if constexpr (ITEMS > 0) {
       staticFor<ITEMS>([&](auto item) {
-        const int64_t vi = threadIdx.x + static_cast<int64_t>(decltype(item)::value) * blockDim.x;
+        const int64_t vi = rowThread + static_cast<int64_t>(decltype(item)::value) * rowThreads;
         if (valid(vi))
           f(vi, item);
       });
     } else {
-      for (int64_t vi = threadIdx.x; valid(vi); vi += blockDim.x)
+      for (int64_t vi = rowThread; valid(vi); vi += rowThreads)
         f(vi, std::integral_constant<int, 0>{});
     }
   }
 
+  // The blocks of a cluster share one partial row of each ColSum output, each writing its
+  // own columns.
   __device__ T* partial(T* partials, int m, int64_t c) const {
-    return partials + (static_cast<int64_t>(colSumSlot<P>(m)) * gridDim.x + blockIdx.x) * a.D + c;
+    const ClusterPlace place = clusterPlace();
+    const int64_t clusters = gridDim.x / place.blocks, cluster = blockIdx.x / place.blocks;
+    return partials + (static_cast<int64_t>(colSumSlot<P>(m)) * clusters + cluster) * a.D + c;
   }
 
   // The block's partial of each Total output (after the ColSum partials): the threads' sums
@@ -232,7 +318,8 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
         shared[warp * N + j] = totalAcc[j];
     __syncthreads();
     if (warp == 0) {
-      T* totals = partials + static_cast<int64_t>(colSumOutputs<P>()) * gridDim.x * a.D;
+      const int clusters = gridDim.x / clusterPlace().blocks;
+      T* totals = partials + static_cast<int64_t>(colSumOutputs<P>()) * clusters * a.D;
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         T r = lane < warps ? shared[lane * N + j] : T(0);
@@ -245,7 +332,32 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
     }
   }
 
-  __device__ void run(T* shared, T* partials) {
+  // Adds the ColSum accumulators of the block's rows (threadIdx.y), in row order, into those
+  // of its first row, through shared memory: an output and item at a time, rowsPerBlock x
+  // group x V words laid out so that a warp's lanes touch consecutive words.
+  __device__ void combineColSums(T* shared) {
+    const int rows = blockDim.y, group = blockDim.x;
+#pragma unroll
+    for (int m = 0; m < colSumOutputs<P>(); ++m)
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+#pragma unroll
+        for (int l = 0; l < V; ++l)
+          shared[(l * rows + threadIdx.y) * group + threadIdx.x] = colAcc[m][i][l];
+        __syncthreads();
+        if (threadIdx.y == 0)
+#pragma unroll
+          for (int l = 0; l < V; ++l) {
+            T s = 0;
+            for (int y = 0; y < rows; ++y)
+              s += shared[(l * rows + y) * group + threadIdx.x];
+            colAcc[m][i][l] = s;
+          }
+        __syncthreads();
+      }
+  }
+
+  __device__ void run(T* shared, T* clusterSlots, T* partials) {
     // ColSum accumulators belong to fixed columns: set up once per block.
 #pragma unroll
     for (int m = 0; m < atLeastOne<colSumOutputs<P>()>(); ++m)
@@ -258,9 +370,11 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
     for (int j = 0; j < atLeastOne<totalOutputs<P>()>(); ++j)
       totalAcc[j] = T(0);
 
+    // The blocks of a cluster run the same rows (rowsPerBlock is 1 then).
     const int rowsPerBlock = blockDim.y;
-    for (int64_t base = static_cast<int64_t>(blockIdx.x) * rowsPerBlock; base < a.rows;
-         base += static_cast<int64_t>(gridDim.x) * rowsPerBlock) {
+    const ClusterPlace place = clusterPlace();
+    const int64_t cluster = blockIdx.x / place.blocks, clusters = gridDim.x / place.blocks;
+    for (int64_t base = cluster * rowsPerBlock; base < a.rows; base += clusters * rowsPerBlock) {
       const int64_t row = base + threadIdx.y;
       const bool active = row < a.rows;
       T rv[atLeastOne<P::kRowValues>()];
@@ -284,7 +398,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
             });
           });
       }
-      stage<0>(row, active, rv, shared);
+      stage<0>(row, active, rv, shared, clusterSlots);
       if (!active)
         continue;
       forEachItem([&](int64_t vi, auto item) {
@@ -317,7 +431,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
               storeVec<S, V>(a.out[m], row * a.D + vi * V, y[m]);
         });
       });
-      if (threadIdx.x == 0) {
+      if (threadIdx.x == 0 && clusterPlace().rank == 0) {
         T out[P::kOutputs];
         P::template rowOut<T, isHalf<S>()>(rv, attr, Dval, out);
 #pragma unroll
@@ -331,27 +445,42 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
         }
       }
     }
-    if constexpr (ITEMS > 0) {
-      forEachItem([&](int64_t vi, auto item) {
-        staticFor<P::kOutputs>([&](auto mc) {
-          constexpr int m = decltype(mc)::value;
-          if constexpr (P::outKind(m) == OutKind::ColSum) {
-            if (a.need[m]) {
+    if constexpr (ITEMS > 0 && colSumOutputs<P>() > 0) {
+      if constexpr (ITEMS == 1) // (rowsPerBlockFor: the only variant with several rows)
+        if (blockDim.y > 1)
+          combineColSums(shared);
+      if (threadIdx.y == 0)
+        forEachItem([&](int64_t vi, auto item) {
+          staticFor<P::kOutputs>([&](auto mc) {
+            constexpr int m = decltype(mc)::value;
+            if constexpr (P::outKind(m) == OutKind::ColSum) {
+              if (a.need[m]) {
 #pragma unroll
-              for (int l = 0; l < V; ++l)
-                *partial(partials, m, vi * V + l) = colAcc[colSumSlot<P>(m)][item.value][l];
+                for (int l = 0; l < V; ++l)
+                  *partial(partials, m, vi * V + l) = colAcc[colSumSlot<P>(m)][item.value][l];
+              }
             }
-          }
+          });
         });
-      });
     }
     if constexpr (totalOutputs<P>() > 0)
       writeTotals(shared, partials);
+    if (clusterPlace().blocks > 1)
+      clusterSync();
   }
 };
 
 template <class P> constexpr int maxGroup(int items) {
   return maxGroupFor(colSumOutputs<P>() > 0, items);
+}
+
+// Words of shared memory for combining reductions (compensated pairs) across the warps of each
+// row's group, and the Total outputs across the block's warps; the cluster's slots follow.
+template <class P> __host__ __device__ constexpr int rowSharedWords(int group, int rowsPerBlock) {
+  const int warps = (group * rowsPerBlock + 31) / 32;
+  const int perWarp =
+      2 * maxReductions<P>() > totalOutputs<P>() ? 2 * maxReductions<P>() : totalOutputs<P>();
+  return warps * perWarp;
 }
 
 // __grid_constant__: RowKernel keeps a reference to the arguments, which then stay in
@@ -360,39 +489,48 @@ template <class P, typename S, int V, int ITEMS, int MAX_THREADS = kMaxGroup>
 __global__ void __launch_bounds__(MAX_THREADS, (rowThreadsPerSm<P, S, ITEMS>() / MAX_THREADS))
     rowProgram(const __grid_constant__ typename P::Args a, compute_t<S>* partials) {
   extern __shared__ unsigned char sharedRaw[];
+  using T = compute_t<S>;
+  T* shared = reinterpret_cast<T*>(sharedRaw);
   RowKernel<P, S, V, ITEMS> k(a);
-  k.run(reinterpret_cast<compute_t<S>*>(sharedRaw), partials);
+  k.run(shared, shared + rowSharedWords<P>(blockDim.x, blockDim.y), partials);
 }
 
 struct RowGeometry : RowShape {
-  int blocks;
+  int blocks; // a multiple of `cluster`
+  // Partial rows of each ColSum output: one per cluster.
+  int partialRows() const { return blocks / cluster; }
 };
 
-// FUSEGEN_ROW_CONFIG="ITEMS,GROUP" replaces the chosen items per thread (0, 1, 2 or 4) and
-// threads per row (4..512, a power of 2; 32..1024 with 1 item for ColSum programs) of aligned
-// rows: the knob bench/tune_rows.py sweeps to measure the heuristic below. Read once per
-// process.
-template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv) {
+// FUSEGEN_ROW_CONFIG="ITEMS,GROUP[,CLUSTER]" replaces the chosen items per thread (0, 1, 2 or
+// 4), threads per row and block (4..512, a power of 2; 32..1024 with 1 item for ColSum
+// programs) and blocks per row (a power of 2 up to the device's cluster limit; default 1) of
+// aligned rows: the knob bench/tune_rows.py sweeps to measure the heuristic below. Read once
+// per process.
+template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv, int maxCluster) {
   static const char* env = std::getenv("FUSEGEN_ROW_CONFIG");
   if (!env || !*env)
     return;
-  int items = -1, group = -1;
-  const int minGroup = minGroupFor(colSumOutputs<P>() > 0);
-  const bool parsed = std::sscanf(env, "%d,%d", &items, &group) == 2;
-  const bool valid = parsed && (items == 0 || items == 1 || items == 2 || items == 4) &&
+  int items = -1, group = -1, cluster = 1;
+  const int fields = std::sscanf(env, "%d,%d,%d", &items, &group, &cluster);
+  const int minGroup = cluster > 1 ? 32 : kMinGroup;
+  const bool valid = fields >= 2 && (items == 0 || items == 1 || items == 2 || items == 4) &&
                      group >= minGroup && group <= maxGroup<P>(items) &&
-                     (group & (group - 1)) == 0;
+                     (group & (group - 1)) == 0 && cluster >= 1 && cluster <= maxCluster &&
+                     (cluster & (cluster - 1)) == 0;
   if (!valid)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
-                             "' is not ITEMS,GROUP with ITEMS in {0,1,2,4} and GROUP a power "
-                             "of 2 in [" + std::to_string(minGroup) + ", " +
-                             std::to_string(maxGroup<P>(items)) + "]");
-  if (items > 0 && static_cast<int64_t>(items) * group < nv)
-    throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
-                             "' holds " + std::to_string(items * group) +
+                             "' is not ITEMS,GROUP[,CLUSTER] with ITEMS in {0,1,2,4}, GROUP a "
+                             "power of 2 in [" +
+                             std::to_string(minGroup) + ", " + std::to_string(maxGroup<P>(items)) +
+                             "] and CLUSTER a power of 2 in [1, " + std::to_string(maxCluster) +
+                             "]");
+  if (items > 0 && static_cast<int64_t>(items) * group * cluster < nv)
+    throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env + "' holds " +
+                             std::to_string(items * group * cluster) +
                              " vectors per row in registers; the row has " + std::to_string(nv));
   g.items = items;
   g.group = group;
+  g.cluster = cluster;
 }
 
 // FUSEGEN_ROW_GRID=resident|rows overrides the grid rowGeometry picks for programs without
@@ -411,11 +549,14 @@ inline std::optional<bool> rowGridPerRowOverride() {
   return perRow;
 }
 
-// Shared memory for combining reductions (compensated pairs) across the warps of each row's
-// group, and the Total outputs across the block's warps.
+// The reductions' words, or where more, combineColSums's (several rows per block; at the end
+// of the kernel), then the cluster's slots (one row per block).
 template <class P, typename S> size_t rowShared(const RowGeometry& g) {
-  const int warps = (g.group * g.rowsPerBlock + 31) / 32;
-  return sizeof(compute_t<S>) * warps * std::max(2 * maxReductions<P>(), totalOutputs<P>());
+  const int combine =
+      colSumOutputs<P>() > 0 && g.rowsPerBlock > 1 ? g.rowsPerBlock * g.group * g.vec : 0;
+  const int clusterSlots = g.cluster > 1 ? 2 * 2 * maxReductions<P>() : 0;
+  return sizeof(compute_t<S>) *
+         (std::max(rowSharedWords<P>(g.group, g.rowsPerBlock), combine) + clusterSlots);
 }
 
 // Calls f with the rowProgram variant g selects: 128-bit vectors with `items` of them kept in
@@ -440,23 +581,90 @@ template <class P, typename S, class F> void withRowProgram(const RowGeometry& g
   }
 }
 
-// Resident blocks per SM of the kernel variant g selects; asked once per variant and size.
-template <class P, typename S> int rowBlocksPerSm(const RowGeometry& g) {
-  static int cached[2][5][6] = {}; // [vector?][items 0,1,2,4][log2(threads / 32)]
-  int threadsLog = 0;
+// Whether this package's row kernels were compiled with clusters for the current device (a
+// build for an older architecture running there has none); asked once per device.
+template <class P, typename S> bool rowClustersCompiled() {
+  static int compiled[64] = {}; // 0: not asked yet, 1: no, 2: yes
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  int unknown = 0;
+  int& c = device < 64 ? compiled[device] : unknown;
+  if (c == 0) {
+    cudaFuncAttributes attributes{};
+    check(cudaFuncGetAttributes(&attributes, rowProgram<P, S, 1, 0>), "row kernel attributes");
+    c = attributes.binaryVersion >= 90 ? 2 : 1;
+  }
+  return c == 2;
+}
+
+// Launches the variant g selects; a cluster of g.cluster blocks per row where it is above 1.
+template <class P, typename S, class Kernel>
+void launchRowProgram(Kernel kernel, const RowGeometry& g, const typename P::Args& a,
+                      compute_t<S>* partials, cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(g.blocks);
+  config.blockDim = dim3(g.group, g.rowsPerBlock);
+  config.dynamicSmemBytes = rowShared<P, S>(g);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = g.cluster;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  if (g.cluster > 1) {
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  check(cudaLaunchKernelEx(&config, kernel, a, partials), "row program launch");
+}
+
+// How many blocks (or clusters, where g.cluster > 1) of the variant g selects the device runs
+// at once: the occupancy calculator's answer (registers, shared memory, threads; for clusters
+// also how they fit the GPCs), asked once per variant, size and device.
+template <class P, typename S> int rowResidentUnits(const RowGeometry& g, int sms) {
+  static int cached[64][2][5][6][5] = {}; // [device][vector?][items][log2 threads/32][log2 cluster]
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  int threadsLog = 0, clusterLog = 0;
   while ((32 << threadsLog) < g.group * g.rowsPerBlock && threadsLog < 5)
     ++threadsLog;
+  while ((1 << clusterLog) < g.cluster && clusterLog < 4)
+    ++clusterLog;
   const int itemsIndex = g.items == 4 ? 3 : g.items;
-  int& n = cached[g.vec > 1][itemsIndex][threadsLog];
+  int unknown = 0;
+  int& n = device < 64 ? cached[device][g.vec > 1][itemsIndex][threadsLog][clusterLog] : unknown;
   if (n == 0) {
     withRowProgram<P, S>(g, [&](auto kernel) {
-      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, g.group * g.rowsPerBlock,
-                                                          rowShared<P, S>(g)),
-            "occupancy");
+      if (g.cluster == 1) {
+        int perSm = 0;
+        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                  &perSm, kernel, g.group * g.rowsPerBlock, rowShared<P, S>(g)),
+              "occupancy");
+        n = perSm * sms;
+        return;
+      }
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(g.cluster);
+      config.blockDim = dim3(g.group, g.rowsPerBlock);
+      config.dynamicSmemBytes = rowShared<P, S>(g);
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeClusterDimension;
+      attribute.val.clusterDim.x = g.cluster;
+      attribute.val.clusterDim.y = 1;
+      attribute.val.clusterDim.z = 1;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      check(cudaOccupancyMaxActiveClusters(&n, kernel, &config), "cluster occupancy");
     });
     n = n < 1 ? 1 : n;
   }
   return n;
+}
+
+// The device's limit on blocks per cluster for the row kernels: the portable cluster size
+// where the device and this build have clusters, else 1.
+template <class P, typename S> int rowMaxCluster() {
+  return deviceInfo().clusters && rowClustersCompiled<P, S>() ? kMaxPortableCluster : 1;
 }
 
 template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a, int sms) {
@@ -468,37 +676,42 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   for (int m = 0; m < P::kOutputs; ++m)
     if (P::outKind(m) == OutKind::Full && a.need[m])
       aligned = aligned && aligned16(a.out[m]);
+  const int maxCluster = aligned ? rowMaxCluster<P, S>() : 1;
   RowGeometry g{};
   static_cast<RowShape&>(g) =
-      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0}, a.D, V, aligned);
+      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0}, a.D, V, aligned, maxCluster);
   if (aligned) {
-    applyRowConfigOverride<P>(g, (a.D + V - 1) / V);
-    g.rowsPerBlock = rowsPerBlockFor(colSumOutputs<P>() > 0, g.group);
+    applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);
+    g.rowsPerBlock =
+        g.cluster > 1 ? 1 : rowsPerBlockFor(colSumOutputs<P>() > 0, g.group, g.items);
   }
-  // The grid. With ColSum or Total outputs: as many blocks as fit on the device at once (the
-  // occupancy calculator: registers, shared memory, threads), each looping over rows; more
-  // would only add partials. The others get a block per row group, scheduled as SMs free up. On the
-  // H100 (bf16, 32768x4096; FUSEGEN_ROW_GRID sweeps it) that ran softmax's forward in 0.218 ms
-  // instead of 0.252 and l2norm's in 0.184 instead of 0.198; since [D] inputs are re-read per
-  // row rather than kept in registers, it also wins for them: rmsnorm 0.184 against 0.194,
-  // layernorm 0.186 against 0.201, add_rmsnorm 0.361 against 0.378.
-  int64_t blocks = (a.rows + g.rowsPerBlock - 1) / g.rowsPerBlock;
+  // The grid. With ColSum or Total outputs: as many blocks (clusters) as fit on the device at
+  // once (the occupancy calculator: registers, shared memory, threads), each looping over
+  // rows; more would only add partials. The others get a block (cluster) per row group,
+  // scheduled as SMs free up. On the H100 (bf16, 32768x4096; FUSEGEN_ROW_GRID sweeps it) that
+  // ran softmax's forward in 0.218 ms instead of 0.252 and l2norm's in 0.184 instead of 0.198;
+  // since [D] inputs are re-read per row rather than kept in registers, it also wins for them:
+  // rmsnorm 0.184 against 0.194, layernorm 0.186 against 0.201, add_rmsnorm 0.361 against
+  // 0.378.
+  int64_t units = (a.rows + g.rowsPerBlock - 1) / g.rowsPerBlock;
   const bool perRow = colSumOutputs<P>() == 0 && totalOutputs<P>() == 0 &&
                       rowGridPerRowOverride().value_or(true);
   if (!perRow)
-    blocks = std::min(blocks, static_cast<int64_t>(sms) * rowBlocksPerSm<P, S>(g));
-  g.blocks = static_cast<int>(blocks < 1 ? 1 : blocks);
+    units = std::min<int64_t>(units, rowResidentUnits<P, S>(g, sms));
+  units = std::min<int64_t>(std::max<int64_t>(units, 1), INT_MAX / g.cluster); // grid-stride beyond
+  g.blocks = static_cast<int>(units) * g.cluster;
   return g;
 }
 
-// Partials: [ColSum outputs][blocks][D], then [Total outputs][blocks]. Total outputs need
+// Partials: [ColSum outputs][clusters][D], then [Total outputs][blocks]. Total outputs need
 // theirs even when D == 0 (a sum over no columns, still written).
 template <class P, typename S> size_t rowWorkspaceTyped(const typename P::Args& a) {
   if (a.rows == 0 || (totalOutputs<P>() == 0 && (colSumOutputs<P>() == 0 || a.D == 0)))
     return 0;
   RowGeometry g = rowGeometry<P, S>(a, deviceInfo().sms);
-  return sizeof(compute_t<S>) * static_cast<size_t>(g.blocks) *
-         (colSumOutputs<P>() * static_cast<size_t>(a.D) + totalOutputs<P>());
+  return sizeof(compute_t<S>) *
+         (colSumOutputs<P>() * static_cast<size_t>(g.partialRows()) * static_cast<size_t>(a.D) +
+          totalOutputs<P>() * static_cast<size_t>(g.blocks));
 }
 
 template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaStream_t stream) {
@@ -508,19 +721,18 @@ template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaS
   auto* partials = static_cast<compute_t<S>*>(a.workspace);
   if (colSumOutputs<P>() > 0 && g.items == 0) // accumulated in place: start from zero
     check(cudaMemsetAsync(partials, 0, rowWorkspaceTyped<P, S>(a), stream), "memset");
-  withRowProgram<P, S>(g, [&](auto kernel) {
-    kernel<<<g.blocks, dim3(g.group, g.rowsPerBlock), rowShared<P, S>(g), stream>>>(a, partials);
-  });
-  check(cudaGetLastError(), "row program launch");
+  withRowProgram<P, S>(
+      g, [&](auto kernel) { launchRowProgram<P, S>(kernel, g, a, partials, stream); });
   for (int m = 0; m < P::kOutputs; ++m) {
     if (P::outKind(m) != OutKind::ColSum || !a.need[m] || a.D == 0)
       continue;
-    const compute_t<S>* p = partials + static_cast<int64_t>(colSumSlot<P>(m)) * g.blocks * a.D;
-    finalizeCol<S><<<columnBlocks(a.D), kThreads, 0, stream>>>(p, g.blocks, a.D,
-                                                               static_cast<S*>(a.out[m]));
+    const compute_t<S>* p =
+        partials + static_cast<int64_t>(colSumSlot<P>(m)) * g.partialRows() * a.D;
+    launchFinalizeCol<S>(p, g.partialRows(), a.D, static_cast<S*>(a.out[m]), stream);
     check(cudaGetLastError(), "ColSum finalize launch");
   }
-  const compute_t<S>* totals = partials + static_cast<int64_t>(colSumOutputs<P>()) * g.blocks * a.D;
+  const compute_t<S>* totals =
+      partials + static_cast<int64_t>(colSumOutputs<P>()) * g.partialRows() * a.D;
   for (int m = 0; m < P::kOutputs; ++m) {
     if (P::outKind(m) != OutKind::Total || !a.need[m])
       continue;

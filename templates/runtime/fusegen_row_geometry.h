@@ -19,9 +19,12 @@ constexpr int kMaxGroup = 512;
 constexpr int kMaxColSumGroup = 1024;
 // Rows of fewer vectors than a warp has lanes take a power-of-two share of a warp, several
 // rows per warp, so that no lane idles (D = 64 bf16: 8 lanes a row, 4 rows a warp); at least
-// 4 lanes a row (D = 32 bf16). ColSum programs keep a warp or more per row.
+// 4 lanes a row (D = 32 bf16).
 constexpr int kMinGroup = 4;
-constexpr int minGroupFor(bool colSums) { return colSums ? 32 : kMinGroup; }
+
+// Blocks per thread block cluster that every device with clusters runs (CUDA's portable
+// cluster size).
+constexpr int kMaxPortableCluster = 8;
 
 // What of a program the geometry depends on.
 struct RowTraits {
@@ -30,75 +33,98 @@ struct RowTraits {
 };
 
 struct RowShape {
-  int group;        // threads per row (blockDim.x)
+  int group;        // threads per row in each block (blockDim.x)
   int rowsPerBlock; // blockDim.y
   int items;        // vectors per thread kept in registers; 0: re-read per pass
   int vec;          // elements per vector
+  int cluster;      // blocks sharing each row (a thread block cluster); 1: a block per row
 };
 
 constexpr int maxGroupFor(bool colSums, int items) {
   return colSums && items == 1 ? kMaxColSumGroup : kMaxGroup;
 }
 
-// Several rows per block need the same partial row per block for ColSum: the threads of
-// different rows (threadIdx.y) would race on it, so ColSum programs run with blockDim.y == 1;
-// the others fill blocks of 256 threads.
-constexpr int rowsPerBlockFor(bool colSums, int group) {
-  return colSums ? 1 : (group >= 256 ? 1 : 256 / group);
+// Blocks of 256 threads: several rows per block where a row takes fewer threads. ColSum
+// programs with one item per thread add the accumulators of the block's rows in shared memory
+// at the end (their threads hold the same columns); the others take one row per block: re-read
+// rows (items == 0) accumulate ColSums in place in the partials, and 2 or 4 items per thread
+// only ever cover rows of 256 threads or more.
+constexpr int rowsPerBlockFor(bool colSums, int group, int items) {
+  return (colSums && items != 1) || group >= 256 ? 1 : 256 / group;
+}
+
+// Items per thread for a block's share of a row, nv vectors, within the register budgets
+// measured on the H100 (bench/tune_rows.py; 2^27 bf16 elements, D = 1024/4096/8192;
+// bench/results/2026-11-21-h100-d/tune-rows.md); 0 when no choice fits them.
+// - Programs without ColSum outputs: the most of 4, 2, 1 whose cached words stay within 24
+//   registers, covering the share with at most 512 threads and giving every thread of a warp
+//   a full item. softmax's forward at D = 4096: 0.192 ms with 4 x 128, 0.199 with 2 x 256,
+//   0.251 with 1 x 512; add_rmsnorm's (8 words per item): 0.362 with 2 x 256, 0.767 with
+//   4 x 128, which spills.
+// - ColSum programs (backwards with [D] gradients; a row per block, resident blocks): 2
+//   items per thread where they take at most 32 words and the share has at least 256
+//   threads, else 1 (up to 1024 threads). rmsnorm's backward (16 words; forward+backward
+//   minus forward): 0.327 ms with 2 x 256 against 0.338 with 1 x 512 at D = 4096, 0.332 with
+//   2 x 512 against 0.364 with 1 x 1024 at 8192, but 0.409 with 2 x 64 against 0.339 with
+//   1 x 128 at 1024 (more blocks, more partial rows). layernorm's (24 words): 0.384 with
+//   1 x 512 against 0.614 with 2 x 256; 0.413 with 1 x 1024 against 0.609 with 2 x 512.
+inline int itemsWithinBudget(const RowTraits& t, int64_t nv) {
+  if (t.colSums) {
+    if (2 * t.wordsPerItem <= 32 && nv >= 2 * 256 && 2 * kMaxGroup >= nv)
+      return 2;
+    if (t.wordsPerItem <= 64 && maxGroupFor(true, 1) >= nv)
+      return 1;
+    return 0;
+  }
+  for (int items : {4, 2, 1})
+    if (items * t.wordsPerItem <= 24 && static_cast<int64_t>(items) * kMaxGroup >= nv &&
+        (items == 1 || items * 32 <= nv))
+      return items;
+  return 0;
+}
+
+// Over those budgets: the fewest items that cover the share within 64 words; 0 if none does.
+inline int itemsWithinRegisters(const RowTraits& t, int64_t nv) {
+  for (int items : {1, 2, 4})
+    if (items * t.wordsPerItem <= 64 &&
+        static_cast<int64_t>(items) * maxGroupFor(t.colSums, items) >= nv)
+      return items;
+  return 0;
 }
 
 // The shape of a row of D elements; `aligned`: every tensor read or written per element is
 // 16-byte aligned and D a multiple of V (the elements of a 128-bit vector), else the row is
-// read element by element and re-read per pass.
-inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned) {
+// read element by element and re-read per pass. `maxCluster`: the most blocks the device
+// lets share a row (1 without thread block clusters).
+//
+// A row that one block cannot hold within the budgets is split over a cluster of 2, 4, ...
+// blocks, each holding a contiguous share in its registers and combining its partial
+// reductions with the others' through distributed shared memory: the smallest cluster that
+// fits the budgets, else the smallest that fits the registers. Rows that need more, or are
+// unaligned, are re-read per pass (ITEMS == 0) by one block, which was 1.3-5x slower
+// wherever the row fit.
+inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int maxCluster = 1) {
   RowShape g{};
   g.vec = aligned ? V : 1;
+  g.cluster = 1;
   const int64_t nv = (D + g.vec - 1) / g.vec;
-  // Items per thread, from sweeps on the H100 (bench/tune_rows.py; 2^27 bf16 elements, D =
-  // 1024/4096/8192; bench/results/2026-11-21-h100-d/tune-rows.md).
-  // - Programs without ColSum outputs: the most of 4, 2, 1 whose cached words stay within 24
-  //   registers, covering the row with at most 512 threads and giving every thread of a warp
-  //   a full item. softmax's forward at D = 4096: 0.192 ms with 4 x 128, 0.199 with 2 x 256,
-  //   0.251 with 1 x 512; add_rmsnorm's (8 words per item): 0.362 with 2 x 256, 0.767 with
-  //   4 x 128, which spills.
-  // - ColSum programs (backwards with [D] gradients; a row per block, resident blocks): 2
-  //   items per thread where they take at most 32 words and the row has at least 256 threads,
-  //   else 1 (up to 1024 threads). rmsnorm's backward (16 words; forward+backward minus
-  //   forward): 0.327 ms with 2 x 256 against 0.338 with 1 x 512 at D = 4096, 0.332 with
-  //   2 x 512 against 0.364 with 1 x 1024 at 8192, but 0.409 with 2 x 64 against 0.339 with
-  //   1 x 128 at 1024 (more blocks, more partial rows). layernorm's (24 words): 0.384 with
-  //   1 x 512 against 0.614 with 2 x 256; 0.413 with 1 x 1024 against 0.609 with 2 x 512.
-  // Over those budgets, the fewest items that cover the row within 64 words. Rows that need
-  // more, or more than 4 x 512 vectors, are re-read per pass (ITEMS == 0), which was 1.3-5x
-  // slower wherever the row fit.
-  if (aligned) {
-    if (t.colSums) {
-      if (2 * t.wordsPerItem <= 32 && nv >= 2 * 256 && 2 * kMaxGroup >= nv)
-        g.items = 2;
-      else if (t.wordsPerItem <= 64 && maxGroupFor(true, 1) >= nv)
-        g.items = 1;
-    } else {
-      for (int items : {4, 2, 1})
-        if (items * t.wordsPerItem <= 24 && static_cast<int64_t>(items) * kMaxGroup >= nv &&
-            (items == 1 || items * 32 <= nv)) {
-          g.items = items;
-          break;
-        }
-    }
-    if (g.items == 0)
-      for (int items : {1, 2, 4})
-        if (items * t.wordsPerItem <= 64 &&
-            static_cast<int64_t>(items) * maxGroupFor(t.colSums, items) >= nv) {
-          g.items = items;
-          break;
-        }
-  }
+  auto share = [&](int cluster) { return (nv + cluster - 1) / cluster; };
+  if (aligned)
+    for (auto fits : {itemsWithinBudget, itemsWithinRegisters})
+      for (int cluster = 1; cluster <= maxCluster && g.items == 0; cluster *= 2) {
+        g.items = fits(t, share(cluster));
+        g.cluster = cluster;
+      }
+  if (g.items == 0)
+    g.cluster = 1;
   const int64_t perThread = g.items > 0 ? g.items : 8;
-  int group = minGroupFor(t.colSums);
-  while (group < maxGroupFor(t.colSums, g.items) && static_cast<int64_t>(group) * perThread < nv)
+  const int64_t perBlock = share(g.cluster);
+  int group = kMinGroup;
+  while (group < maxGroupFor(t.colSums, g.items) &&
+         static_cast<int64_t>(group) * perThread < perBlock)
     group *= 2;
   g.group = group;
-  g.rowsPerBlock = rowsPerBlockFor(t.colSums, g.group);
+  g.rowsPerBlock = g.cluster > 1 ? 1 : rowsPerBlockFor(t.colSums, g.group, g.items);
   return g;
 }
 

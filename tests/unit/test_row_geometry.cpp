@@ -1,7 +1,8 @@
 // The row plan's geometry (templates/runtime/fusegen_row_geometry.h), checked on the host over
-// the whole range of row lengths: every shape it picks is one the row kernel can run (a power
-// of two of threads per row within the plan's limits, blocks of at most 1024 threads, a row
-// that fits the registers it claims, the smallest group that covers the row).
+// the whole range of row lengths, with and without thread block clusters: every shape it picks
+// is one the row kernel can run (a power of two of threads per row within the plan's limits,
+// blocks of at most 1024 threads, a row that fits the registers it claims, the smallest group
+// and cluster that cover the row).
 #include "fusegen_row_geometry.h"
 
 #include <gtest/gtest.h>
@@ -25,9 +26,10 @@ std::vector<int64_t> rowLengths() {
   return ds;
 }
 
-std::string where(const RowTraits& t, int64_t D, int V, bool aligned) {
+std::string where(const RowTraits& t, int64_t D, int V, bool aligned, int maxCluster) {
   return "words " + std::to_string(t.wordsPerItem) + (t.colSums ? ", ColSum" : "") + ", D " +
-         std::to_string(D) + ", V " + std::to_string(V) + (aligned ? ", aligned" : "");
+         std::to_string(D) + ", V " + std::to_string(V) + (aligned ? ", aligned" : "") +
+         ", clusters up to " + std::to_string(maxCluster);
 }
 
 TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
@@ -35,35 +37,56 @@ TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
     for (int words : {2, 4, 8, 16, 24, 40})
       for (int V : {8, 4, 2})
         for (int64_t D : rowLengths())
-          for (bool aligned : {true, false}) {
-            if (aligned && D % V != 0) continue;
-            const RowTraits t{words, colSums};
-            const RowShape g = fg::cuda::rowShape(t, D, V, aligned);
-            const std::string at = where(t, D, V, aligned);
-            EXPECT_EQ(g.vec, aligned ? V : 1) << at;
-            EXPECT_TRUE(g.items == 0 || g.items == 1 || g.items == 2 || g.items == 4) << at;
-            EXPECT_LE(g.items * words, 64) << at;
-            EXPECT_EQ(g.group & (g.group - 1), 0) << at;
-            EXPECT_GE(g.group, fg::cuda::minGroupFor(colSums)) << at;
-            EXPECT_LE(g.group, fg::cuda::maxGroupFor(colSums, g.items)) << at;
-            EXPECT_EQ(g.rowsPerBlock, fg::cuda::rowsPerBlockFor(colSums, g.group)) << at;
-            EXPECT_LE(g.group * g.rowsPerBlock, 1024) << at;
-            if (colSums) {
-              EXPECT_EQ(g.rowsPerBlock, 1) << at;
-              EXPECT_GE(g.group, 32) << at;
+          for (bool aligned : {true, false})
+            for (int maxCluster : {1, fg::cuda::kMaxPortableCluster}) {
+              if (aligned && D % V != 0) continue;
+              const RowTraits t{words, colSums};
+              const RowShape g = fg::cuda::rowShape(t, D, V, aligned, maxCluster);
+              const std::string at = where(t, D, V, aligned, maxCluster);
+              EXPECT_EQ(g.vec, aligned ? V : 1) << at;
+              EXPECT_TRUE(g.items == 0 || g.items == 1 || g.items == 2 || g.items == 4) << at;
+              EXPECT_LE(g.items * words, 64) << at;
+              EXPECT_EQ(g.group & (g.group - 1), 0) << at;
+              EXPECT_GE(g.group, fg::cuda::kMinGroup) << at;
+              EXPECT_LE(g.group, fg::cuda::maxGroupFor(colSums, g.items)) << at;
+              EXPECT_LE(g.group * g.rowsPerBlock, 1024) << at;
+              EXPECT_EQ(g.cluster & (g.cluster - 1), 0) << at;
+              EXPECT_GE(g.cluster, 1) << at;
+              EXPECT_LE(g.cluster, maxCluster) << at;
+              if (g.cluster > 1) { // clusters hold a long row in registers, a row per block
+                EXPECT_GT(g.items, 0) << at;
+                EXPECT_EQ(g.rowsPerBlock, 1) << at;
+                EXPECT_GE(g.group, 32) << at;
+              } else {
+                EXPECT_EQ(g.rowsPerBlock, fg::cuda::rowsPerBlockFor(colSums, g.group, g.items))
+                    << at;
+              }
+              if (colSums && g.items != 1) { // only 1 item runs several ColSum rows a block
+                EXPECT_EQ(g.rowsPerBlock, 1) << at;
+              }
+              const int64_t nv = (D + g.vec - 1) / g.vec;
+              auto share = [&](int cluster) { return (nv + cluster - 1) / cluster; };
+              const int64_t perBlock = share(g.cluster);
+              if (g.items > 0) { // the row is held in registers: they cover it
+                EXPECT_GE(int64_t(g.items) * g.group, perBlock) << at;
+              }
+              // The smallest cluster that fits the register budgets, else the smallest that
+              // fits the registers: half of it would not.
+              if (g.cluster > 1) {
+                EXPECT_EQ(fg::cuda::itemsWithinBudget(t, share(g.cluster / 2)), 0) << at;
+                if (fg::cuda::itemsWithinBudget(t, perBlock) == 0) {
+                  EXPECT_EQ(fg::cuda::itemsWithinBudget(t, share(maxCluster)), 0) << at;
+                  EXPECT_EQ(fg::cuda::itemsWithinRegisters(t, share(g.cluster / 2)), 0) << at;
+                }
+              }
+              // The smallest group that covers the block's share: half of it would not (or it
+              // is the smallest the plan allows, or the largest).
+              const int64_t perThread = g.items > 0 ? g.items : 8;
+              if (g.group > fg::cuda::kMinGroup &&
+                  g.group < fg::cuda::maxGroupFor(colSums, g.items)) {
+                EXPECT_LT(int64_t(g.group / 2) * perThread, perBlock) << at;
+              }
             }
-            const int64_t nv = (D + g.vec - 1) / g.vec;
-            if (g.items > 0) { // the row is held in registers: they cover it
-              EXPECT_GE(int64_t(g.items) * g.group, nv) << at;
-            }
-            // The smallest group that covers the row: half of it would not (or it is the
-            // smallest the plan allows, or the largest).
-            const int64_t perThread = g.items > 0 ? g.items : 8;
-            if (g.group > fg::cuda::minGroupFor(colSums) &&
-                g.group < fg::cuda::maxGroupFor(colSums, g.items)) {
-              EXPECT_LT(int64_t(g.group / 2) * perThread, nv) << at;
-            }
-          }
 }
 
 // The shapes the H100 sweeps tuned (see the header) come out as tuned.
@@ -97,10 +120,48 @@ TEST(RowGeometry, ShortRowsShareAWarp) {
   g = fg::cuda::rowShape({4, false}, 128, 8, true);
   EXPECT_EQ(g.group, 16);
   EXPECT_EQ(g.rowsPerBlock, 16);
-  // A backward with [D] sums keeps a warp per row and a row per block.
+  // So do backwards with [D] sums: their blocks add the rows' column sums at the end.
   g = fg::cuda::rowShape({16, true}, 64, 8, true);
-  EXPECT_EQ(g.group, 32);
+  EXPECT_EQ(g.group, 8);
+  EXPECT_EQ(g.rowsPerBlock, 32);
+  g = fg::cuda::rowShape({16, true}, 1024, 8, true);
+  EXPECT_EQ(g.items, 1);
+  EXPECT_EQ(g.group, 128);
+  EXPECT_EQ(g.rowsPerBlock, 2);
+}
+
+// Rows longer than a block holds within its register budget are split over a cluster of
+// blocks, the fewest that hold it: rmsnorm's backward at D = 16384 bf16 (16 words per item)
+// takes 2 blocks of 2 x 512 instead of one of 4 x 512 at 64 words (spilling); its forward at
+// 32768 and 131072, 2 and 8 blocks of 4 x 512. Without clusters (maxCluster 1), or beyond 8
+// blocks, the row is re-read per pass by one block.
+TEST(RowGeometry, LongRowsSplitOverClusters) {
+  const int maxCluster = fg::cuda::kMaxPortableCluster;
+  RowShape g = fg::cuda::rowShape({16, true}, 16384, 8, true, maxCluster);
+  EXPECT_EQ(g.cluster, 2);
+  EXPECT_EQ(g.items, 2);
+  EXPECT_EQ(g.group, 512);
+  g = fg::cuda::rowShape({16, true}, 16384, 8, true, 1);
+  EXPECT_EQ(g.cluster, 1);
+  EXPECT_EQ(g.items, 4);
+  g = fg::cuda::rowShape({4, false}, 16384, 8, true, maxCluster); // fits one block
+  EXPECT_EQ(g.cluster, 1);
+  EXPECT_EQ(g.items, 4);
+  EXPECT_EQ(g.group, 512);
+  g = fg::cuda::rowShape({4, false}, 32768, 8, true, maxCluster);
+  EXPECT_EQ(g.cluster, 2);
+  EXPECT_EQ(g.items, 4);
+  EXPECT_EQ(g.group, 512);
   EXPECT_EQ(g.rowsPerBlock, 1);
+  g = fg::cuda::rowShape({4, false}, 131072, 8, true, maxCluster);
+  EXPECT_EQ(g.cluster, 8);
+  EXPECT_EQ(g.items, 4);
+  g = fg::cuda::rowShape({4, false}, 262144, 8, true, maxCluster);
+  EXPECT_EQ(g.cluster, 1);
+  EXPECT_EQ(g.items, 0);
+  g = fg::cuda::rowShape({4, false}, 32768, 8, false, maxCluster); // unaligned
+  EXPECT_EQ(g.cluster, 1);
+  EXPECT_EQ(g.items, 0);
 }
 
 } // namespace
