@@ -53,14 +53,16 @@ __device__ __forceinline__ RowAcc<T> shuffleMerge(Reduce r, RowAcc<T> a, int off
 // every thread of the group ends with the result. Sums combine as compensated pairs
 // (accMerge, fusegen_program.h), so the threads' and warps' partials keep their compensation.
 // `shared` holds blockDim.y * warps * N * 2.
-template <class P, int S, typename T, int N>
+// NARROW: the group may be narrower than a warp (variants with one item per thread or scalar
+// access; rowShape gives wider rows 2 or 4 items). The others shuffle unconditionally.
+template <class P, int S, bool NARROW, typename T, int N>
 __device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared) {
   // A group narrower than a warp (several rows per warp) combines within its lanes only.
 #pragma unroll
   for (int j = 0; j < N; ++j)
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2)
-      if (offset < static_cast<int>(blockDim.x))
+      if (!NARROW || offset < static_cast<int>(blockDim.x))
         v[j] = shuffleMerge(P::reduceKind(S, j), v[j], offset);
   const int warps = blockDim.x / 32;
   if (warps > 1) {
@@ -101,13 +103,17 @@ struct ClusterPlace {
   int blocks; // the blocks sharing them
 };
 
-__device__ __forceinline__ ClusterPlace clusterPlace() {
+// CLUSTER: the kernel variant is launched in clusters; the others are a cluster of one block
+// and have no cluster instructions (with them, the forward kernels ran up to 1.8x slower on
+// the H100 where no cluster was launched).
+template <bool CLUSTER> __device__ __forceinline__ ClusterPlace clusterPlace() {
 #ifdef FG_ROW_CLUSTERS
-  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  return {static_cast<int>(cluster.block_rank()), static_cast<int>(cluster.num_blocks())};
-#else
-  return {0, 1};
+  if constexpr (CLUSTER) {
+    const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    return {static_cast<int>(cluster.block_rank()), static_cast<int>(cluster.num_blocks())};
+  }
 #endif
+  return {0, 1};
 }
 
 __device__ __forceinline__ void clusterSync() {
@@ -175,7 +181,7 @@ template <class P, typename S, int ITEMS> constexpr int rowThreadsPerSm() {
              : 1024;
 }
 
-template <class P, typename S, int V, int ITEMS> struct RowKernel {
+template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel {
   using T = compute_t<S>;
   static constexpr int kItems = ITEMS > 0 ? ITEMS : 1;
   static constexpr int kNR = maxReductions<P>();
@@ -259,9 +265,9 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
           }
         });
       }
-      groupReduce<P, St>(acc, shared);
-      if (clusterPlace().blocks > 1)
-        clusterReduce<P, St>(acc, clusterSlots, clusterPlace().blocks, clusterParity);
+      groupReduce<P, St, ITEMS <= 1>(acc, shared);
+      if constexpr (CLUSTER)
+        clusterReduce<P, St>(acc, clusterSlots, clusterPlace<CLUSTER>().blocks, clusterParity);
       if (active) {
         T red[kNR];
 #pragma unroll
@@ -277,7 +283,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
   // std::integral_constant (the register slot when ITEMS > 0).
   template <class F> __device__ __forceinline__ void forEachItem(F&& f) const {
     // This thread's place among the row's threads (of all blocks of the cluster).
-    const ClusterPlace place = clusterPlace();
+    const ClusterPlace place = clusterPlace<CLUSTER>();
     const int rowThread = place.rank * blockDim.x + threadIdx.x;
     const int rowThreads = place.blocks * blockDim.x;
     if constexpr (ITEMS > 0) {
@@ -295,7 +301,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
   // The blocks of a cluster share one partial row of each ColSum output, each writing its
   // own columns.
   __device__ T* partial(T* partials, int m, int64_t c) const {
-    const ClusterPlace place = clusterPlace();
+    const ClusterPlace place = clusterPlace<CLUSTER>();
     const int64_t clusters = gridDim.x / place.blocks, cluster = blockIdx.x / place.blocks;
     return partials + (static_cast<int64_t>(colSumSlot<P>(m)) * clusters + cluster) * a.D + c;
   }
@@ -318,7 +324,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
         shared[warp * N + j] = totalAcc[j];
     __syncthreads();
     if (warp == 0) {
-      const int clusters = gridDim.x / clusterPlace().blocks;
+      const int clusters = gridDim.x / clusterPlace<CLUSTER>().blocks;
       T* totals = partials + static_cast<int64_t>(colSumOutputs<P>()) * clusters * a.D;
 #pragma unroll
       for (int j = 0; j < N; ++j) {
@@ -372,7 +378,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
 
     // The blocks of a cluster run the same rows (rowsPerBlock is 1 then).
     const int rowsPerBlock = blockDim.y;
-    const ClusterPlace place = clusterPlace();
+    const ClusterPlace place = clusterPlace<CLUSTER>();
     const int64_t cluster = blockIdx.x / place.blocks, clusters = gridDim.x / place.blocks;
     for (int64_t base = cluster * rowsPerBlock; base < a.rows; base += clusters * rowsPerBlock) {
       const int64_t row = base + threadIdx.y;
@@ -431,7 +437,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
               storeVec<S, V>(a.out[m], row * a.D + vi * V, y[m]);
         });
       });
-      if (threadIdx.x == 0 && clusterPlace().rank == 0) {
+      if (threadIdx.x == 0 && clusterPlace<CLUSTER>().rank == 0) {
         T out[P::kOutputs];
         P::template rowOut<T, isHalf<S>()>(rv, attr, Dval, out);
 #pragma unroll
@@ -465,7 +471,7 @@ template <class P, typename S, int V, int ITEMS> struct RowKernel {
     }
     if constexpr (totalOutputs<P>() > 0)
       writeTotals(shared, partials);
-    if (clusterPlace().blocks > 1)
+    if constexpr (CLUSTER)
       clusterSync();
   }
 };
@@ -485,13 +491,13 @@ template <class P> __host__ __device__ constexpr int rowSharedWords(int group, i
 
 // __grid_constant__: RowKernel keeps a reference to the arguments, which then stay in
 // parameter memory instead of being copied to the thread's local memory.
-template <class P, typename S, int V, int ITEMS, int MAX_THREADS = kMaxGroup>
+template <class P, typename S, int V, int ITEMS, int MAX_THREADS = kMaxGroup, bool CLUSTER = false>
 __global__ void __launch_bounds__(MAX_THREADS, (rowThreadsPerSm<P, S, ITEMS>() / MAX_THREADS))
     rowProgram(const __grid_constant__ typename P::Args a, compute_t<S>* partials) {
   extern __shared__ unsigned char sharedRaw[];
   using T = compute_t<S>;
   T* shared = reinterpret_cast<T*>(sharedRaw);
-  RowKernel<P, S, V, ITEMS> k(a);
+  RowKernel<P, S, V, ITEMS, CLUSTER> k(a);
   k.run(shared, shared + rowSharedWords<P>(blockDim.x, blockDim.y), partials);
 }
 
@@ -566,6 +572,18 @@ template <class P, typename S, class F> void withRowProgram(const RowGeometry& g
   constexpr int V = vecWidth<S>();
   if (g.vec == 1)
     return f(rowProgram<P, S, 1, 0>);
+  if (g.cluster > 1) // (rowShape splits rows over clusters only with items in registers)
+    switch (g.items) {
+    case 1:
+      if constexpr (maxGroup<P>(1) > kMaxGroup)
+        if (g.group > kMaxGroup)
+          return f(rowProgram<P, S, V, 1, maxGroup<P>(1), true>);
+      return f(rowProgram<P, S, V, 1, kMaxGroup, true>);
+    case 2:
+      return f(rowProgram<P, S, V, 2, kMaxGroup, true>);
+    default:
+      return f(rowProgram<P, S, V, 4, kMaxGroup, true>);
+    }
   switch (g.items) {
   case 1:
     if constexpr (maxGroup<P>(1) > kMaxGroup)
@@ -591,7 +609,8 @@ template <class P, typename S> bool rowClustersCompiled() {
   int& c = device < 64 ? compiled[device] : unknown;
   if (c == 0) {
     cudaFuncAttributes attributes{};
-    check(cudaFuncGetAttributes(&attributes, rowProgram<P, S, 1, 0>), "row kernel attributes");
+    check(cudaFuncGetAttributes(&attributes, rowProgram<P, S, vecWidth<S>(), 4, kMaxGroup, true>),
+          "row kernel attributes");
     c = attributes.binaryVersion >= 90 ? 2 : 1;
   }
   return c == 2;
@@ -694,7 +713,8 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   // rmsnorm 0.184 against 0.194, layernorm 0.186 against 0.201, add_rmsnorm 0.361 against
   // 0.378.
   int64_t units = (a.rows + g.rowsPerBlock - 1) / g.rowsPerBlock;
-  const bool perRow = colSumOutputs<P>() == 0 && totalOutputs<P>() == 0 &&
+  // Clusters are resident too: the H100 schedules clusters more slowly than blocks.
+  const bool perRow = colSumOutputs<P>() == 0 && totalOutputs<P>() == 0 && g.cluster == 1 &&
                       rowGridPerRowOverride().value_or(true);
   if (!perRow)
     units = std::min<int64_t>(units, rowResidentUnits<P, S>(g, sms));
