@@ -735,9 +735,9 @@ class OpChecks:
     def row_lengths(self, device):
         """Rows of every length class the CUDA plans pick a different launch configuration
         for, outputs and gradients against the reference: bf16 against fp32 from D = 32
-        (several rows per warp) through a warp to 1024 threads per row, rows split over
-        thread block clusters of 2 to 8 blocks (sm_90; D = 16384 for backwards with [D]
-        sums, 32768 to 131072 for the others) and rows re-read per pass (262144); fp32 (4
+        (several rows per warp) through a warp to 1024 threads per row, rows re-read per pass
+        (forwards from 32768), and the rows of backwards with [D] sums split over thread block
+        clusters of 2 to 8 blocks (sm_90; D = 16384 to 131072) or re-read (262144); fp32 (4
         elements per vector) against fp64 where its geometry differs. On CUDA also many rows
         per shape, so that blocks and clusters loop over rows and short rows fill whole
         blocks."""
