@@ -10,7 +10,7 @@ device-to-device copy bandwidth of the same run. Writes DIR/sweep.json and DIR/s
 Each D runs at 2^total elements per tensor (rows = 2^total / D, at least 1) and, with
 --few-rows, at that many rows. sweep.json is {"meta": {"gpu", "torch", "date", "copy_GBps"},
 "results": [{"op", "impl", "dtype", "rows", "D", "fwd_ms", "fwd_bwd_ms", "fwd_pct",
-"fwd_bwd_pct", "peak_MiB"}]}: pct is the share of copy bandwidth achieved on the minimum bytes
+"fwd_bwd_pct", "peak_MiB"}]} and DIR/sweep.md its tables: pct is the share of copy bandwidth achieved on the minimum bytes
 the op must move (fusegen_ops.benchmark.min_bytes); times are medians with the L2 flushed."""
 import argparse
 import datetime
@@ -138,6 +138,37 @@ def plot(sweep, path):
     fig.savefig(path, dpi=90)
 
 
+def markdown(sweep):
+    """One table per op, dtype and row class: fwd% / fwd+bwd% of copy per implementation and D
+    (rows: the largest measured per D for "many rows", the fixed count for "few rows")."""
+    res, meta = sweep["results"], sweep["meta"]
+    impls = [i for i in ("fusegen", "quack", "liger", "torch.compile", "eager")
+             if any(r["impl"] == i for r in res)]
+    lines = [f"# Row-length sweep: {meta['gpu']}, torch {meta['torch']}, {meta['date']}", "",
+             f"% of device-to-device copy bandwidth ({meta['copy_GBps']:.0f} GB/s) on the "
+             "minimum bytes, forward / forward+backward; medians with the L2 flushed "
+             "(bench/sweep.py). Empty: the implementation refused the shape.", ""]
+    few = lambda r: r["rows"] * r["D"] < 1 << 24
+    for op, dtype, f in sorted({(r["op"], r["dtype"], few(r)) for r in res}):
+        pts = [r for r in res if r["op"] == op and r["dtype"] == dtype and few(r) == f]
+        best = {}
+        for r in pts:
+            key = (r["D"], r["impl"])
+            if key not in best or r["rows"] > best[key]["rows"]:
+                best[key] = r
+        Ds = sorted({D for D, _ in best})
+        lines += [f"## {op}, {dtype}, {'few rows' if f else 'many rows'}", "",
+                  "| D | rows | " + " | ".join(impls) + " |",
+                  "| ---: | ---: |" + " --- |" * len(impls)]
+        for D in Ds:
+            rows = max(r["rows"] for (d, _), r in best.items() if d == D)
+            cells = [f"{best[(D, i)]['fwd_pct']:.0f} / {best[(D, i)]['fwd_bwd_pct']:.0f}"
+                     if (D, i) in best else "" for i in impls]
+            lines.append(f"| {D} | {rows} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -154,6 +185,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "sweep.json"), "w") as f:
         json.dump(sweep, f, indent=1)
+    with open(os.path.join(args.out, "sweep.md"), "w") as f:
+        f.write(markdown(sweep))
     try:
         plot(sweep, os.path.join(args.out, "sweep.png"))
     except ImportError as e:
