@@ -208,39 +208,43 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
 
   __device__ bool valid(int64_t vi) const { return vi * V < a.D; }
 
-  using ColVectors = Vec<S, V>[atLeastOne<inputsOf<P>(Bcast::Col)>()];
+  // The vectors of the inputs the elements at vector index vi read: the full inputs' from
+  // the row cache, or from global memory where the row is re-read per pass (ITEMS == 0); the
+  // [D] inputs' from global memory (read-only path), once per vector and pass. Whole vectors
+  // either way: reading re-read rows element by element issued V loads per vector.
+  struct Vectors {
+    Vec<S, V> full[atLeastOne<inputsOf<P>(Bcast::Full)>()];
+    Vec<S, V> col[atLeastOne<inputsOf<P>(Bcast::Col)>()];
+  };
 
-  // The [D] inputs' vectors at vector index vi (ITEMS > 0), read once per item and row.
-  __device__ __forceinline__ void loadCols(int64_t vi, ColVectors& col) const {
-    if constexpr (ITEMS > 0)
-      staticFor<P::kInputs>([&](auto kc) {
-        constexpr int k = decltype(kc)::value;
-        if constexpr (P::inBcast(k) == Bcast::Col)
-          col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
-      });
-  }
-
-  // Inputs of the element at column c + l, from the row cache (item I), the [D] vectors
-  // loadCols read, or global memory.
   template <class I>
-  __device__ __forceinline__ void elementInputs(int64_t row, int64_t vi, I, const ColVectors& col,
-                                                int l, T* in) const {
-    const int64_t c = vi * V;
+  __device__ __forceinline__ void loadVectors(int64_t row, int64_t vi, I, Vectors& x) const {
     staticFor<P::kInputs>([&](auto kc) {
       constexpr int k = decltype(kc)::value;
       if constexpr (P::inBcast(k) == Bcast::Full) {
         if constexpr (ITEMS > 0)
-          in[k] = toCompute(cache[inputSlot<P>(k, Bcast::Full)][I::value].v[l]);
+          x.full[inputSlot<P>(k, Bcast::Full)] = cache[inputSlot<P>(k, Bcast::Full)][I::value];
         else
-          in[k] = toCompute(static_cast<const S*>(a.in[k])[row * a.D + c + l]);
+          x.full[inputSlot<P>(k, Bcast::Full)] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
       } else if constexpr (P::inBcast(k) == Bcast::Col) {
-        if constexpr (ITEMS > 0)
-          in[k] = toCompute(col[inputSlot<P>(k, Bcast::Col)].v[l]);
+        if constexpr (sizeof(Vec<S, V>) == 16)
+          x.col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
         else
-          in[k] = toCompute(static_cast<const S*>(a.in[k])[c + l]);
-      } else {
-        in[k] = scalar[k]; // Row inputs are read by rowPre only
+          x.col[inputSlot<P>(k, Bcast::Col)] = loadVec<S, V>(a.in[k], vi * V);
       }
+    });
+  }
+
+  // Inputs of the element l of the vectors x.
+  __device__ __forceinline__ void elementInputs(const Vectors& x, int l, T* in) const {
+    staticFor<P::kInputs>([&](auto kc) {
+      constexpr int k = decltype(kc)::value;
+      if constexpr (P::inBcast(k) == Bcast::Full)
+        in[k] = toCompute(x.full[inputSlot<P>(k, Bcast::Full)].v[l]);
+      else if constexpr (P::inBcast(k) == Bcast::Col)
+        in[k] = toCompute(x.col[inputSlot<P>(k, Bcast::Col)].v[l]);
+      else
+        in[k] = scalar[k]; // Row inputs are read by rowPre only
     });
   }
 
@@ -253,12 +257,12 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         acc[j] = accIdentity<T>(j < P::reductions(St) ? P::reduceKind(St, j) : Reduce::Sum);
       if (active) {
         forEachItem([&](int64_t vi, auto item) {
-          ColVectors col;
-          loadCols(vi, col);
+          Vectors x;
+          loadVectors(row, vi, item, x);
 #pragma unroll
           for (int l = 0; l < V; ++l) {
             T in[P::kInputs], t[kNR];
-            elementInputs(row, vi, item, col, l, in);
+            elementInputs(x, l, in);
             P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
 #pragma unroll
             for (int j = 0; j < P::reductions(St); ++j)
@@ -294,6 +298,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
           f(vi, item);
       });
     } else {
+      // (Unrolled so that a thread has several vectors' loads in flight.)
+#pragma unroll 4
       for (int64_t vi = rowThread; valid(vi); vi += rowThreads)
         f(vi, std::integral_constant<int, 0>{});
     }
@@ -409,13 +415,13 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
       if (!active)
         continue;
       forEachItem([&](int64_t vi, auto item) {
-        ColVectors col;
-        loadCols(vi, col);
+        Vectors x;
+        loadVectors(row, vi, item, x);
         Vec<S, V> y[P::kOutputs];
 #pragma unroll
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs], out[P::kOutputs];
-          elementInputs(row, vi, item, col, l, in);
+          elementInputs(x, l, in);
           P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, out);
           staticFor<P::kOutputs>([&](auto mc) {
             constexpr int m = decltype(mc)::value;
@@ -573,18 +579,19 @@ template <class P, typename S, class F> void withRowProgram(const RowGeometry& g
   constexpr int V = vecWidth<S>();
   if (g.vec == 1)
     return f(rowProgram<P, S, 1, 0>);
-  if (g.cluster > 1) // (rowShape splits rows over clusters only with items in registers)
-    switch (g.items) {
-    case 1:
-      if constexpr (maxGroup<P>(1) > kMaxGroup)
-        if (g.group > kMaxGroup)
-          return f(rowProgram<P, S, V, 1, maxGroup<P>(1), true>);
-      return f(rowProgram<P, S, V, 1, kMaxGroup, true>);
-    case 2:
-      return f(rowProgram<P, S, V, 2, kMaxGroup, true>);
-    default:
-      return f(rowProgram<P, S, V, 4, kMaxGroup, true>);
-    }
+  if constexpr (colSumOutputs<P>() > 0) // (rowShape splits only their rows, held in registers)
+    if (g.cluster > 1)
+      switch (g.items) {
+      case 1:
+        if constexpr (maxGroup<P>(1) > kMaxGroup)
+          if (g.group > kMaxGroup)
+            return f(rowProgram<P, S, V, 1, maxGroup<P>(1), true>);
+        return f(rowProgram<P, S, V, 1, kMaxGroup, true>);
+      case 2:
+        return f(rowProgram<P, S, V, 2, kMaxGroup, true>);
+      default:
+        return f(rowProgram<P, S, V, 4, kMaxGroup, true>);
+      }
   switch (g.items) {
   case 1:
     if constexpr (maxGroup<P>(1) > kMaxGroup)
@@ -684,7 +691,9 @@ template <class P, typename S> int rowResidentUnits(const RowGeometry& g, int sm
 // The device's limit on blocks per cluster for the row kernels: the portable cluster size
 // where the device and this build have clusters, else 1.
 template <class P, typename S> int rowMaxCluster() {
-  return deviceInfo().clusters && rowClustersCompiled<P, S>() ? kMaxPortableCluster : 1;
+  if constexpr (colSumOutputs<P>() > 0)
+    return deviceInfo().clusters && rowClustersCompiled<P, S>() ? kMaxPortableCluster : 1;
+  return 1;
 }
 
 template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a, int sms) {

@@ -135,7 +135,8 @@ TEST(RowGeometry, ShortRowsShareAWarp) {
 // item) takes 2 blocks of 2 x 512 instead of one of 4 x 512 at 64 words (spilling), at 65536
 // 8 blocks of 2 x 512. Without clusters
 // (maxCluster 1), beyond 8 blocks, or for programs without ColSum outputs (measured faster
-// re-read), the row is re-read per pass by one block.
+// re-read, also where a block could hold the row over the register budget), the row is
+// re-read per pass by one block.
 TEST(RowGeometry, LongRowsSplitOverClusters) {
   const int maxCluster = fg::cuda::kMaxPortableCluster;
   RowShape g = fg::cuda::rowShape({16, true}, 16384, 8, true, maxCluster);
@@ -149,6 +150,9 @@ TEST(RowGeometry, LongRowsSplitOverClusters) {
   EXPECT_EQ(g.cluster, 8);
   EXPECT_EQ(g.items, 2);
   g = fg::cuda::rowShape({16, true}, 262144, 8, true, maxCluster);
+  EXPECT_EQ(g.cluster, 1);
+  EXPECT_EQ(g.items, 0);
+  g = fg::cuda::rowShape({8, false}, 16384, 8, true, maxCluster); // over a forward's budget
   EXPECT_EQ(g.cluster, 1);
   EXPECT_EQ(g.items, 0);
   g = fg::cuda::rowShape({4, false}, 32768, 8, true, maxCluster); // a forward: re-read
