@@ -623,16 +623,17 @@ template <class P, typename S> bool rowClustersCompiled() {
   return c == 2;
 }
 
-// Launches the variant g selects; a cluster of g.cluster blocks per row where it is above 1.
-template <class P, typename S, class Kernel>
-void launchRowProgram(Kernel kernel, const RowGeometry& g, const typename P::Args& a,
-                      compute_t<S>* partials, cudaStream_t stream) {
+// The launch of g's variant over `blocks` blocks: a cluster of g.cluster blocks per row where
+// it is above 1 (`attribute` holds the cluster's shape and must outlive the launch).
+template <class P, typename S>
+cudaLaunchConfig_t rowLaunchConfig(const RowGeometry& g, int blocks, cudaStream_t stream,
+                                   cudaLaunchAttribute& attribute) {
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(g.blocks);
+  config.gridDim = dim3(blocks);
   config.blockDim = dim3(g.group, g.rowsPerBlock);
   config.dynamicSmemBytes = rowShared<P, S>(g);
   config.stream = stream;
-  cudaLaunchAttribute attribute{};
+  attribute = cudaLaunchAttribute{};
   attribute.id = cudaLaunchAttributeClusterDimension;
   attribute.val.clusterDim.x = g.cluster;
   attribute.val.clusterDim.y = 1;
@@ -641,6 +642,14 @@ void launchRowProgram(Kernel kernel, const RowGeometry& g, const typename P::Arg
     config.attrs = &attribute;
     config.numAttrs = 1;
   }
+  return config;
+}
+
+template <class P, typename S, class Kernel>
+void launchRowProgram(Kernel kernel, const RowGeometry& g, const typename P::Args& a,
+                      compute_t<S>* partials, cudaStream_t stream) {
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t config = rowLaunchConfig<P, S>(g, g.blocks, stream, attribute);
   check(cudaLaunchKernelEx(&config, kernel, a, partials), "row program launch");
 }
 
@@ -669,17 +678,8 @@ template <class P, typename S> int rowResidentUnits(const RowGeometry& g, int sm
         n = perSm * sms;
         return;
       }
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(g.cluster);
-      config.blockDim = dim3(g.group, g.rowsPerBlock);
-      config.dynamicSmemBytes = rowShared<P, S>(g);
-      cudaLaunchAttribute attribute{};
-      attribute.id = cudaLaunchAttributeClusterDimension;
-      attribute.val.clusterDim.x = g.cluster;
-      attribute.val.clusterDim.y = 1;
-      attribute.val.clusterDim.z = 1;
-      config.attrs = &attribute;
-      config.numAttrs = 1;
+      cudaLaunchAttribute attribute;
+      const cudaLaunchConfig_t config = rowLaunchConfig<P, S>(g, g.cluster, nullptr, attribute);
       check(cudaOccupancyMaxActiveClusters(&n, kernel, &config), "cluster occupancy");
     });
     n = n < 1 ? 1 : n;
