@@ -516,7 +516,8 @@ struct RowGeometry : RowShape {
 
 // FUSEGEN_ROW_CONFIG="ITEMS,GROUP[,CLUSTER]" replaces the chosen items per thread (0, 1, 2 or
 // 4), threads per row and block (4..512, a power of 2; 32..1024 with 1 item for ColSum
-// programs) and blocks per row (a power of 2 up to the device's cluster limit; default 1) of
+// programs) and blocks per row (a power of 2 up to the device's cluster limit, with ITEMS above
+// 0: clusters hold rows in registers; default 1) of
 // aligned rows: the knob bench/tune_rows.py sweeps to measure the heuristic below. Read once
 // per process.
 template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv, int maxCluster) {
@@ -529,14 +530,14 @@ template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv, int m
   const bool valid = fields >= 2 && (items == 0 || items == 1 || items == 2 || items == 4) &&
                      group >= minGroup && group <= maxGroup<P>(items) &&
                      (group & (group - 1)) == 0 && cluster >= 1 && cluster <= maxCluster &&
-                     (cluster & (cluster - 1)) == 0;
+                     (cluster & (cluster - 1)) == 0 && (cluster == 1 || items > 0);
   if (!valid)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
                              "' is not ITEMS,GROUP[,CLUSTER] with ITEMS in {0,1,2,4}, GROUP a "
                              "power of 2 in [" +
                              std::to_string(minGroup) + ", " + std::to_string(maxGroup<P>(items)) +
                              "] and CLUSTER a power of 2 in [1, " + std::to_string(maxCluster) +
-                             "]");
+                             "] (above 1 only with ITEMS above 0)");
   if (items > 0 && static_cast<int64_t>(items) * group * cluster < nv)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env + "' holds " +
                              std::to_string(items * group * cluster) +
@@ -711,8 +712,7 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
       rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0}, a.D, V, aligned, maxCluster);
   if (aligned) {
     applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);
-    g.rowsPerBlock =
-        g.cluster > 1 ? 1 : rowsPerBlockFor(colSumOutputs<P>() > 0, g.group, g.items);
+    g.rowsPerBlock = rowsPerBlockFor(colSumOutputs<P>() > 0, g.group, g.items, g.cluster);
   }
   // The grid. With ColSum or Total outputs: as many blocks (clusters) as fit on the device at
   // once (the occupancy calculator: registers, shared memory, threads), each looping over

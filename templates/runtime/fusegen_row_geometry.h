@@ -48,9 +48,9 @@ constexpr int maxGroupFor(bool colSums, int items) {
 // programs with one item per thread add the accumulators of the block's rows in shared memory
 // at the end (their threads hold the same columns); the others take one row per block: re-read
 // rows (items == 0) accumulate ColSums in place in the partials, and 2 or 4 items per thread
-// only ever cover rows of 256 threads or more.
-constexpr int rowsPerBlockFor(bool colSums, int group, int items) {
-  return (colSums && items != 1) || group >= 256 ? 1 : 256 / group;
+// only ever cover rows of 256 threads or more. So do rows split over a cluster of blocks.
+constexpr int rowsPerBlockFor(bool colSums, int group, int items, int cluster) {
+  return cluster > 1 || (colSums && items != 1) || group >= 256 ? 1 : 256 / group;
 }
 
 // Items per thread for a block's share of a row, nv vectors, within the register budgets
@@ -134,7 +134,7 @@ inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int
          static_cast<int64_t>(group) * perThread < perBlock)
     group *= 2;
   g.group = group;
-  g.rowsPerBlock = g.cluster > 1 ? 1 : rowsPerBlockFor(t.colSums, g.group, g.items);
+  g.rowsPerBlock = rowsPerBlockFor(t.colSums, g.group, g.items, g.cluster);
   return g;
 }
 

@@ -58,7 +58,7 @@ TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
                 EXPECT_EQ(g.rowsPerBlock, 1) << at;
                 EXPECT_GE(g.group, 32) << at;
               } else {
-                EXPECT_EQ(g.rowsPerBlock, fg::cuda::rowsPerBlockFor(colSums, g.group, g.items))
+                EXPECT_EQ(g.rowsPerBlock, fg::cuda::rowsPerBlockFor(colSums, g.group, g.items, 1))
                     << at;
               }
               if (colSums && g.items != 1) { // only 1 item runs several ColSum rows a block
