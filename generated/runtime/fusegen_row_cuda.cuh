@@ -5,8 +5,9 @@
 // longer than a block holds are split over a thread block cluster (sm_90 and later), whose
 // blocks combine their partial reductions through distributed shared memory. The row is read
 // from global memory once and kept in registers (ITEMS vectors of 128 bits per thread) across
-// the reduction stages; rows too long for registers are re-read per stage (ITEMS == 0) and then
-// mostly hit in L2.
+// the reduction stages; rows too long for registers are re-read per stage (ITEMS == 0): from
+// shared memory, where the first pass keeps them if they fit (SHARED), else from global memory,
+// mostly hitting in L2.
 // [D] inputs are not kept in registers: they are re-read (128-bit, read-only path) for every
 // row and hit in L1, which leaves the registers to the row and lets more rows be in flight per
 // SM. Reductions combine in a fixed order (warp shuffles, then shared memory across the
@@ -182,7 +183,7 @@ template <class P, typename S, int ITEMS> constexpr int rowThreadsPerSm() {
              : 1024;
 }
 
-template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel {
+template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> struct RowKernel {
   using T = compute_t<S>;
   static constexpr int kItems = ITEMS > 0 ? ITEMS : 1;
   static constexpr int kNR = maxReductions<P>();
@@ -195,8 +196,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
   int clusterParity = 0;
+  Vec<S, V>* sharedRow; // SHARED: the block's rows, [rowsPerBlock][full inputs][vectors]
 
-  __device__ RowKernel(const typename P::Args& args) : a(args) {
+  __device__ RowKernel(const typename P::Args& args, Vec<S, V>* sharedRows)
+      : a(args), sharedRow(sharedRows) {
 #pragma unroll
     for (int k = 0; k < P::kAttrs; ++k)
       attr[k] = static_cast<T>(a.attr[k]);
@@ -217,15 +220,30 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
     Vec<S, V> col[atLeastOne<inputsOf<P>(Bcast::Col)>()];
   };
 
-  template <class I>
+  // PASS: the pass over the row (a reduction stage, or P::kStages for the outputs); with
+  // SHARED, the first reads the row from global memory into shared memory, the later ones
+  // read it from there.
+  template <int PASS, class I>
   __device__ __forceinline__ void loadVectors(int64_t row, int64_t vi, I, Vectors& x) const {
     staticFor<P::kInputs>([&](auto kc) {
       constexpr int k = decltype(kc)::value;
       if constexpr (P::inBcast(k) == Bcast::Full) {
-        if constexpr (ITEMS > 0)
-          x.full[inputSlot<P>(k, Bcast::Full)] = cache[inputSlot<P>(k, Bcast::Full)][I::value];
-        else
-          x.full[inputSlot<P>(k, Bcast::Full)] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
+        constexpr int slot = inputSlot<P>(k, Bcast::Full);
+        if constexpr (ITEMS > 0) {
+          x.full[slot] = cache[slot][I::value];
+        } else if constexpr (SHARED) {
+          const int64_t vectors = (a.D + V - 1) / V;
+          Vec<S, V>& kept =
+              sharedRow[(threadIdx.y * inputsOf<P>(Bcast::Full) + slot) * vectors + vi];
+          if constexpr (PASS == 0) {
+            x.full[slot] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
+            kept = x.full[slot];
+          } else {
+            x.full[slot] = kept;
+          }
+        } else {
+          x.full[slot] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
+        }
       } else if constexpr (P::inBcast(k) == Bcast::Col) {
         if constexpr (sizeof(Vec<S, V>) == 16)
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
@@ -258,7 +276,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
       if (active) {
         forEachItem([&](int64_t vi, auto item) {
           Vectors x;
-          loadVectors(row, vi, item, x);
+          loadVectors<St>(row, vi, item, x);
 #pragma unroll
           for (int l = 0; l < V; ++l) {
             T in[P::kInputs], t[kNR];
@@ -416,7 +434,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         continue;
       forEachItem([&](int64_t vi, auto item) {
         Vectors x;
-        loadVectors(row, vi, item, x);
+        loadVectors<P::kStages>(row, vi, item, x);
         Vec<S, V> y[P::kOutputs];
 #pragma unroll
         for (int l = 0; l < V; ++l) {
@@ -498,17 +516,28 @@ template <class P> __host__ __device__ constexpr int rowSharedWords(int group, i
 
 // __grid_constant__: RowKernel keeps a reference to the arguments, which then stay in
 // parameter memory instead of being copied to the thread's local memory.
-template <class P, typename S, int V, int ITEMS, int MAX_THREADS = kMaxGroup, bool CLUSTER = false>
+// Bytes of the shared-memory rows of a block (SHARED variants): rowsPerBlock rows of the full
+// inputs' vectors. They come first in the dynamic shared memory, the reductions' words after.
+template <class P, typename S, int V>
+__host__ __device__ inline size_t rowSharedRowBytes(int64_t D, int rowsPerBlock) {
+  return static_cast<size_t>(rowsPerBlock) * inputsOf<P>(Bcast::Full) *
+         static_cast<size_t>((D + V - 1) / V) * sizeof(Vec<S, V>);
+}
+
+template <class P, typename S, int V, int ITEMS, int MAX_THREADS = kMaxGroup, bool CLUSTER = false,
+          bool SHARED = false>
 __global__ void __launch_bounds__(MAX_THREADS, (rowThreadsPerSm<P, S, ITEMS>() / MAX_THREADS))
     rowProgram(const __grid_constant__ typename P::Args a, compute_t<S>* partials) {
-  extern __shared__ unsigned char sharedRaw[];
+  extern __shared__ __align__(16) unsigned char sharedRaw[];
   using T = compute_t<S>;
-  T* shared = reinterpret_cast<T*>(sharedRaw);
-  RowKernel<P, S, V, ITEMS, CLUSTER> k(a);
+  const size_t rowBytes = SHARED ? rowSharedRowBytes<P, S, V>(a.D, blockDim.y) : 0;
+  T* shared = reinterpret_cast<T*>(sharedRaw + rowBytes);
+  RowKernel<P, S, V, ITEMS, CLUSTER, SHARED> k(a, reinterpret_cast<Vec<S, V>*>(sharedRaw));
   k.run(shared, shared + rowSharedWords<P>(blockDim.x, blockDim.y), partials);
 }
 
 struct RowGeometry : RowShape {
+  int64_t D;
   int blocks; // a multiple of `cluster`
   // Partial rows of each ColSum output: one per cluster.
   int partialRows() const { return blocks / cluster; }
@@ -563,23 +592,44 @@ inline std::optional<bool> rowGridPerRowOverride() {
   return perRow;
 }
 
-// The reductions' words, or where more, combineColSums's (several rows per block; at the end
-// of the kernel), then the cluster's slots (one row per block).
+// The shared-memory rows (sharedRow), then the reductions' words, or where more,
+// combineColSums's (several rows per block; at the end of the kernel), then the cluster's slots
+// (one row per block).
 template <class P, typename S> size_t rowShared(const RowGeometry& g) {
   const int combine =
       colSumOutputs<P>() > 0 && g.rowsPerBlock > 1 ? g.rowsPerBlock * g.group * g.vec : 0;
   const int clusterSlots = g.cluster > 1 ? 2 * 2 * maxReductions<P>() : 0;
-  return sizeof(compute_t<S>) *
-         (std::max(rowSharedWords<P>(g.group, g.rowsPerBlock), combine) + clusterSlots);
+  const size_t rows = g.sharedRow ? rowSharedRowBytes<P, S, vecWidth<S>()>(g.D, g.rowsPerBlock) : 0;
+  return rows + sizeof(compute_t<S>) *
+                    (std::max(rowSharedWords<P>(g.group, g.rowsPerBlock), combine) + clusterSlots);
 }
 
 // Calls f with the rowProgram variant g selects: 128-bit vectors with `items` of them kept in
 // registers, or scalar accesses re-read per pass (unaligned or odd D). The occupancy query
 // and the launch share it, so they always name the same kernel.
+// The variant keeping re-read rows in shared memory, allowed the device's shared memory per
+// block beyond the default 48 KB (once per device).
+template <class P, typename S> auto sharedRowProgram() {
+  auto* kernel = rowProgram<P, S, vecWidth<S>(), 0, kMaxGroup, false, true>;
+  static bool allowed[64] = {};
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  if (device >= 64 || !allowed[device]) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               deviceInfo().sharedPerBlock),
+          "shared memory per block");
+    if (device < 64)
+      allowed[device] = true;
+  }
+  return kernel;
+}
+
 template <class P, typename S, class F> void withRowProgram(const RowGeometry& g, F&& f) {
   constexpr int V = vecWidth<S>();
   if (g.vec == 1)
     return f(rowProgram<P, S, 1, 0>);
+  if (g.sharedRow)
+    return f(sharedRowProgram<P, S>());
   if constexpr (colSumOutputs<P>() > 0) // (rowShape splits only their rows, held in registers)
     if (g.cluster > 1)
       switch (g.items) {
@@ -657,7 +707,8 @@ void launchRowProgram(Kernel kernel, const RowGeometry& g, const typename P::Arg
 
 // How many blocks (or clusters, where g.cluster > 1) of the variant g selects the device runs
 // at once: the occupancy calculator's answer (registers, shared memory, threads; for clusters
-// also how they fit the GPCs), asked once per variant, size and device.
+// also how they fit the GPCs), asked once per variant, size and device (every call for rows
+// in shared memory, whose size follows D).
 template <class P, typename S> int rowResidentUnits(const RowGeometry& g, int sms) {
   static int cached[64][2][5][6][5] = {}; // [device][vector?][items][log2 threads/32][log2 cluster]
   int device = 0;
@@ -669,7 +720,9 @@ template <class P, typename S> int rowResidentUnits(const RowGeometry& g, int sm
     ++clusterLog;
   const int itemsIndex = g.items == 4 ? 3 : g.items;
   int unknown = 0;
-  int& n = device < 64 ? cached[device][g.vec > 1][itemsIndex][threadsLog][clusterLog] : unknown;
+  int& n = device < 64 && !g.sharedRow
+               ? cached[device][g.vec > 1][itemsIndex][threadsLog][clusterLog]
+               : unknown;
   if (n == 0) {
     withRowProgram<P, S>(g, [&](auto kernel) {
       if (g.cluster == 1) {
@@ -707,12 +760,20 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
     if (P::outKind(m) == OutKind::Full && a.need[m])
       aligned = aligned && aligned16(a.out[m]);
   const int maxCluster = aligned ? rowMaxCluster<P, S>() : 1;
+  const RowTraits traits{rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0,
+                         inputsOf<P>(Bcast::Full) * static_cast<int>(sizeof(S))};
+  // Shared memory for rows: the device's per block, less the reductions' (at most 32 warps of
+  // compensated pairs and Total sums; re-read rows take no cluster and no combineColSums).
+  const int64_t reductionBytes =
+      static_cast<int64_t>(sizeof(compute_t<S>)) * rowSharedWords<P>(1024, 1);
+  const int64_t sharedRowBytes = std::max<int64_t>(deviceInfo().sharedPerBlock - reductionBytes, 0);
   RowGeometry g{};
-  static_cast<RowShape&>(g) =
-      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0}, a.D, V, aligned, maxCluster);
+  static_cast<RowShape&>(g) = rowShape(traits, a.D, V, aligned, maxCluster, sharedRowBytes);
+  g.D = a.D;
   if (aligned) {
     applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);
     g.rowsPerBlock = rowsPerBlockFor(colSumOutputs<P>() > 0, g.group, g.items, g.cluster);
+    g.sharedRow = g.items == 0 && sharedRowFits(traits, a.D, V, g.rowsPerBlock, sharedRowBytes);
   }
   // The grid. With ColSum or Total outputs: as many blocks (clusters) as fit on the device at
   // once (the occupancy calculator: registers, shared memory, threads), each looping over

@@ -28,8 +28,9 @@ constexpr int kMaxPortableCluster = 8;
 
 // What of a program the geometry depends on.
 struct RowTraits {
-  int wordsPerItem; // 32-bit registers the row cache takes per item and thread
-  bool colSums;     // the program has ColSum outputs
+  int wordsPerItem;       // 32-bit registers the row cache takes per item and thread
+  bool colSums;           // the program has ColSum outputs
+  int bytesPerColumn = 0; // bytes of the full inputs per column (a shared-memory row's size / D)
 };
 
 struct RowShape {
@@ -38,6 +39,7 @@ struct RowShape {
   int items;        // vectors per thread kept in registers; 0: re-read per pass
   int vec;          // elements per vector
   int cluster;      // blocks sharing each row (a thread block cluster); 1: a block per row
+  bool sharedRow;   // items == 0: the row is kept in shared memory after the first pass
 };
 
 constexpr int maxGroupFor(bool colSums, int items) {
@@ -97,6 +99,14 @@ inline int itemsWithinRegisters(const RowTraits& t, int64_t nv) {
   return 0;
 }
 
+// Whether rowsPerBlock rows of the full inputs, D columns in vectors of V, fit in
+// sharedRowBytes.
+inline bool sharedRowFits(const RowTraits& t, int64_t D, int V, int rowsPerBlock,
+                          int64_t sharedRowBytes) {
+  const int64_t columns = (D + V - 1) / V * V;
+  return t.bytesPerColumn > 0 && t.bytesPerColumn * columns * rowsPerBlock <= sharedRowBytes;
+}
+
 // The shape of a row of D elements; `aligned`: every tensor read or written per element is
 // 16-byte aligned and D a multiple of V (the elements of a 128-bit vector), else the row is
 // read element by element and re-read per pass. `maxCluster`: the most blocks the device
@@ -110,8 +120,12 @@ inline int itemsWithinRegisters(const RowTraits& t, int64_t nv) {
 // 65536 and layernorm's 2.5-3.2x; the forwards (no ColSum) ran 1-24% slower split than
 // re-read by one block (softmax 229 us against 158 at 32768), so they are not split. Rows
 // that are not held, or are unaligned, are re-read per pass (ITEMS == 0) by one block, which
-// was 1.3-5x slower wherever the row fit.
-inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int maxCluster = 1) {
+// was 1.3-5x slower wherever the row fit. An aligned row re-read so is kept in the block's
+// shared memory by its first pass where the full inputs' D columns fit in `sharedRowBytes`
+// (0: never), so that the later passes read shared memory instead of L2; each thread reads
+// back the vectors it wrote, so no barrier is needed.
+inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int maxCluster = 1,
+                         int64_t sharedRowBytes = 0) {
   if (!t.colSums)
     maxCluster = 1;
   RowShape g{};
@@ -135,6 +149,7 @@ inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int
     group *= 2;
   g.group = group;
   g.rowsPerBlock = rowsPerBlockFor(t.colSums, g.group, g.items, g.cluster);
+  g.sharedRow = aligned && g.items == 0 && sharedRowFits(t, D, V, g.rowsPerBlock, sharedRowBytes);
   return g;
 }
 

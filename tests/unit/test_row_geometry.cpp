@@ -16,6 +16,9 @@ namespace {
 using fg::cuda::RowShape;
 using fg::cuda::RowTraits;
 
+// Shared memory a block may use for rows: the H100's 227 KB less 16 KB for the reductions.
+constexpr int64_t kSharedRowBytes = 227 * 1024 - 16 * 1024;
+
 std::vector<int64_t> rowLengths() {
   std::vector<int64_t> ds;
   for (int64_t d = 1; d <= (int64_t(1) << 18); d *= 2)
@@ -40,8 +43,8 @@ TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
           for (bool aligned : {true, false})
             for (int maxCluster : {1, fg::cuda::kMaxPortableCluster}) {
               if (aligned && D % V != 0) continue;
-              const RowTraits t{words, colSums};
-              const RowShape g = fg::cuda::rowShape(t, D, V, aligned, maxCluster);
+              const RowTraits t{words, colSums, 16 / V};
+              const RowShape g = fg::cuda::rowShape(t, D, V, aligned, maxCluster, kSharedRowBytes);
               const std::string at = where(t, D, V, aligned, maxCluster);
               EXPECT_EQ(g.vec, aligned ? V : 1) << at;
               EXPECT_TRUE(g.items == 0 || g.items == 1 || g.items == 2 || g.items == 4) << at;
@@ -59,6 +62,14 @@ TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
                 EXPECT_GE(g.group, 32) << at;
               } else {
                 EXPECT_EQ(g.rowsPerBlock, fg::cuda::rowsPerBlockFor(colSums, g.group, g.items, 1))
+                    << at;
+              }
+              if (g.sharedRow) { // a re-read row that fits the shared memory given
+                EXPECT_EQ(g.items, 0) << at;
+                EXPECT_TRUE(aligned) << at;
+                EXPECT_LE(int64_t(16 / V) * D * g.rowsPerBlock, kSharedRowBytes) << at;
+              } else if (aligned && g.items == 0) {
+                EXPECT_FALSE(fg::cuda::sharedRowFits(t, D, V, g.rowsPerBlock, kSharedRowBytes))
                     << at;
               }
               if (colSums && g.items != 1) { // only 1 item runs several ColSum rows a block
@@ -161,6 +172,24 @@ TEST(RowGeometry, LongRowsSplitOverClusters) {
   g = fg::cuda::rowShape({16, true}, 32768, 8, false, maxCluster); // unaligned
   EXPECT_EQ(g.cluster, 1);
   EXPECT_EQ(g.items, 0);
+}
+
+// Forward rows too long for registers are kept in shared memory by their first pass where
+// they fit (bf16 rmsnorm: 2 bytes per column, up to 64 KB at D = 32768 and 128 KB at 65536),
+// and re-read from global memory beyond (131072: 256 KB), when unaligned, or with no shared
+// memory to give.
+TEST(RowGeometry, LongRowsKeptInSharedMemory) {
+  const RowTraits forward{4, false, 2};
+  for (int64_t D : {32768, 65536}) {
+    const RowShape g = fg::cuda::rowShape(forward, D, 8, true, 1, kSharedRowBytes);
+    EXPECT_EQ(g.items, 0) << D;
+    EXPECT_TRUE(g.sharedRow) << D;
+    EXPECT_EQ(g.rowsPerBlock, 1) << D;
+  }
+  EXPECT_FALSE(fg::cuda::rowShape(forward, 131072, 8, true, 1, kSharedRowBytes).sharedRow);
+  EXPECT_FALSE(fg::cuda::rowShape(forward, 32768, 8, false, 1, kSharedRowBytes).sharedRow);
+  EXPECT_FALSE(fg::cuda::rowShape(forward, 32768, 8, true, 1, 0).sharedRow);
+  EXPECT_FALSE(fg::cuda::rowShape(forward, 4096, 8, true, 1, kSharedRowBytes).sharedRow);
 }
 
 } // namespace
