@@ -53,11 +53,14 @@ __device__ __forceinline__ RowAcc<T> shuffleMerge(Reduce r, RowAcc<T> a, int off
 // Combines v[0..N) across the `group` threads of a row (threadIdx.x), in a fixed order;
 // every thread of the group ends with the result. Sums combine as compensated pairs
 // (accMerge, fusegen_program.h), so the threads' and warps' partials keep their compensation.
-// `shared` holds blockDim.y * warps * N * 2.
+// `shared` holds 2 buffers of blockDim.y * warps * N * 2, used alternately (`parity`): a
+// buffer is written again only after the next call's barrier, which every warp reaches only
+// after reading it, so one barrier per call suffices. Whoever writes `shared` next for another
+// purpose starts with a barrier (writeTotals, combineColSums).
 // NARROW: the group may be narrower than a warp (variants with one item per thread or scalar
 // access; rowShape gives wider rows 2 or 4 items). The others shuffle unconditionally.
 template <class P, int S, bool NARROW, typename T, int N>
-__device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared) {
+__device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared, int& parity) {
   // A group narrower than a warp (several rows per warp) combines within its lanes only.
 #pragma unroll
   for (int j = 0; j < N; ++j)
@@ -68,7 +71,8 @@ __device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared) {
   const int warps = blockDim.x / 32;
   if (warps > 1) {
     const int warp = threadIdx.x / 32;
-    T* mine = shared + threadIdx.y * warps * N * 2;
+    T* mine = shared + (parity * blockDim.y + threadIdx.y) * warps * N * 2;
+    parity ^= 1;
     if (threadIdx.x % 32 == 0)
 #pragma unroll
       for (int j = 0; j < N; ++j) {
@@ -89,7 +93,6 @@ __device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared) {
         r = shuffleMerge(P::reduceKind(S, j), r, offset);
       v[j] = r;
     }
-    __syncthreads();
   }
 }
 
@@ -194,7 +197,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> stru
   T colAcc[atLeastOne<colSumOutputs<P>()>()][kItems][V];
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
-  int clusterParity = 0;
+  int clusterParity = 0, groupParity = 0;
   Vec<S, V>* sharedRow; // SHARED: the block's rows, [rowsPerBlock][full inputs][vectors]
 
   __device__ RowKernel(const typename P::Args& args, Vec<S, V>* sharedRows)
@@ -287,7 +290,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> stru
           }
         });
       }
-      groupReduce<P, St, ITEMS <= 1>(acc, shared);
+      groupReduce<P, St, ITEMS <= 1>(acc, shared, groupParity);
       if constexpr (CLUSTER)
         clusterReduce<P, St>(acc, clusterSlots, clusterPlace<CLUSTER>().blocks, clusterParity);
       if (active) {
@@ -335,6 +338,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> stru
   // 32, in shared memory) by warp 0. Every thread of the block calls it.
   __device__ void writeTotals(T* shared, T* partials) {
     constexpr int N = totalOutputs<P>();
+    __syncthreads(); // the last groupReduce's readers are done with `shared`
     const int thread = threadIdx.y * blockDim.x + threadIdx.x;
     const int lane = thread % 32, warp = thread / 32, warps = blockDim.x * blockDim.y / 32;
 #pragma unroll
@@ -367,6 +371,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> stru
   // group x V words laid out so that a warp's lanes touch consecutive words.
   __device__ void combineColSums(T* shared) {
     const int rows = blockDim.y, group = blockDim.x;
+    __syncthreads(); // the last groupReduce's readers are done with `shared`
 #pragma unroll
     for (int m = 0; m < colSumOutputs<P>(); ++m)
 #pragma unroll
@@ -504,13 +509,14 @@ template <class P> constexpr int maxGroup(int items) {
   return maxGroupFor(colSumOutputs<P>() > 0, items);
 }
 
-// Words of shared memory for combining reductions (compensated pairs) across the warps of each
-// row's group, and the Total outputs across the block's warps; the cluster's slots follow.
+// Words of shared memory for combining reductions (compensated pairs, two buffers) across the
+// warps of each row's group, and the Total outputs across the block's warps; the cluster's
+// slots follow.
 template <class P> __host__ __device__ constexpr int rowSharedWords(int group, int rowsPerBlock) {
   const int warps = (group * rowsPerBlock + 31) / 32;
-  const int perWarp =
-      2 * maxReductions<P>() > totalOutputs<P>() ? 2 * maxReductions<P>() : totalOutputs<P>();
-  return warps * perWarp;
+  const int reductions = 2 * warps * 2 * maxReductions<P>(); // groupReduce's 2 buffers
+  const int totals = warps * totalOutputs<P>();
+  return reductions > totals ? reductions : totals;
 }
 
 // __grid_constant__: RowKernel keeps a reference to the arguments, which then stay in
