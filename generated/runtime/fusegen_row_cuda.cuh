@@ -6,7 +6,8 @@
 // blocks combine their partial reductions through distributed shared memory. The row is read
 // from global memory once and kept in registers (ITEMS vectors of 128 bits per thread) across
 // the reduction stages; rows too long for registers are re-read per stage (ITEMS == 0): from
-// shared memory, where the first pass keeps them if they fit (SHARED), else from global memory,
+// shared memory where they fit (RowStore: kept there by the first pass, or copied in
+// asynchronously while the block's previous row is processed), else from global memory,
 // mostly hitting in L2.
 // [D] inputs are not kept in registers: they are re-read (128-bit, read-only path) for every
 // row and hit in L1, which leaves the registers to the row and lets more rows be in flight per
@@ -25,6 +26,7 @@
 #include "fusegen_row_geometry.h"
 
 #include <cooperative_groups.h>
+#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <climits>
@@ -186,7 +188,7 @@ template <class P, typename S, int ITEMS> constexpr int rowThreadsPerSm() {
              : 1024;
 }
 
-template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> struct RowKernel {
+template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> struct RowKernel {
   using T = compute_t<S>;
   static constexpr int kItems = ITEMS > 0 ? ITEMS : 1;
   static constexpr int kNR = maxReductions<P>();
@@ -199,7 +201,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> stru
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
   int clusterParity = 0, groupParity = 0;
-  Vec<S, V>* sharedRow; // SHARED: the block's rows, [rowsPerBlock][full inputs][vectors]
+  // Shared and Staged: the block's rows, [buffer][rowsPerBlock][full inputs][vectors] (one
+  // buffer for Shared, two for Staged: read from readBuf, copied into the other).
+  Vec<S, V>* sharedRow;
+  int readBuf = 0;
 
   __device__ RowKernel(const typename P::Args& args, Vec<S, V>* sharedRows)
       : a(args), sharedRow(sharedRows) {
@@ -223,9 +228,19 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> stru
     Vec<S, V> col[atLeastOne<inputsOf<P>(Bcast::Col)>()];
   };
 
-  // PASS: the pass over the row (a reduction stage, or P::kStages for the outputs); with
-  // SHARED, the first reads the row from global memory into shared memory, the later ones
-  // read it from there.
+  // This thread's vector vi of full input `slot` in shared-memory buffer `buf`.
+  __device__ __forceinline__ Vec<S, V>& keptVector(int buf, int slot, int64_t vi) const {
+    const int64_t vectors = (a.D + V - 1) / V;
+    return sharedRow[((static_cast<int64_t>(buf) * blockDim.y + threadIdx.y) *
+                          inputsOf<P>(Bcast::Full) +
+                      slot) *
+                         vectors +
+                     vi];
+  }
+
+  // PASS: the pass over the row (a reduction stage, or P::kStages for the outputs). Shared:
+  // the first reads the row from global memory into shared memory, the later ones read it
+  // from there; Staged: every pass reads the copy prefetchRow made.
   template <int PASS, class I>
   __device__ __forceinline__ void loadVectors(int64_t row, int64_t vi, I, Vectors& x) const {
     staticFor<P::kInputs>([&](auto kc) {
@@ -234,10 +249,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> stru
         constexpr int slot = inputSlot<P>(k, Bcast::Full);
         if constexpr (ITEMS > 0) {
           x.full[slot] = cache[slot][I::value];
-        } else if constexpr (SHARED) {
-          const int64_t vectors = (a.D + V - 1) / V;
-          Vec<S, V>& kept =
-              sharedRow[(threadIdx.y * inputsOf<P>(Bcast::Full) + slot) * vectors + vi];
+        } else if constexpr (STORE == RowStore::Staged) {
+          x.full[slot] = keptVector(readBuf, slot, vi);
+        } else if constexpr (STORE == RowStore::Shared) {
+          Vec<S, V>& kept = keptVector(0, slot, vi);
           if constexpr (PASS == 0) {
             x.full[slot] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
             kept = x.full[slot];
@@ -393,6 +408,24 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> stru
       }
   }
 
+  // Staged: starts copying the full inputs' vectors of `row` that this thread owns into
+  // buffer `buf` (cp.async; nothing for a row past the end), as one commit group.
+  __device__ void prefetchRow(int64_t row, int buf) {
+    if constexpr (STORE == RowStore::Staged) {
+      if (row < a.rows)
+        forEachItem([&](int64_t vi, auto) {
+          staticFor<P::kInputs>([&](auto kc) {
+            constexpr int k = decltype(kc)::value;
+            if constexpr (P::inBcast(k) == Bcast::Full)
+              __pipeline_memcpy_async(&keptVector(buf, inputSlot<P>(k, Bcast::Full), vi),
+                                      static_cast<const S*>(a.in[k]) + row * a.D + vi * V,
+                                      sizeof(Vec<S, V>));
+          });
+        });
+      __pipeline_commit();
+    }
+  }
+
   __device__ void run(T* shared, T* clusterSlots, T* partials) {
     // ColSum accumulators belong to fixed columns: set up once per block.
 #pragma unroll
@@ -410,9 +443,17 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, bool SHARED> stru
     const int rowsPerBlock = blockDim.y;
     const ClusterPlace place = clusterPlace<CLUSTER>();
     const int64_t cluster = blockIdx.x / place.blocks, clusters = gridDim.x / place.blocks;
-    for (int64_t base = cluster * rowsPerBlock; base < a.rows; base += clusters * rowsPerBlock) {
+    const int64_t stride = clusters * rowsPerBlock;
+    prefetchRow(cluster * rowsPerBlock + threadIdx.y, 0); // Staged: the first row
+    for (int64_t base = cluster * rowsPerBlock; base < a.rows; base += stride) {
       const int64_t row = base + threadIdx.y;
       const bool active = row < a.rows;
+      if constexpr (STORE == RowStore::Staged) {
+        // The next row's copy overlaps this row's passes; then wait for this row's copy.
+        readBuf = base == cluster * rowsPerBlock ? 0 : readBuf ^ 1;
+        prefetchRow(row + stride, readBuf ^ 1);
+        __pipeline_wait_prior(1);
+      }
       T rv[atLeastOne<P::kRowValues>()];
       T rowIn[P::kInputs];
 #pragma unroll
@@ -522,23 +563,25 @@ template <class P> __host__ __device__ constexpr int rowSharedWords(int group, i
 
 // __grid_constant__: RowKernel keeps a reference to the arguments, which then stay in
 // parameter memory instead of being copied to the thread's local memory.
-// Bytes of the shared-memory rows of a block (SHARED variants): rowsPerBlock rows of the full
-// inputs' vectors. They come first in the dynamic shared memory, the reductions' words after.
+// Bytes of the shared-memory rows of a block (RowStore Shared: one buffer, Staged: two) of
+// rowsPerBlock rows of the full inputs' vectors. They come first in the dynamic shared memory,
+// the reductions' words after.
 template <class P, typename S, int V>
-__host__ __device__ inline size_t rowSharedRowBytes(int64_t D, int rowsPerBlock) {
-  return static_cast<size_t>(rowsPerBlock) * inputsOf<P>(Bcast::Full) *
+__host__ __device__ inline size_t rowSharedRowBytes(RowStore store, int64_t D, int rowsPerBlock) {
+  const size_t buffers = store == RowStore::Staged ? 2 : store == RowStore::Shared ? 1 : 0;
+  return buffers * static_cast<size_t>(rowsPerBlock) * inputsOf<P>(Bcast::Full) *
          static_cast<size_t>((D + V - 1) / V) * sizeof(Vec<S, V>);
 }
 
 template <class P, typename S, int V, int ITEMS, int MAX_THREADS = kMaxGroup, bool CLUSTER = false,
-          bool SHARED = false>
+          RowStore STORE = RowStore::Global>
 __global__ void __launch_bounds__(MAX_THREADS, (rowThreadsPerSm<P, S, ITEMS>() / MAX_THREADS))
     rowProgram(const __grid_constant__ typename P::Args a, compute_t<S>* partials) {
   extern __shared__ __align__(16) unsigned char sharedRaw[];
   using T = compute_t<S>;
-  const size_t rowBytes = SHARED ? rowSharedRowBytes<P, S, V>(a.D, blockDim.y) : 0;
+  const size_t rowBytes = rowSharedRowBytes<P, S, V>(STORE, a.D, blockDim.y);
   T* shared = reinterpret_cast<T*>(sharedRaw + rowBytes);
-  RowKernel<P, S, V, ITEMS, CLUSTER, SHARED> k(a, reinterpret_cast<Vec<S, V>*>(sharedRaw));
+  RowKernel<P, S, V, ITEMS, CLUSTER, STORE> k(a, reinterpret_cast<Vec<S, V>*>(sharedRaw));
   k.run(shared, shared + rowSharedWords<P>(blockDim.x, blockDim.y), partials);
 }
 
@@ -598,14 +641,14 @@ inline std::optional<bool> rowGridPerRowOverride() {
   return perRow;
 }
 
-// The shared-memory rows (sharedRow), then the reductions' words, or where more,
+// The shared-memory rows (RowStore), then the reductions' words, or where more,
 // combineColSums's (several rows per block; at the end of the kernel), then the cluster's slots
 // (one row per block).
 template <class P, typename S> size_t rowShared(const RowGeometry& g) {
   const int combine =
       colSumOutputs<P>() > 0 && g.rowsPerBlock > 1 ? g.rowsPerBlock * g.group * g.vec : 0;
   const int clusterSlots = g.cluster > 1 ? 2 * 2 * maxReductions<P>() : 0;
-  const size_t rows = g.sharedRow ? rowSharedRowBytes<P, S, vecWidth<S>()>(g.D, g.rowsPerBlock) : 0;
+  const size_t rows = rowSharedRowBytes<P, S, vecWidth<S>()>(g.store, g.D, g.rowsPerBlock);
   return rows + sizeof(compute_t<S>) *
                     (std::max(rowSharedWords<P>(g.group, g.rowsPerBlock), combine) + clusterSlots);
 }
@@ -613,10 +656,10 @@ template <class P, typename S> size_t rowShared(const RowGeometry& g) {
 // Calls f with the rowProgram variant g selects: 128-bit vectors with `items` of them kept in
 // registers, or scalar accesses re-read per pass (unaligned or odd D). The occupancy query
 // and the launch share it, so they always name the same kernel.
-// The variant keeping re-read rows in shared memory, allowed the device's shared memory per
-// block beyond the default 48 KB (once per device).
-template <class P, typename S> auto sharedRowProgram() {
-  auto* kernel = rowProgram<P, S, vecWidth<S>(), 0, kMaxGroup, false, true>;
+// The variant keeping re-read rows in shared memory (STORE), allowed the device's shared
+// memory per block beyond the default 48 KB (once per device).
+template <class P, typename S, RowStore STORE> auto sharedRowProgram() {
+  auto* kernel = rowProgram<P, S, vecWidth<S>(), 0, kMaxGroup, false, STORE>;
   static bool allowed[64] = {};
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
@@ -634,8 +677,10 @@ template <class P, typename S, class F> void withRowProgram(const RowGeometry& g
   constexpr int V = vecWidth<S>();
   if (g.vec == 1)
     return f(rowProgram<P, S, 1, 0>);
-  if (g.sharedRow)
-    return f(sharedRowProgram<P, S>());
+  if (g.store == RowStore::Shared)
+    return f(sharedRowProgram<P, S, RowStore::Shared>());
+  if (g.store == RowStore::Staged)
+    return f(sharedRowProgram<P, S, RowStore::Staged>());
   if constexpr (colSumOutputs<P>() > 0) // (rowShape splits only their rows, held in registers)
     if (g.cluster > 1)
       switch (g.items) {
@@ -726,7 +771,7 @@ template <class P, typename S> int rowResidentUnits(const RowGeometry& g, int sm
     ++clusterLog;
   const int itemsIndex = g.items == 4 ? 3 : g.items;
   int unknown = 0;
-  int& n = device < 64 && !g.sharedRow
+  int& n = device < 64 && g.store == RowStore::Global
                ? cached[device][g.vec > 1][itemsIndex][threadsLog][clusterLog]
                : unknown;
   if (n == 0) {
@@ -779,7 +824,8 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   if (aligned) {
     applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);
     g.rowsPerBlock = rowsPerBlockFor(colSumOutputs<P>() > 0, g.group, g.items, g.cluster);
-    g.sharedRow = g.items == 0 && sharedRowFits(traits, a.D, V, g.rowsPerBlock, sharedRowBytes);
+    g.store = g.items == 0 ? rowStoreFor(traits, a.D, V, g.rowsPerBlock, sharedRowBytes)
+                           : RowStore::Global;
   }
   // The grid. With ColSum or Total outputs: as many blocks (clusters) as fit on the device at
   // once (the occupancy calculator: registers, shared memory, threads), each looping over
@@ -790,9 +836,10 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   // rmsnorm 0.184 against 0.194, layernorm 0.186 against 0.201, add_rmsnorm 0.361 against
   // 0.378.
   int64_t units = (a.rows + g.rowsPerBlock - 1) / g.rowsPerBlock;
-  // Clusters are resident too: the H100 schedules clusters more slowly than blocks.
+  // Clusters are resident too: the H100 schedules clusters more slowly than blocks. So are
+  // staged rows, whose blocks copy in their next row while they process this one.
   const bool perRow = colSumOutputs<P>() == 0 && totalOutputs<P>() == 0 && g.cluster == 1 &&
-                      rowGridPerRowOverride().value_or(true);
+                      g.store != RowStore::Staged && rowGridPerRowOverride().value_or(true);
   if (!perRow)
     units = std::min<int64_t>(units, rowResidentUnits<P, S>(g, sms));
   units = std::min<int64_t>(std::max<int64_t>(units, 1), INT_MAX / g.cluster); // grid-stride beyond

@@ -34,13 +34,19 @@ struct RowTraits {
   int bytesPerColumn = 0; // bytes of the full inputs per column (a shared-memory row's size / D)
 };
 
+// Where a row re-read per pass (items == 0) is read from after its first pass: global memory
+// (mostly hitting L2); the block's shared memory, filled by the first pass (Shared); or two
+// shared-memory buffers per row the block runs, the next row copied in asynchronously while
+// this one is processed (Staged: blocks loop over rows).
+enum class RowStore { Global, Shared, Staged };
+
 struct RowShape {
   int group;        // threads per row in each block (blockDim.x)
   int rowsPerBlock; // blockDim.y
   int items;        // vectors per thread kept in registers; 0: re-read per pass
   int vec;          // elements per vector
   int cluster;      // blocks sharing each row (a thread block cluster); 1: a block per row
-  bool sharedRow;   // items == 0: the row is kept in shared memory after the first pass
+  RowStore store;   // items == 0: where the row is re-read from
 };
 
 constexpr int maxGroupFor(bool colSums, int items) {
@@ -100,12 +106,22 @@ inline int itemsWithinRegisters(const RowTraits& t, int64_t nv) {
   return 0;
 }
 
-// Whether rowsPerBlock rows of the full inputs, D columns in vectors of V, fit in
+// Whether `copies` x rowsPerBlock rows of the full inputs, D columns in vectors of V, fit in
 // sharedRowBytes.
 inline bool sharedRowFits(const RowTraits& t, int64_t D, int V, int rowsPerBlock,
-                          int64_t sharedRowBytes) {
+                          int64_t sharedRowBytes, int copies = 1) {
   const int64_t columns = (D + V - 1) / V * V;
-  return t.bytesPerColumn > 0 && t.bytesPerColumn * columns * rowsPerBlock <= sharedRowBytes;
+  return t.bytesPerColumn > 0 &&
+         t.bytesPerColumn * columns * rowsPerBlock * copies <= sharedRowBytes;
+}
+
+// Where an aligned row re-read per pass lives (RowStore): Staged where two copies fit, else
+// Shared where one does, else Global.
+inline RowStore rowStoreFor(const RowTraits& t, int64_t D, int V, int rowsPerBlock,
+                            int64_t sharedRowBytes) {
+  return sharedRowFits(t, D, V, rowsPerBlock, sharedRowBytes, 2)   ? RowStore::Staged
+         : sharedRowFits(t, D, V, rowsPerBlock, sharedRowBytes, 1) ? RowStore::Shared
+                                                                   : RowStore::Global;
 }
 
 // The shape of a row of D elements; `aligned`: every tensor read or written per element is
@@ -122,9 +138,9 @@ inline bool sharedRowFits(const RowTraits& t, int64_t D, int V, int rowsPerBlock
 // re-read by one block (softmax 229 us against 158 at 32768), so they are not split. Rows
 // that are not held, or are unaligned, are re-read per pass (ITEMS == 0) by one block, which
 // was 1.3-5x slower wherever the row fit. An aligned row re-read so is kept in the block's
-// shared memory by its first pass where the full inputs' D columns fit in `sharedRowBytes`
-// (0: never), so that the later passes read shared memory instead of L2; each thread reads
-// back the vectors it wrote, so no barrier is needed.
+// shared memory where the full inputs' D columns fit in `sharedRowBytes` (0: never; see
+// RowStore), so that the later passes read shared memory instead of L2; each thread reads
+// back the vectors it wrote (or had copied), so no barrier is needed.
 inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int maxCluster = 1,
                          int64_t sharedRowBytes = 0) {
   if (!t.colSums)
@@ -150,7 +166,8 @@ inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int
     group *= 2;
   g.group = group;
   g.rowsPerBlock = rowsPerBlockFor(t.colSums, g.group, g.items, g.cluster);
-  g.sharedRow = aligned && g.items == 0 && sharedRowFits(t, D, V, g.rowsPerBlock, sharedRowBytes);
+  g.store = aligned && g.items == 0 ? rowStoreFor(t, D, V, g.rowsPerBlock, sharedRowBytes)
+                                    : RowStore::Global;
   return g;
 }
 

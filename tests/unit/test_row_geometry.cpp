@@ -14,6 +14,7 @@ namespace fusegen::test {
 namespace {
 
 using fg::cuda::RowShape;
+using fg::cuda::RowStore;
 using fg::cuda::RowTraits;
 
 // Shared memory a block may use for rows: the H100's 227 KB less 16 KB for the reductions.
@@ -64,10 +65,15 @@ TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
                 EXPECT_EQ(g.rowsPerBlock, fg::cuda::rowsPerBlockFor(colSums, g.group, g.items, 1))
                     << at;
               }
-              if (g.sharedRow) { // a re-read row that fits the shared memory given
+              if (g.store != RowStore::Global) { // a re-read row in the shared memory given
+                const int copies = g.store == RowStore::Staged ? 2 : 1;
                 EXPECT_EQ(g.items, 0) << at;
                 EXPECT_TRUE(aligned) << at;
-                EXPECT_LE(int64_t(16 / V) * D * g.rowsPerBlock, kSharedRowBytes) << at;
+                EXPECT_LE(int64_t(16 / V) * D * g.rowsPerBlock * copies, kSharedRowBytes) << at;
+                if (copies == 1) {
+                  EXPECT_FALSE(fg::cuda::sharedRowFits(t, D, V, g.rowsPerBlock, kSharedRowBytes, 2))
+                      << at;
+                }
               } else if (aligned && g.items == 0) {
                 EXPECT_FALSE(fg::cuda::sharedRowFits(t, D, V, g.rowsPerBlock, kSharedRowBytes))
                     << at;
@@ -174,22 +180,24 @@ TEST(RowGeometry, LongRowsSplitOverClusters) {
   EXPECT_EQ(g.items, 0);
 }
 
-// Forward rows too long for registers are kept in shared memory by their first pass where
-// they fit (bf16 rmsnorm: 2 bytes per column, up to 64 KB at D = 32768 and 128 KB at 65536),
-// and re-read from global memory beyond (131072: 256 KB), when unaligned, or with no shared
-// memory to give.
+// Forward rows too long for registers are kept in shared memory where they fit: two copies
+// (Staged: the next row copied in while this one is processed) for bf16 rmsnorm (2 bytes per
+// column) up to 64 KB at D = 32768, one (Shared) at 65536 (128 KB), none beyond (131072:
+// 256 KB), when unaligned, or with no shared memory to give.
 TEST(RowGeometry, LongRowsKeptInSharedMemory) {
   const RowTraits forward{4, false, 2};
-  for (int64_t D : {32768, 65536}) {
-    const RowShape g = fg::cuda::rowShape(forward, D, 8, true, 1, kSharedRowBytes);
-    EXPECT_EQ(g.items, 0) << D;
-    EXPECT_TRUE(g.sharedRow) << D;
-    EXPECT_EQ(g.rowsPerBlock, 1) << D;
-  }
-  EXPECT_FALSE(fg::cuda::rowShape(forward, 131072, 8, true, 1, kSharedRowBytes).sharedRow);
-  EXPECT_FALSE(fg::cuda::rowShape(forward, 32768, 8, false, 1, kSharedRowBytes).sharedRow);
-  EXPECT_FALSE(fg::cuda::rowShape(forward, 32768, 8, true, 1, 0).sharedRow);
-  EXPECT_FALSE(fg::cuda::rowShape(forward, 4096, 8, true, 1, kSharedRowBytes).sharedRow);
+  RowShape g = fg::cuda::rowShape(forward, 32768, 8, true, 1, kSharedRowBytes);
+  EXPECT_EQ(g.items, 0);
+  EXPECT_EQ(g.store, RowStore::Staged);
+  EXPECT_EQ(g.rowsPerBlock, 1);
+  g = fg::cuda::rowShape(forward, 65536, 8, true, 1, kSharedRowBytes);
+  EXPECT_EQ(g.store, RowStore::Shared);
+  EXPECT_EQ(fg::cuda::rowShape(forward, 131072, 8, true, 1, kSharedRowBytes).store,
+            RowStore::Global);
+  EXPECT_EQ(fg::cuda::rowShape(forward, 32768, 8, false, 1, kSharedRowBytes).store,
+            RowStore::Global);
+  EXPECT_EQ(fg::cuda::rowShape(forward, 32768, 8, true, 1, 0).store, RowStore::Global);
+  EXPECT_EQ(fg::cuda::rowShape(forward, 4096, 8, true, 1, kSharedRowBytes).store, RowStore::Global);
 }
 
 } // namespace
