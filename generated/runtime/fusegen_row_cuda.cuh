@@ -592,30 +592,43 @@ struct RowGeometry : RowShape {
   int partialRows() const { return blocks / cluster; }
 };
 
-// FUSEGEN_ROW_CONFIG="ITEMS,GROUP[,CLUSTER]" replaces the chosen items per thread (0, 1, 2 or
-// 4), threads per row and block (4..512, a power of 2; 32..1024 with 1 item for ColSum
-// programs) and blocks per row (a power of 2 up to the device's cluster limit, with ITEMS above
-// 0: clusters hold rows in registers; default 1) of
-// aligned rows: the knob bench/tune_rows.py sweeps to measure the heuristic below. Read once
-// per process.
-template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv, int maxCluster) {
+// FUSEGEN_ROW_CONFIG="ITEMS,GROUP[,CLUSTER[,STORE]]" replaces the chosen items per thread (0,
+// 1, 2 or 4), threads per row and block (4..512, a power of 2; 32..1024 with 1 item for ColSum
+// programs), blocks per row (a power of 2 up to the device's cluster limit, with ITEMS above 0;
+// default 1) and,
+// with ITEMS 0, where the re-read row lives (global, shared or staged; default: rowStoreFor's
+// choice) of aligned rows: the knob bench/tune_rows.py sweeps to measure the heuristics below.
+// Read once per process; `store` receives the STORE asked for.
+template <class P>
+void applyRowConfigOverride(RowGeometry& g, int64_t nv, int maxCluster,
+                            std::optional<RowStore>& store) {
   static const char* env = std::getenv("FUSEGEN_ROW_CONFIG");
   if (!env || !*env)
     return;
   int items = -1, group = -1, cluster = 1;
-  const int fields = std::sscanf(env, "%d,%d,%d", &items, &group, &cluster);
+  char storeName[16] = "";
+  const int fields = std::sscanf(env, "%d,%d,%d,%15s", &items, &group, &cluster, storeName);
+  const std::string named = storeName;
+  if (named == "global")
+    store = RowStore::Global;
+  else if (named == "shared")
+    store = RowStore::Shared;
+  else if (named == "staged")
+    store = RowStore::Staged;
   const int minGroup = cluster > 1 ? 32 : kMinGroup;
   const bool valid = fields >= 2 && (items == 0 || items == 1 || items == 2 || items == 4) &&
                      group >= minGroup && group <= maxGroup<P>(items) &&
                      (group & (group - 1)) == 0 && cluster >= 1 && cluster <= maxCluster &&
-                     (cluster & (cluster - 1)) == 0 && (cluster == 1 || items > 0);
+                     (cluster & (cluster - 1)) == 0 && (cluster == 1 || items > 0) &&
+                     (named.empty() || (store && items == 0 && cluster == 1));
   if (!valid)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
-                             "' is not ITEMS,GROUP[,CLUSTER] with ITEMS in {0,1,2,4}, GROUP a "
-                             "power of 2 in [" +
+                             "' is not ITEMS,GROUP[,CLUSTER[,STORE]] with ITEMS in {0,1,2,4}, "
+                             "GROUP a power of 2 in [" +
                              std::to_string(minGroup) + ", " + std::to_string(maxGroup<P>(items)) +
-                             "] and CLUSTER a power of 2 in [1, " + std::to_string(maxCluster) +
-                             "] (above 1 only with ITEMS above 0)");
+                             "], CLUSTER a power of 2 in [1, " + std::to_string(maxCluster) +
+                             "] (above 1 only with ITEMS above 0) and STORE global, shared or "
+                             "staged (ITEMS 0, CLUSTER 1)");
   if (items > 0 && static_cast<int64_t>(items) * group * cluster < nv)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env + "' holds " +
                              std::to_string(items * group * cluster) +
@@ -822,10 +835,20 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   static_cast<RowShape&>(g) = rowShape(traits, a.D, V, aligned, maxCluster, sharedRowBytes);
   g.D = a.D;
   if (aligned) {
-    applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);
+    std::optional<RowStore> store;
+    applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster, store);
     g.rowsPerBlock = rowsPerBlockFor(colSumOutputs<P>() > 0, g.group, g.items, g.cluster);
     g.store = g.items == 0 ? rowStoreFor(traits, a.D, V, g.rowsPerBlock, sharedRowBytes)
                            : RowStore::Global;
+    if (store) {
+      const int copies = *store == RowStore::Staged ? 2 : *store == RowStore::Shared ? 1 : 0;
+      if (copies > 0 && !sharedRowFits(traits, a.D, V, g.rowsPerBlock, sharedRowBytes, copies))
+        throw std::runtime_error("fusegen: FUSEGEN_ROW_CONFIG asks for rows in shared memory; " +
+                                 std::to_string(copies * g.rowsPerBlock) + " of D = " +
+                                 std::to_string(a.D) + " do not fit in " +
+                                 std::to_string(sharedRowBytes) + " bytes");
+      g.store = *store;
+    }
   }
   // The grid. With ColSum or Total outputs: as many blocks (clusters) as fit on the device at
   // once (the occupancy calculator: registers, shared memory, threads), each looping over
