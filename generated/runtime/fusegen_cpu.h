@@ -57,8 +57,65 @@ template <class P, typename S> struct Runner {
     }
   }
 
+  // Passes St (maxima) and St + 1 (sums shifted by them, fusegen_program.h) as one: each lane
+  // takes the maxima of its columns, sums against them, and the lanes merge in lane order.
+  template <int St> void shiftedStages(int64_t row, T* rv) const {
+    constexpr int NM = P::reductions(St), NS = P::reductions(St + 1), kLanes = 4;
+    RowAcc<T> mx[NM][kLanes], sm[NS][kLanes];
+    T laneRv[kLanes][P::kRowValues > 0 ? P::kRowValues : 1];
+    for (int l = 0; l < kLanes; ++l) {
+      for (int i = 0; i < NM; ++i)
+        mx[i][l] = accIdentity<T>(Reduce::Max);
+      for (int j = 0; j < NS; ++j)
+        sm[j][l] = accIdentity<T>(Reduce::Sum);
+      for (int v = 0; v < P::kRowValues; ++v)
+        laneRv[l][v] = rv[v];
+    }
+    for (int64_t c = 0; c < a.D; ++c) {
+      T in[P::kInputs], t[NM];
+      elementInputs(row, c, in);
+      P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
+      for (int i = 0; i < NM; ++i)
+        accAdd(Reduce::Max, mx[i][c % kLanes], t[i]);
+    }
+    T laneMax[kLanes][NM];
+    for (int l = 0; l < kLanes; ++l) {
+      for (int i = 0; i < NM; ++i)
+        laneMax[l][i] = accResult(Reduce::Max, mx[i][l]);
+      P::template rowAfter<St, T, isHalf<S>()>(laneMax[l], attr, Dval, laneRv[l]);
+    }
+    for (int64_t c = 0; c < a.D; ++c) {
+      T in[P::kInputs], t[NS];
+      elementInputs(row, c, in);
+      P::template term<St + 1, T, isHalf<S>()>(in, laneRv[c % kLanes], attr, Dval, t);
+      for (int j = 0; j < NS; ++j)
+        accAdd(Reduce::Sum, sm[j][c % kLanes], t[j]);
+    }
+    T m[NM], red[NS];
+    RowAcc<T> sum[NS];
+    for (int i = 0; i < NM; ++i)
+      m[i] = laneMax[0][i];
+    for (int j = 0; j < NS; ++j)
+      sum[j] = sm[j][0];
+    for (int l = 1; l < kLanes; ++l) {
+      for (int j = 0; j < NS; ++j) {
+        const int i = P::shiftOf(St + 1, j);
+        sum[j] = accMergeShifted(sum[j], m[i], sm[j][l], laneMax[l][i]);
+      }
+      for (int i = 0; i < NM; ++i)
+        m[i] = reduceCombine(Reduce::Max, m[i], laneMax[l][i]);
+    }
+    for (int j = 0; j < NS; ++j)
+      red[j] = accResult(Reduce::Sum, sum[j]);
+    P::template rowAfter<St, T, isHalf<S>()>(m, attr, Dval, rv);
+    P::template rowAfter<St + 1, T, isHalf<S>()>(red, attr, Dval, rv);
+  }
+
   template <int St> void stage(int64_t row, T* rv) const {
-    if constexpr (St < P::kStages) {
+    if constexpr (St + 1 < P::kStages && shiftedStage<P>(St + 1)) {
+      shiftedStages<St>(row, rv);
+      stage<St + 2>(row, rv);
+    } else if constexpr (St < P::kStages) {
       // Compensated sums (fusegen_program.h) in kLanes accumulators of interleaved columns, merged
       // in lane order: independent dependency chains the core overlaps.
       constexpr int N = P::reductions(St) > 0 ? P::reductions(St) : 1;

@@ -25,7 +25,8 @@ struct Forward {
   // (half-type storage; see fusegen_runtime.h).
 
   // The tables the plans read: input broadcasts, output kinds, and per pass the number of
-  // reductions, the index of its first kind, and the kinds.
+  // reductions, the index of its first kind, the kinds, and for each reduction the index of
+  // the previous pass's maximum that shifts it (-1: none; see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full>;
   using OutKinds = fg::Table<fg::OutKind,
@@ -35,12 +36,14 @@ struct Forward {
   using Reductions = fg::Table<int, 1, 1>;
   using FirstReduction = fg::Table<int, 0, 1>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Max, fg::Reduce::Sum>;
+  using Shifts = fg::Table<int, -1, 0>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
   }
+  FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -130,7 +133,8 @@ struct Backward {
   // (half-type storage; see fusegen_runtime.h).
 
   // The tables the plans read: input broadcasts, output kinds, and per pass the number of
-  // reductions, the index of its first kind, and the kinds.
+  // reductions, the index of its first kind, the kinds, and for each reduction the index of
+  // the previous pass's maximum that shifts it (-1: none; see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full,
                              /* _saved_m [...] (compute type) */ fg::Bcast::Stat,
@@ -141,12 +145,14 @@ struct Backward {
   using Reductions = fg::Table<int, 1>;
   using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum>;
+  using Shifts = fg::Table<int, -1>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
   }
+  FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>

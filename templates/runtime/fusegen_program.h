@@ -88,6 +88,30 @@ template <typename T> FG_HD T accResult(Reduce r, RowAcc<T> a) {
   return r == Reduce::Sum && a.s - a.s == T(0) ? a.s + a.c : a.s;
 }
 
+// Online max-and-sum (the planner's Program::Stage::shift). A shifted sum's terms are
+// exp(g - m) times factors free of m, m a maximum of the pass before; summed against a share's
+// own maximum ma, the sum is the exact one times exp(m - ma). accMergeShifted merges a sum
+// scaled so with one against mb into one against max(ma, mb): each side is rescaled once
+// (exp and a multiplication), which the error model's bound on the terms covers
+// (docs/perf-notes.md). Equal maxima (also both -inf: an empty share) scale by 1.
+template <typename T> FG_HD RowAcc<T> accMergeShifted(RowAcc<T> a, T ma, RowAcc<T> b, T mb) {
+  const T m = reduceCombine(Reduce::Max, ma, mb);
+  const T sa = ma == m ? T(1) : fg::exp(ma - m);
+  const T sb = mb == m ? T(1) : fg::exp(mb - m);
+  return accMerge(Reduce::Sum, RowAcc<T>{a.s * sa, a.c * sa}, RowAcc<T>{b.s * sb, b.c * sb});
+}
+
+// Whether pass s is shifted by pass s - 1 (every reduction of it; the planner marks a pass
+// only then): the two run as one, with one combination across threads or lanes.
+template <class P> FG_HD constexpr bool shiftedStage(int s) {
+  if (s <= 0 || s >= P::kStages || P::reductions(s) == 0)
+    return false;
+  for (int j = 0; j < P::reductions(s); ++j)
+    if (P::shiftOf(s, j) < 0)
+      return false;
+  return true;
+}
+
 // A program's traits as slots: input k's index among the inputs of its broadcast (registers
 // hold full and [D] inputs in compact slots), output m's among the ColSum or the Total outputs
 // (their partial sums), and how many of each there are.

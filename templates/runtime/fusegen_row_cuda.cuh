@@ -98,6 +98,71 @@ __device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared, int& p
   }
 }
 
+// groupReduce for a pass of maxima mx[0..NM) and the next pass's sums sm[0..NS) shifted by
+// them (P::shiftOf; fusegen_program.h): every merge takes both sides' maxima, rescales the
+// sums to the larger (accMergeShifted), then merges the maxima. One combination instead of a
+// groupReduce per pass; the same shared memory and buffers (rowSharedWords).
+template <class P, int St, bool NARROW, typename T, int NM, int NS>
+__device__ __forceinline__ void groupReduceShifted(RowAcc<T> (&mx)[NM], RowAcc<T> (&sm)[NS],
+                                                   T* shared, int& parity) {
+  auto merge = [&](const T(&om)[NM], const RowAcc<T>(&os)[NS]) {
+#pragma unroll
+    for (int j = 0; j < NS; ++j) {
+      const int i = P::shiftOf(St + 1, j);
+      sm[j] = accMergeShifted(sm[j], mx[i].s, os[j], om[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < NM; ++i)
+      mx[i].s = reduceCombine(Reduce::Max, mx[i].s, om[i]);
+  };
+  auto butterfly = [&](int offset) {
+    T om[NM];
+    RowAcc<T> os[NS];
+#pragma unroll
+    for (int i = 0; i < NM; ++i)
+      om[i] = __shfl_xor_sync(0xffffffffu, mx[i].s, offset);
+#pragma unroll
+    for (int j = 0; j < NS; ++j) {
+      os[j].s = __shfl_xor_sync(0xffffffffu, sm[j].s, offset);
+      os[j].c = __shfl_xor_sync(0xffffffffu, sm[j].c, offset);
+    }
+    merge(om, os);
+  };
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    if (!NARROW || offset < static_cast<int>(blockDim.x))
+      butterfly(offset);
+  const int warps = blockDim.x / 32;
+  if (warps > 1) {
+    constexpr int W = NM + 2 * NS; // words per warp
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    T* mine = shared + (parity * blockDim.y + threadIdx.y) * warps * W;
+    parity ^= 1;
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < NM; ++i)
+        mine[warp * W + i] = mx[i].s;
+#pragma unroll
+      for (int j = 0; j < NS; ++j) {
+        mine[warp * W + NM + 2 * j] = sm[j].s;
+        mine[warp * W + NM + 2 * j + 1] = sm[j].c;
+      }
+    }
+    __syncthreads();
+    // Every warp combines the warps' values, one per lane (the others the identities).
+#pragma unroll
+    for (int i = 0; i < NM; ++i)
+      mx[i] = lane < warps ? RowAcc<T>{mine[lane * W + i], T(0)} : accIdentity<T>(Reduce::Max);
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+      sm[j] = lane < warps ? RowAcc<T>{mine[lane * W + NM + 2 * j], mine[lane * W + NM + 2 * j + 1]}
+                           : accIdentity<T>(Reduce::Sum);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      butterfly(offset);
+  }
+}
+
 // Thread block clusters, compiled in for sm_90 and later; elsewhere a block is its own cluster
 // (the host launches clusters only where the kernel has them: rowClustersCompiled).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -283,9 +348,70 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
     });
   }
 
+  // Passes St (maxima) and St + 1 (sums shifted by them) as one (fusegen_program.h): each
+  // thread takes the maxima of its elements, sums against them, and groupReduceShifted
+  // combines the threads' pairs once. (Variants in clusters run the passes apart.)
+  template <int St> __device__ void shiftedStages(int64_t row, bool active, T* rv, T* shared) {
+    constexpr int NM = P::reductions(St), NS = P::reductions(St + 1);
+    RowAcc<T> mx[NM], sm[NS];
+#pragma unroll
+    for (int i = 0; i < NM; ++i)
+      mx[i] = accIdentity<T>(Reduce::Max);
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+      sm[j] = accIdentity<T>(Reduce::Sum);
+    T red[NM > NS ? NM : NS];
+    if (active) {
+      forEachItem([&](int64_t vi, auto item) {
+        Vectors x;
+        loadVectors<St>(row, vi, item, x);
+#pragma unroll
+        for (int l = 0; l < V; ++l) {
+          T in[P::kInputs], t[NM];
+          elementInputs(x, l, in);
+          P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
+#pragma unroll
+          for (int i = 0; i < NM; ++i)
+            accAdd(Reduce::Max, mx[i], t[i]);
+        }
+      });
+#pragma unroll
+      for (int i = 0; i < NM; ++i)
+        red[i] = accResult(Reduce::Max, mx[i]);
+      P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv); // this thread's maxima
+      forEachItem([&](int64_t vi, auto item) {
+        Vectors x;
+        loadVectors<St + 1>(row, vi, item, x);
+#pragma unroll
+        for (int l = 0; l < V; ++l) {
+          T in[P::kInputs], t[NS];
+          elementInputs(x, l, in);
+          P::template term<St + 1, T, isHalf<S>()>(in, rv, attr, Dval, t);
+#pragma unroll
+          for (int j = 0; j < NS; ++j)
+            accAdd(Reduce::Sum, sm[j], t[j]);
+        }
+      });
+    }
+    groupReduceShifted<P, St, ITEMS <= 1>(mx, sm, shared, groupParity);
+    if (active) {
+#pragma unroll
+      for (int i = 0; i < NM; ++i)
+        red[i] = accResult(Reduce::Max, mx[i]);
+      P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv);
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+        red[j] = accResult(Reduce::Sum, sm[j]);
+      P::template rowAfter<St + 1, T, isHalf<S>()>(red, attr, Dval, rv);
+    }
+  }
+
   template <int St>
   __device__ void stage(int64_t row, bool active, T* rv, T* shared, T* clusterSlots) {
-    if constexpr (St < P::kStages) {
+    if constexpr (!CLUSTER && St + 1 < P::kStages && shiftedStage<P>(St + 1)) {
+      shiftedStages<St>(row, active, rv, shared);
+      stage<St + 2>(row, active, rv, shared, clusterSlots);
+    } else if constexpr (St < P::kStages) {
       RowAcc<T> acc[kNR]; // compensated sums (fusegen_program.h)
 #pragma unroll
       for (int j = 0; j < kNR; ++j)
@@ -555,7 +681,9 @@ template <class P> constexpr int maxGroup(int items) {
 // slots follow.
 template <class P> __host__ __device__ constexpr int rowSharedWords(int group, int rowsPerBlock) {
   const int warps = (group * rowsPerBlock + 31) / 32;
-  const int reductions = 2 * warps * 2 * maxReductions<P>(); // groupReduce's 2 buffers
+  // groupReduce's 2 buffers: a compensated pair per reduction, or for shifted passes
+  // (groupReduceShifted) a maximum each and a pair per sum: at most 3 words per reduction.
+  const int reductions = 2 * warps * 3 * maxReductions<P>();
   const int totals = warps * totalOutputs<P>();
   return reductions > totals ? reductions : totals;
 }

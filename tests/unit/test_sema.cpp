@@ -500,5 +500,39 @@ TEST(Plan, BackwardReadsTheForwardsPerRowValuesBackWhateverTheSimplifierDoes) {
   }
 }
 
+// ---- online max-and-sum: which passes are shifted by the maxima before them ----
+
+std::vector<int> forwardShifts(const std::string& outputs, const std::string& lets = "") {
+  const bool w = outputs.find('w') != std::string::npos;
+  Planned p = planSpec(spec(w ? "  x: [..., D]\n  w: [D]\n" : "  x: [..., D]\n", outputs, lets));
+  if (!p.plan) throw std::runtime_error("planning failed:\n" + p.messages);
+  const std::vector<plan::Program::Stage>& stages = p.plan->forward.stages;
+  return stages.size() == 2 ? stages[1].shift : std::vector<int>{};
+}
+
+TEST(Plan, SumsOfExpAgainstTheMaximumAreShifted) {
+  const std::string m = "let:\n  m: detach(max(x))\n";
+  // softmax's and logsumexp's sums, a factor free of the maximum, and several sums.
+  EXPECT_EQ(forwardShifts("  y: exp(x - m) / sum(exp(x - m))\n", m), std::vector<int>{0});
+  EXPECT_EQ(forwardShifts("  y: m + log(sum(exp(x - m)))\n", m), std::vector<int>{0});
+  EXPECT_EQ(forwardShifts("  y: x * sum(w * x * exp(x - m))\n", m), std::vector<int>{0});
+  EXPECT_EQ(forwardShifts("  y: x * sum(exp(x - m)) + sum(w * exp(x - m))\n", m),
+            (std::vector<int>{0, 0}));
+}
+
+TEST(Plan, OtherSumsAfterAMaximumAreNotShifted) {
+  const std::string m = "let:\n  m: detach(max(x))\n";
+  // The maximum elsewhere in the term, a shift by another value than the one maximized, a
+  // sum not of exp, and one sum of two that is not shifted: no pass is.
+  for (const char* out : {"  y: x * sum(m * exp(x - m))\n", "  y: x * sum(exp(w * x - m))\n",
+                          "  y: x * sum(exp(x - 2 * m))\n", "  y: x * sum(x - m)\n",
+                          "  y: x * sum(exp(x - m)) + sum(x - m)\n"})
+    for (int shift : forwardShifts(out, m))
+      EXPECT_EQ(shift, -1) << out;
+  // A mean before the sum: no maxima, nothing shifted.
+  for (int shift : forwardShifts("  y: x * sum(exp(x - mean(x)))\n"))
+    EXPECT_EQ(shift, -1);
+}
+
 } // namespace
 } // namespace fusegen::test

@@ -224,7 +224,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("plan", api::planEnumerator(p.plan));
   d.set("inputs", list(inputs));
   d.set("outputs", list(outputs));
-  std::vector<Data> reductions;
+  std::vector<Data> reductions, shifts;
   d.set("row_pre", printCpp(assignRowValues(-1), 4, rowPre));
   std::vector<Data> stages;
   for (size_t s = 0; s < p.stages.size(); ++s) {
@@ -242,12 +242,15 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("first", std::to_string(reductions.size()));
     for (const ir::Expr& r : p.stages[s].reductions)
       reductions.push_back(Data(api::reduceEnumerator(r->prim()->combine)));
+    for (int shift : p.stages[s].shift)
+      shifts.push_back(Data(std::to_string(shift)));
     x.set("term", printCpp(terms, 6, rowValuesBefore(element, st)));
     x.set("after", printCpp(assignRowValues(st), 6, after));
     stages.push_back(x);
   }
   d.set("stages", list(stages));
   d.set("reductions", list(reductions));
+  d.set("shifts", list(shifts));
   // Row outputs and the Total sums of per-row values are per-row values, the others element
   // values (the runtime sums a Total output's values of both; one of them is zero).
   std::vector<Assignment> elem, rowOut;

@@ -40,6 +40,83 @@ std::unordered_map<const ir::Node*, int> depths(const std::vector<ir::Expr>& roo
 
 // Stages the reductions of a program and lists its per-row values. Returns false (with a
 // diagnostic at `loc`) when the program needs more passes than the runtime unrolls.
+bool isCombine(const ir::Node* n, prims::Combine c) {
+  return isReduction(n) && n->prim()->combine == c;
+}
+
+// Whether n reaches one of `nodes` (memo: the answers so far).
+bool reaches(const ir::Node* n, const std::unordered_set<const ir::Node*>& nodes,
+             std::unordered_map<const ir::Node*, bool>& memo) {
+  if (nodes.count(n)) return true;
+  auto it = memo.find(n);
+  if (it != memo.end()) return it->second;
+  bool r = false;
+  for (const ir::Expr& a : n->args())
+    r = r || reaches(a.get(), nodes, memo);
+  return memo[n] = r;
+}
+
+// The index in `maxima` of the maximum m that shifts the sum's term (see Program::Stage), or
+// -1: the term's factors (through mul) free of the maxima's stage, but one exp(g - m), g the
+// argument of m (seen through detach).
+int shiftOf(const ir::Node* sum, const std::vector<ir::Expr>& maxima,
+            const std::unordered_set<const ir::Node*>& stageNodes) {
+  std::unordered_map<const ir::Node*, bool> memo;
+  std::vector<const ir::Node*> factors, pending{sum->args()[0].get()};
+  while (!pending.empty()) {
+    const ir::Node* f = pending.back();
+    pending.pop_back();
+    if (f->isCall("mul") && reaches(f, stageNodes, memo)) {
+      for (const ir::Expr& a : f->args())
+        pending.push_back(a.get());
+    } else {
+      factors.push_back(f);
+    }
+  }
+  int shift = -1;
+  for (const ir::Node* f : factors) {
+    if (!reaches(f, stageNodes, memo)) continue;
+    if (shift >= 0 || !f->isCall("exp") || !f->args()[0]->isCall("sub")) return -1;
+    const ir::Node* g = f->args()[0]->args()[0].get();
+    const ir::Node* m = f->args()[0]->args()[1].get();
+    while (m->isCall("detach"))
+      m = m->args()[0].get();
+    for (size_t i = 0; i < maxima.size(); ++i)
+      if (maxima[i].get() == m && m->args()[0].get() == g && !reaches(g, stageNodes, memo))
+        shift = static_cast<int>(i);
+    if (shift < 0) return -1;
+  }
+  return shift;
+}
+
+// Program::Stage::shift for every stage after one that takes only maxima. A stage is shifted
+// only when all its reductions are sums shifted by a maximum; the others keep -1.
+void markShiftedStages(Program& p) {
+  for (size_t s = 0; s < p.stages.size(); ++s)
+    p.stages[s].shift.assign(p.stages[s].reductions.size(), -1);
+  for (size_t s = 1; s < p.stages.size(); ++s) {
+    const std::vector<ir::Expr>& maxima = p.stages[s - 1].reductions;
+    bool onlyMaxima = !maxima.empty();
+    for (const ir::Expr& m : maxima)
+      onlyMaxima = onlyMaxima && isCombine(m.get(), prims::Combine::Max);
+    if (!onlyMaxima) continue;
+    // What the previous stage's results reach: its reductions and the row values after it.
+    std::unordered_set<const ir::Node*> stageNodes;
+    for (const ir::Expr& m : maxima)
+      stageNodes.insert(m.get());
+    for (size_t i = 0; i < p.rowValues.size(); ++i)
+      if (p.rowValueStage[i] == static_cast<int>(s) - 1) stageNodes.insert(p.rowValues[i].get());
+    std::vector<int> shift;
+    for (const ir::Expr& r : p.stages[s].reductions) {
+      const int i = isCombine(r.get(), prims::Combine::Sum) ? shiftOf(r.get(), maxima, stageNodes)
+                                                           : -1;
+      if (i < 0) break;
+      shift.push_back(i);
+    }
+    if (shift.size() == p.stages[s].reductions.size()) p.stages[s].shift = shift;
+  }
+}
+
 bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Diagnostics& diags) {
   std::vector<ir::Expr> roots = values(p.outputs);
   std::unordered_map<const ir::Node*, int> depth = depths(roots);
@@ -86,6 +163,7 @@ bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Dia
   }
   p.rowValues = rv;
   p.rowValueStage = st;
+  markShiftedStages(p);
   return true;
 }
 
@@ -276,6 +354,8 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
       out << (s ? "; " : " (") << "pass " << s + 1 << ":";
       for (const ir::Expr& r : p.stages[s].reductions)
         out << " " << r->prim()->name;
+      if (!p.stages[s].shift.empty() && p.stages[s].shift[0] >= 0)
+        out << ", shifted by pass " << s << "'s maxima (one combination with it)";
     }
     out << (p.stages.empty() ? "" : ")") << ", " << p.rowValues.size() << " per-row value(s)\n";
     for (const Program::Output& o : p.outputs)

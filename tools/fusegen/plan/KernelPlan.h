@@ -55,6 +55,13 @@ struct Program {
   };
   struct Stage {
     std::vector<ir::Expr> reductions; // combined in one pass over the row
+    // Online max-and-sum: for each reduction, the index of the previous stage's maximum m
+    // that shifts it (its term is exp(g - m) times factors free of the previous stage, g the
+    // value m maximizes), or -1. When every reduction of a stage is shifted and the previous
+    // stage takes only maxima, a thread may sum against its own maximum and rescale once
+    // (fusegen_program.h, accMergeShifted): the two stages need one combination across
+    // threads instead of two.
+    std::vector<int> shift;
   };
   std::vector<Input> inputs;
   std::vector<Output> outputs;
