@@ -518,6 +518,9 @@ TEST(Plan, SumsOfExpAgainstTheMaximumAreShifted) {
   EXPECT_EQ(forwardShifts("  y: x * sum(w * x * exp(x - m))\n", m), std::vector<int>{0});
   EXPECT_EQ(forwardShifts("  y: x * sum(exp(x - m)) + sum(w * exp(x - m))\n", m),
             (std::vector<int>{0, 0}));
+  // Sums, differences and quotients of values shifted by the same maximum.
+  EXPECT_EQ(forwardShifts("  y: x * sum(exp(x - m) * w - exp(x - m) / (x * x + 1))\n", m),
+            std::vector<int>{0});
 }
 
 TEST(Plan, OtherSumsAfterAMaximumAreNotShifted) {
@@ -526,7 +529,8 @@ TEST(Plan, OtherSumsAfterAMaximumAreNotShifted) {
   // sum not of exp, and one sum of two that is not shifted: no pass is.
   for (const char* out : {"  y: x * sum(m * exp(x - m))\n", "  y: x * sum(exp(w * x - m))\n",
                           "  y: x * sum(exp(x - 2 * m))\n", "  y: x * sum(x - m)\n",
-                          "  y: x * sum(exp(x - m)) + sum(x - m)\n"})
+                          "  y: x * sum(exp(x - m)) + sum(x - m)\n",
+                          "  y: x * sum(exp(x - m) + x)\n", "  y: x * sum(x / exp(x - m))\n"})
     for (int shift : forwardShifts(out, m))
       EXPECT_EQ(shift, -1) << out;
   // A mean before the sum: no maxima, nothing shifted.

@@ -56,37 +56,38 @@ bool reaches(const ir::Node* n, const std::unordered_set<const ir::Node*>& nodes
   return memo[n] = r;
 }
 
-// The index in `maxima` of the maximum m that shifts the sum's term (see Program::Stage), or
-// -1: the term's factors (through mul) free of the maxima's stage, but one exp(g - m), g the
-// argument of m (seen through detach).
-int shiftOf(const ir::Node* sum, const std::vector<ir::Expr>& maxima,
-            const std::unordered_set<const ir::Node*>& stageNodes) {
-  std::unordered_map<const ir::Node*, bool> memo;
-  std::vector<const ir::Node*> factors, pending{sum->args()[0].get()};
-  while (!pending.empty()) {
-    const ir::Node* f = pending.back();
-    pending.pop_back();
-    if (f->isCall("mul") && reaches(f, stageNodes, memo)) {
-      for (const ir::Expr& a : f->args())
-        pending.push_back(a.get());
-    } else {
-      factors.push_back(f);
-    }
-  }
-  int shift = -1;
-  for (const ir::Node* f : factors) {
-    if (!reaches(f, stageNodes, memo)) continue;
-    if (shift >= 0 || !f->isCall("exp") || !f->args()[0]->isCall("sub")) return -1;
-    const ir::Node* g = f->args()[0]->args()[0].get();
-    const ir::Node* m = f->args()[0]->args()[1].get();
+// The index in `maxima` of the maximum m that shifts e (see Program::Stage): e is
+// exp(g - m) with g the argument of m (seen through detach); or a product or quotient of a
+// shifted value and one free of the maxima's stage; or a sum, difference or negation of
+// values shifted by the same m. -1 otherwise (and for values free of that stage).
+int shiftOf(const ir::Node* e, const std::vector<ir::Expr>& maxima,
+            const std::unordered_set<const ir::Node*>& stageNodes,
+            std::unordered_map<const ir::Node*, bool>& memo) {
+  auto free = [&](const ir::Expr& a) { return !reaches(a.get(), stageNodes, memo); };
+  const std::vector<ir::Expr>& args = e->args();
+  if (e->isCall("exp") && args[0]->isCall("sub")) {
+    const ir::Node* g = args[0]->args()[0].get();
+    const ir::Node* m = args[0]->args()[1].get();
     while (m->isCall("detach"))
       m = m->args()[0].get();
     for (size_t i = 0; i < maxima.size(); ++i)
-      if (maxima[i].get() == m && m->args()[0].get() == g && !reaches(g, stageNodes, memo))
-        shift = static_cast<int>(i);
-    if (shift < 0) return -1;
+      if (maxima[i].get() == m && m->args()[0].get() == g && free(args[0]->args()[0]))
+        return static_cast<int>(i);
+    return -1;
   }
-  return shift;
+  if (e->isCall("mul")) {
+    if (free(args[0])) return shiftOf(args[1].get(), maxima, stageNodes, memo);
+    if (free(args[1])) return shiftOf(args[0].get(), maxima, stageNodes, memo);
+    return -1;
+  }
+  if (e->isCall("div"))
+    return free(args[1]) ? shiftOf(args[0].get(), maxima, stageNodes, memo) : -1;
+  if (e->isCall("neg")) return shiftOf(args[0].get(), maxima, stageNodes, memo);
+  if (e->isCall("add") || e->isCall("sub")) {
+    const int a = shiftOf(args[0].get(), maxima, stageNodes, memo);
+    return a >= 0 && a == shiftOf(args[1].get(), maxima, stageNodes, memo) ? a : -1;
+  }
+  return -1;
 }
 
 // Program::Stage::shift for every stage after one that takes only maxima. A stage is shifted
@@ -107,9 +108,11 @@ void markShiftedStages(Program& p) {
     for (size_t i = 0; i < p.rowValues.size(); ++i)
       if (p.rowValueStage[i] == static_cast<int>(s) - 1) stageNodes.insert(p.rowValues[i].get());
     std::vector<int> shift;
+    std::unordered_map<const ir::Node*, bool> memo;
     for (const ir::Expr& r : p.stages[s].reductions) {
-      const int i = isCombine(r.get(), prims::Combine::Sum) ? shiftOf(r.get(), maxima, stageNodes)
-                                                           : -1;
+      const int i = isCombine(r.get(), prims::Combine::Sum)
+                        ? shiftOf(r->args()[0].get(), maxima, stageNodes, memo)
+                        : -1;
       if (i < 0) break;
       shift.push_back(i);
     }
