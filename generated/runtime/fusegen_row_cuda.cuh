@@ -349,6 +349,24 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
     });
   }
 
+  // Adds pass St's terms of this thread's elements of the row into acc[0..reductions(St)).
+  template <int St, int N>
+  __device__ __forceinline__ void accumulatePass(int64_t row, const T* rv, RowAcc<T> (&acc)[N]) {
+    forEachItem([&](int64_t vi, auto item) {
+      Vectors x;
+      loadVectors<St>(row, vi, item, x);
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        T in[P::kInputs], t[N];
+        elementInputs(x, l, in);
+        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
+#pragma unroll
+        for (int j = 0; j < P::reductions(St); ++j)
+          accAdd(P::reduceKind(St, j), acc[j], t[j]);
+      }
+    });
+  }
+
   // Passes St (maxima) and St + 1 (sums shifted by them) as one (fusegen_program.h): each
   // thread takes the maxima of its elements, sums against them, and groupReduceShifted
   // combines the threads' pairs once. (Variants in clusters run the passes apart.)
@@ -363,36 +381,12 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
       sm[j] = accIdentity<T>(Reduce::Sum);
     T red[NM > NS ? NM : NS];
     if (active) {
-      forEachItem([&](int64_t vi, auto item) {
-        Vectors x;
-        loadVectors<St>(row, vi, item, x);
-#pragma unroll
-        for (int l = 0; l < V; ++l) {
-          T in[P::kInputs], t[NM];
-          elementInputs(x, l, in);
-          P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
-#pragma unroll
-          for (int i = 0; i < NM; ++i)
-            accAdd(Reduce::Max, mx[i], t[i]);
-        }
-      });
+      accumulatePass<St>(row, rv, mx);
 #pragma unroll
       for (int i = 0; i < NM; ++i)
         red[i] = accResult(Reduce::Max, mx[i]);
       P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv); // this thread's maxima
-      forEachItem([&](int64_t vi, auto item) {
-        Vectors x;
-        loadVectors<St + 1>(row, vi, item, x);
-#pragma unroll
-        for (int l = 0; l < V; ++l) {
-          T in[P::kInputs], t[NS];
-          elementInputs(x, l, in);
-          P::template term<St + 1, T, isHalf<S>()>(in, rv, attr, Dval, t);
-#pragma unroll
-          for (int j = 0; j < NS; ++j)
-            accAdd(Reduce::Sum, sm[j], t[j]);
-        }
-      });
+      accumulatePass<St + 1>(row, rv, sm);
     }
     groupReduceShifted<P, St, ITEMS <= 1>(mx, sm, shared, groupParity);
     if (active) {
@@ -417,21 +411,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
 #pragma unroll
       for (int j = 0; j < kNR; ++j)
         acc[j] = accIdentity<T>(j < P::reductions(St) ? P::reduceKind(St, j) : Reduce::Sum);
-      if (active) {
-        forEachItem([&](int64_t vi, auto item) {
-          Vectors x;
-          loadVectors<St>(row, vi, item, x);
-#pragma unroll
-          for (int l = 0; l < V; ++l) {
-            T in[P::kInputs], t[kNR];
-            elementInputs(x, l, in);
-            P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
-#pragma unroll
-            for (int j = 0; j < P::reductions(St); ++j)
-              accAdd(P::reduceKind(St, j), acc[j], t[j]);
-          }
-        });
-      }
+      if (active)
+        accumulatePass<St>(row, rv, acc);
       groupReduce<P, St, ITEMS <= 1>(acc, shared, groupParity);
       if constexpr (CLUSTER)
         clusterReduce<P, St>(acc, clusterSlots, clusterPlace<CLUSTER>().blocks, clusterParity);
