@@ -369,7 +369,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
 
   // Passes St (maxima) and St + 1 (sums shifted by them) as one (fusegen_program.h): each
   // thread takes the maxima of its elements, sums against them, and groupReduceShifted
-  // combines the threads' pairs once. (Variants in clusters run the passes apart.)
+  // combines the threads' pairs once. Only rows re-read per pass (ITEMS == 0) run so, where
+  // it saves a read of the row; rows held in registers, and variants in clusters, run the
+  // passes apart: held in registers, softmax's forward ran 15% slower shifted (H100, bf16,
+  // 32768x4096: 0.257 ms against 0.217; bench/results/2026-11-24-h100-ab-stores).
   template <int St> __device__ void shiftedStages(int64_t row, bool active, T* rv, T* shared) {
     constexpr int NM = P::reductions(St), NS = P::reductions(St + 1);
     RowAcc<T> mx[NM], sm[NS];
@@ -403,7 +406,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
 
   template <int St>
   __device__ void stage(int64_t row, bool active, T* rv, T* shared, T* clusterSlots) {
-    if constexpr (!CLUSTER && St + 1 < P::kStages && shiftedStage<P>(St + 1)) {
+    if constexpr (!CLUSTER && ITEMS == 0 && St + 1 < P::kStages && shiftedStage<P>(St + 1)) {
       shiftedStages<St>(row, active, rv, shared);
       stage<St + 2>(row, active, rv, shared, clusterSlots);
     } else if constexpr (St < P::kStages) {
