@@ -36,7 +36,6 @@ struct DeviceInfo {
   int sms = 0;
   int threadsPerSm = 0;
   bool clusters = false; // thread block clusters can be launched (sm_90 and later)
-  int sharedPerBlock = 0; // bytes of shared memory a block may use (opting in beyond 48 KB)
 };
 
 inline DeviceInfo deviceInfo() {
@@ -52,8 +51,6 @@ inline DeviceInfo deviceInfo() {
   int clusters = 0;
   check(cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device), "cluster launch");
   d.clusters = clusters != 0;
-  check(cudaDeviceGetAttribute(&d.sharedPerBlock, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-        "shared memory per block");
   if (device < 64)
     cached[device] = d;
   return d;

@@ -5,10 +5,8 @@
 // longer than a block holds are split over a thread block cluster (sm_90 and later), whose
 // blocks combine their partial reductions through distributed shared memory. The row is read
 // from global memory once and kept in registers (ITEMS vectors of 128 bits per thread) across
-// the reduction stages; rows too long for registers are re-read per stage (ITEMS == 0): from
-// shared memory where they fit (RowStore: kept there by the first pass, or copied in
-// asynchronously while the block's previous row is processed), else from global memory,
-// mostly hitting in L2.
+// the reduction stages; rows too long for registers are re-read per stage (ITEMS == 0) and then
+// mostly hit in L2.
 // [D] inputs are not kept in registers: they are re-read (128-bit, read-only path) for every
 // row and hit in L1, which leaves the registers to the row and lets more rows be in flight per
 // SM. Reductions combine in a fixed order (warp shuffles, then shared memory across the
@@ -26,7 +24,6 @@
 #include "fusegen_row_geometry.h"
 
 #include <cooperative_groups.h>
-#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <climits>
@@ -253,7 +250,7 @@ template <class P, typename S, int ITEMS> constexpr int rowThreadsPerSm() {
              : 1024;
 }
 
-template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> struct RowKernel {
+template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel {
   using T = compute_t<S>;
   static constexpr int kItems = ITEMS > 0 ? ITEMS : 1;
   static constexpr int kNR = maxReductions<P>();
@@ -266,13 +263,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
   int clusterParity = 0, groupParity = 0;
-  // Shared and Staged: the block's rows, [buffer][rowsPerBlock][full inputs][vectors] (one
-  // buffer for Shared, two for Staged: read from readBuf, copied into the other).
-  Vec<S, V>* sharedRow;
-  int readBuf = 0;
 
-  __device__ RowKernel(const typename P::Args& args, Vec<S, V>* sharedRows)
-      : a(args), sharedRow(sharedRows) {
+  __device__ RowKernel(const typename P::Args& args) : a(args) {
 #pragma unroll
     for (int k = 0; k < P::kAttrs; ++k)
       attr[k] = static_cast<T>(a.attr[k]);
@@ -293,40 +285,15 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
     Vec<S, V> col[atLeastOne<inputsOf<P>(Bcast::Col)>()];
   };
 
-  // This thread's vector vi of full input `slot` in shared-memory buffer `buf`.
-  __device__ __forceinline__ Vec<S, V>& keptVector(int buf, int slot, int64_t vi) const {
-    const int64_t vectors = (a.D + V - 1) / V;
-    return sharedRow[((static_cast<int64_t>(buf) * blockDim.y + threadIdx.y) *
-                          inputsOf<P>(Bcast::Full) +
-                      slot) *
-                         vectors +
-                     vi];
-  }
-
-  // PASS: the pass over the row (a reduction stage, or P::kStages for the outputs). Shared:
-  // the first reads the row from global memory into shared memory, the later ones read it
-  // from there; Staged: every pass reads the copy prefetchRow made.
-  template <int PASS, class I>
+  template <class I>
   __device__ __forceinline__ void loadVectors(int64_t row, int64_t vi, I, Vectors& x) const {
     staticFor<P::kInputs>([&](auto kc) {
       constexpr int k = decltype(kc)::value;
       if constexpr (P::inBcast(k) == Bcast::Full) {
-        constexpr int slot = inputSlot<P>(k, Bcast::Full);
-        if constexpr (ITEMS > 0) {
-          x.full[slot] = cache[slot][I::value];
-        } else if constexpr (STORE == RowStore::Staged) {
-          x.full[slot] = keptVector(readBuf, slot, vi);
-        } else if constexpr (STORE == RowStore::Shared) {
-          Vec<S, V>& kept = keptVector(0, slot, vi);
-          if constexpr (PASS == 0) {
-            x.full[slot] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
-            kept = x.full[slot];
-          } else {
-            x.full[slot] = kept;
-          }
-        } else {
-          x.full[slot] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
-        }
+        if constexpr (ITEMS > 0)
+          x.full[inputSlot<P>(k, Bcast::Full)] = cache[inputSlot<P>(k, Bcast::Full)][I::value];
+        else
+          x.full[inputSlot<P>(k, Bcast::Full)] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
       } else if constexpr (P::inBcast(k) == Bcast::Col) {
         if constexpr (sizeof(Vec<S, V>) == 16)
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
@@ -354,7 +321,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
   __device__ __forceinline__ void accumulatePass(int64_t row, const T* rv, RowAcc<T> (&acc)[N]) {
     forEachItem([&](int64_t vi, auto item) {
       Vectors x;
-      loadVectors<St>(row, vi, item, x);
+      loadVectors(row, vi, item, x);
 #pragma unroll
       for (int l = 0; l < V; ++l) {
         T in[P::kInputs], t[N];
@@ -518,24 +485,6 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
       }
   }
 
-  // Staged: starts copying the full inputs' vectors of `row` that this thread owns into
-  // buffer `buf` (cp.async; nothing for a row past the end), as one commit group.
-  __device__ void prefetchRow(int64_t row, int buf) {
-    if constexpr (STORE == RowStore::Staged) {
-      if (row < a.rows)
-        forEachItem([&](int64_t vi, auto) {
-          staticFor<P::kInputs>([&](auto kc) {
-            constexpr int k = decltype(kc)::value;
-            if constexpr (P::inBcast(k) == Bcast::Full)
-              __pipeline_memcpy_async(&keptVector(buf, inputSlot<P>(k, Bcast::Full), vi),
-                                      static_cast<const S*>(a.in[k]) + row * a.D + vi * V,
-                                      sizeof(Vec<S, V>));
-          });
-        });
-      __pipeline_commit();
-    }
-  }
-
   __device__ void run(T* shared, T* clusterSlots, T* partials) {
     // ColSum accumulators belong to fixed columns: set up once per block.
 #pragma unroll
@@ -553,17 +502,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
     const int rowsPerBlock = blockDim.y;
     const ClusterPlace place = clusterPlace<CLUSTER>();
     const int64_t cluster = blockIdx.x / place.blocks, clusters = gridDim.x / place.blocks;
-    const int64_t stride = clusters * rowsPerBlock;
-    prefetchRow(cluster * rowsPerBlock + threadIdx.y, 0); // Staged: the first row
-    for (int64_t base = cluster * rowsPerBlock; base < a.rows; base += stride) {
+    for (int64_t base = cluster * rowsPerBlock; base < a.rows; base += clusters * rowsPerBlock) {
       const int64_t row = base + threadIdx.y;
       const bool active = row < a.rows;
-      if constexpr (STORE == RowStore::Staged) {
-        // The next row's copy overlaps this row's passes; then wait for this row's copy.
-        readBuf = base == cluster * rowsPerBlock ? 0 : readBuf ^ 1;
-        prefetchRow(row + stride, readBuf ^ 1);
-        __pipeline_wait_prior(1);
-      }
       T rv[atLeastOne<P::kRowValues>()];
       T rowIn[P::kInputs];
 #pragma unroll
@@ -590,7 +531,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, RowStore STORE> s
         continue;
       forEachItem([&](int64_t vi, auto item) {
         Vectors x;
-        loadVectors<P::kStages>(row, vi, item, x);
+        loadVectors(row, vi, item, x);
         Vec<S, V> y[P::kOutputs];
 #pragma unroll
         for (int l = 0; l < V; ++l) {
@@ -675,72 +616,46 @@ template <class P> __host__ __device__ constexpr int rowSharedWords(int group, i
 
 // __grid_constant__: RowKernel keeps a reference to the arguments, which then stay in
 // parameter memory instead of being copied to the thread's local memory.
-// Bytes of the shared-memory rows of a block (RowStore Shared: one buffer, Staged: two) of
-// rowsPerBlock rows of the full inputs' vectors. They come first in the dynamic shared memory,
-// the reductions' words after.
-template <class P, typename S, int V>
-__host__ __device__ inline size_t rowSharedRowBytes(RowStore store, int64_t D, int rowsPerBlock) {
-  const size_t buffers = store == RowStore::Staged ? 2 : store == RowStore::Shared ? 1 : 0;
-  return buffers * static_cast<size_t>(rowsPerBlock) * inputsOf<P>(Bcast::Full) *
-         static_cast<size_t>((D + V - 1) / V) * sizeof(Vec<S, V>);
-}
-
-template <class P, typename S, int V, int ITEMS, int MAX_THREADS = kMaxGroup, bool CLUSTER = false,
-          RowStore STORE = RowStore::Global>
+template <class P, typename S, int V, int ITEMS, int MAX_THREADS = kMaxGroup, bool CLUSTER = false>
 __global__ void __launch_bounds__(MAX_THREADS, (rowThreadsPerSm<P, S, ITEMS>() / MAX_THREADS))
     rowProgram(const __grid_constant__ typename P::Args a, compute_t<S>* partials) {
-  extern __shared__ __align__(16) unsigned char sharedRaw[];
+  extern __shared__ unsigned char sharedRaw[];
   using T = compute_t<S>;
-  const size_t rowBytes = rowSharedRowBytes<P, S, V>(STORE, a.D, blockDim.y);
-  T* shared = reinterpret_cast<T*>(sharedRaw + rowBytes);
-  RowKernel<P, S, V, ITEMS, CLUSTER, STORE> k(a, reinterpret_cast<Vec<S, V>*>(sharedRaw));
+  T* shared = reinterpret_cast<T*>(sharedRaw);
+  RowKernel<P, S, V, ITEMS, CLUSTER> k(a);
   k.run(shared, shared + rowSharedWords<P>(blockDim.x, blockDim.y), partials);
 }
 
 struct RowGeometry : RowShape {
-  int64_t D;
   int blocks; // a multiple of `cluster`
   // Partial rows of each ColSum output: one per cluster.
   int partialRows() const { return blocks / cluster; }
 };
 
-// FUSEGEN_ROW_CONFIG="ITEMS,GROUP[,CLUSTER[,STORE]]" replaces the chosen items per thread (0,
-// 1, 2 or 4), threads per row and block (4..512, a power of 2; 32..1024 with 1 item for ColSum
-// programs), blocks per row (a power of 2 up to the device's cluster limit, with ITEMS above 0;
-// default 1) and,
-// with ITEMS 0, where the re-read row lives (global, shared or staged; default: rowStoreFor's
-// choice) of aligned rows: the knob bench/tune_rows.py sweeps to measure the heuristics below.
-// Read once per process; `store` receives the STORE asked for.
-template <class P>
-void applyRowConfigOverride(RowGeometry& g, int64_t nv, int maxCluster,
-                            std::optional<RowStore>& store) {
+// FUSEGEN_ROW_CONFIG="ITEMS,GROUP[,CLUSTER]" replaces the chosen items per thread (0, 1, 2 or
+// 4), threads per row and block (4..512, a power of 2; 32..1024 with 1 item for ColSum
+// programs) and blocks per row (a power of 2 up to the device's cluster limit, with ITEMS above
+// 0: clusters hold rows in registers; default 1) of
+// aligned rows: the knob bench/tune_rows.py sweeps to measure the heuristic below. Read once
+// per process.
+template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv, int maxCluster) {
   static const char* env = std::getenv("FUSEGEN_ROW_CONFIG");
   if (!env || !*env)
     return;
   int items = -1, group = -1, cluster = 1;
-  char storeName[16] = "";
-  const int fields = std::sscanf(env, "%d,%d,%d,%15s", &items, &group, &cluster, storeName);
-  const std::string named = storeName;
-  if (named == "global")
-    store = RowStore::Global;
-  else if (named == "shared")
-    store = RowStore::Shared;
-  else if (named == "staged")
-    store = RowStore::Staged;
+  const int fields = std::sscanf(env, "%d,%d,%d", &items, &group, &cluster);
   const int minGroup = cluster > 1 ? 32 : kMinGroup;
   const bool valid = fields >= 2 && (items == 0 || items == 1 || items == 2 || items == 4) &&
                      group >= minGroup && group <= maxGroup<P>(items) &&
                      (group & (group - 1)) == 0 && cluster >= 1 && cluster <= maxCluster &&
-                     (cluster & (cluster - 1)) == 0 && (cluster == 1 || items > 0) &&
-                     (named.empty() || (store && items == 0 && cluster == 1));
+                     (cluster & (cluster - 1)) == 0 && (cluster == 1 || items > 0);
   if (!valid)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
-                             "' is not ITEMS,GROUP[,CLUSTER[,STORE]] with ITEMS in {0,1,2,4}, "
-                             "GROUP a power of 2 in [" +
+                             "' is not ITEMS,GROUP[,CLUSTER] with ITEMS in {0,1,2,4}, GROUP a "
+                             "power of 2 in [" +
                              std::to_string(minGroup) + ", " + std::to_string(maxGroup<P>(items)) +
-                             "], CLUSTER a power of 2 in [1, " + std::to_string(maxCluster) +
-                             "] (above 1 only with ITEMS above 0) and STORE global, shared or "
-                             "staged (ITEMS 0, CLUSTER 1)");
+                             "] and CLUSTER a power of 2 in [1, " + std::to_string(maxCluster) +
+                             "] (above 1 only with ITEMS above 0)");
   if (items > 0 && static_cast<int64_t>(items) * group * cluster < nv)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env + "' holds " +
                              std::to_string(items * group * cluster) +
@@ -766,46 +681,23 @@ inline std::optional<bool> rowGridPerRowOverride() {
   return perRow;
 }
 
-// The shared-memory rows (RowStore), then the reductions' words, or where more,
-// combineColSums's (several rows per block; at the end of the kernel), then the cluster's slots
-// (one row per block).
+// The reductions' words, or where more, combineColSums's (several rows per block; at the end
+// of the kernel), then the cluster's slots (one row per block).
 template <class P, typename S> size_t rowShared(const RowGeometry& g) {
   const int combine =
       colSumOutputs<P>() > 0 && g.rowsPerBlock > 1 ? g.rowsPerBlock * g.group * g.vec : 0;
   const int clusterSlots = g.cluster > 1 ? 2 * 2 * maxReductions<P>() : 0;
-  const size_t rows = rowSharedRowBytes<P, S, vecWidth<S>()>(g.store, g.D, g.rowsPerBlock);
-  return rows + sizeof(compute_t<S>) *
-                    (std::max(rowSharedWords<P>(g.group, g.rowsPerBlock), combine) + clusterSlots);
+  return sizeof(compute_t<S>) *
+         (std::max(rowSharedWords<P>(g.group, g.rowsPerBlock), combine) + clusterSlots);
 }
 
 // Calls f with the rowProgram variant g selects: 128-bit vectors with `items` of them kept in
 // registers, or scalar accesses re-read per pass (unaligned or odd D). The occupancy query
 // and the launch share it, so they always name the same kernel.
-// The variant keeping re-read rows in shared memory (STORE), allowed the device's shared
-// memory per block beyond the default 48 KB (once per device).
-template <class P, typename S, RowStore STORE> auto sharedRowProgram() {
-  auto* kernel = rowProgram<P, S, vecWidth<S>(), 0, kMaxGroup, false, STORE>;
-  static bool allowed[64] = {};
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  if (device >= 64 || !allowed[device]) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               deviceInfo().sharedPerBlock),
-          "shared memory per block");
-    if (device < 64)
-      allowed[device] = true;
-  }
-  return kernel;
-}
-
 template <class P, typename S, class F> void withRowProgram(const RowGeometry& g, F&& f) {
   constexpr int V = vecWidth<S>();
   if (g.vec == 1)
     return f(rowProgram<P, S, 1, 0>);
-  if (g.store == RowStore::Shared)
-    return f(sharedRowProgram<P, S, RowStore::Shared>());
-  if (g.store == RowStore::Staged)
-    return f(sharedRowProgram<P, S, RowStore::Staged>());
   if constexpr (colSumOutputs<P>() > 0) // (rowShape splits only their rows, held in registers)
     if (g.cluster > 1)
       switch (g.items) {
@@ -883,8 +775,7 @@ void launchRowProgram(Kernel kernel, const RowGeometry& g, const typename P::Arg
 
 // How many blocks (or clusters, where g.cluster > 1) of the variant g selects the device runs
 // at once: the occupancy calculator's answer (registers, shared memory, threads; for clusters
-// also how they fit the GPCs), asked once per variant, size and device (every call for rows
-// in shared memory, whose size follows D).
+// also how they fit the GPCs), asked once per variant, size and device.
 template <class P, typename S> int rowResidentUnits(const RowGeometry& g, int sms) {
   static int cached[64][2][5][6][5] = {}; // [device][vector?][items][log2 threads/32][log2 cluster]
   int device = 0;
@@ -896,9 +787,7 @@ template <class P, typename S> int rowResidentUnits(const RowGeometry& g, int sm
     ++clusterLog;
   const int itemsIndex = g.items == 4 ? 3 : g.items;
   int unknown = 0;
-  int& n = device < 64 && g.store == RowStore::Global
-               ? cached[device][g.vec > 1][itemsIndex][threadsLog][clusterLog]
-               : unknown;
+  int& n = device < 64 ? cached[device][g.vec > 1][itemsIndex][threadsLog][clusterLog] : unknown;
   if (n == 0) {
     withRowProgram<P, S>(g, [&](auto kernel) {
       if (g.cluster == 1) {
@@ -936,31 +825,12 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
     if (P::outKind(m) == OutKind::Full && a.need[m])
       aligned = aligned && aligned16(a.out[m]);
   const int maxCluster = aligned ? rowMaxCluster<P, S>() : 1;
-  const RowTraits traits{rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0,
-                         inputsOf<P>(Bcast::Full) * static_cast<int>(sizeof(S))};
-  // Shared memory for rows: the device's per block, less the reductions' (at most 32 warps of
-  // compensated pairs and Total sums; re-read rows take no cluster and no combineColSums).
-  const int64_t reductionBytes =
-      static_cast<int64_t>(sizeof(compute_t<S>)) * rowSharedWords<P>(1024, 1);
-  const int64_t sharedRowBytes = std::max<int64_t>(deviceInfo().sharedPerBlock - reductionBytes, 0);
   RowGeometry g{};
-  static_cast<RowShape&>(g) = rowShape(traits, a.D, V, aligned, maxCluster, sharedRowBytes);
-  g.D = a.D;
+  static_cast<RowShape&>(g) =
+      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0}, a.D, V, aligned, maxCluster);
   if (aligned) {
-    std::optional<RowStore> store;
-    applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster, store);
+    applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);
     g.rowsPerBlock = rowsPerBlockFor(colSumOutputs<P>() > 0, g.group, g.items, g.cluster);
-    g.store = g.items == 0 ? rowStoreFor(traits, a.D, V, g.rowsPerBlock, sharedRowBytes)
-                           : RowStore::Global;
-    if (store) {
-      const int copies = *store == RowStore::Staged ? 2 : *store == RowStore::Shared ? 1 : 0;
-      if (copies > 0 && !sharedRowFits(traits, a.D, V, g.rowsPerBlock, sharedRowBytes, copies))
-        throw std::runtime_error("fusegen: FUSEGEN_ROW_CONFIG asks for rows in shared memory; " +
-                                 std::to_string(copies * g.rowsPerBlock) + " of D = " +
-                                 std::to_string(a.D) + " do not fit in " +
-                                 std::to_string(sharedRowBytes) + " bytes");
-      g.store = *store;
-    }
   }
   // The grid. With ColSum or Total outputs: as many blocks (clusters) as fit on the device at
   // once (the occupancy calculator: registers, shared memory, threads), each looping over
@@ -971,10 +841,9 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   // rmsnorm 0.184 against 0.194, layernorm 0.186 against 0.201, add_rmsnorm 0.361 against
   // 0.378.
   int64_t units = (a.rows + g.rowsPerBlock - 1) / g.rowsPerBlock;
-  // Clusters are resident too: the H100 schedules clusters more slowly than blocks. So are
-  // staged rows, whose blocks copy in their next row while they process this one.
+  // Clusters are resident too: the H100 schedules clusters more slowly than blocks.
   const bool perRow = colSumOutputs<P>() == 0 && totalOutputs<P>() == 0 && g.cluster == 1 &&
-                      g.store != RowStore::Staged && rowGridPerRowOverride().value_or(true);
+                      rowGridPerRowOverride().value_or(true);
   if (!perRow)
     units = std::min<int64_t>(units, rowResidentUnits<P, S>(g, sms));
   units = std::min<int64_t>(std::max<int64_t>(units, 1), INT_MAX / g.cluster); // grid-stride beyond

@@ -29,16 +29,9 @@ constexpr int kMaxPortableCluster = 8;
 
 // What of a program the geometry depends on.
 struct RowTraits {
-  int wordsPerItem;       // 32-bit registers the row cache takes per item and thread
-  bool colSums;           // the program has ColSum outputs
-  int bytesPerColumn = 0; // bytes of the full inputs per column (a shared-memory row's size / D)
+  int wordsPerItem; // 32-bit registers the row cache takes per item and thread
+  bool colSums;     // the program has ColSum outputs
 };
-
-// Where a row re-read per pass (items == 0) is read from after its first pass: global memory
-// (mostly hitting L2); the block's shared memory, filled by the first pass (Shared); or two
-// shared-memory buffers per row the block runs, the next row copied in asynchronously while
-// this one is processed (Staged: blocks loop over rows).
-enum class RowStore { Global, Shared, Staged };
 
 struct RowShape {
   int group;        // threads per row in each block (blockDim.x)
@@ -46,7 +39,6 @@ struct RowShape {
   int items;        // vectors per thread kept in registers; 0: re-read per pass
   int vec;          // elements per vector
   int cluster;      // blocks sharing each row (a thread block cluster); 1: a block per row
-  RowStore store;   // items == 0: where the row is re-read from
 };
 
 constexpr int maxGroupFor(bool colSums, int items) {
@@ -106,24 +98,6 @@ inline int itemsWithinRegisters(const RowTraits& t, int64_t nv) {
   return 0;
 }
 
-// Whether `copies` x rowsPerBlock rows of the full inputs, D columns in vectors of V, fit in
-// sharedRowBytes.
-inline bool sharedRowFits(const RowTraits& t, int64_t D, int V, int rowsPerBlock,
-                          int64_t sharedRowBytes, int copies = 1) {
-  const int64_t columns = (D + V - 1) / V * V;
-  return t.bytesPerColumn > 0 &&
-         t.bytesPerColumn * columns * rowsPerBlock * copies <= sharedRowBytes;
-}
-
-// Where an aligned row re-read per pass lives (RowStore): Staged where two copies fit, else
-// Shared where one does, else Global.
-inline RowStore rowStoreFor(const RowTraits& t, int64_t D, int V, int rowsPerBlock,
-                            int64_t sharedRowBytes) {
-  return sharedRowFits(t, D, V, rowsPerBlock, sharedRowBytes, 2)   ? RowStore::Staged
-         : sharedRowFits(t, D, V, rowsPerBlock, sharedRowBytes, 1) ? RowStore::Shared
-                                                                   : RowStore::Global;
-}
-
 // The shape of a row of D elements; `aligned`: every tensor read or written per element is
 // 16-byte aligned and D a multiple of V (the elements of a 128-bit vector), else the row is
 // read element by element and re-read per pass. `maxCluster`: the most blocks the device
@@ -137,12 +111,8 @@ inline RowStore rowStoreFor(const RowTraits& t, int64_t D, int V, int rowsPerBlo
 // 65536 and layernorm's 2.5-3.2x; the forwards (no ColSum) ran 1-24% slower split than
 // re-read by one block (softmax 229 us against 158 at 32768), so they are not split. Rows
 // that are not held, or are unaligned, are re-read per pass (ITEMS == 0) by one block, which
-// was 1.3-5x slower wherever the row fit. An aligned row re-read so is kept in the block's
-// shared memory where the full inputs' D columns fit in `sharedRowBytes` (0: never; see
-// RowStore), so that the later passes read shared memory instead of L2; each thread reads
-// back the vectors it wrote (or had copied), so no barrier is needed.
-inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int maxCluster = 1,
-                         int64_t sharedRowBytes = 0) {
+// was 1.3-5x slower wherever the row fit.
+inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int maxCluster = 1) {
   if (!t.colSums)
     maxCluster = 1;
   RowShape g{};
@@ -166,8 +136,6 @@ inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int
     group *= 2;
   g.group = group;
   g.rowsPerBlock = rowsPerBlockFor(t.colSums, g.group, g.items, g.cluster);
-  g.store = aligned && g.items == 0 ? rowStoreFor(t, D, V, g.rowsPerBlock, sharedRowBytes)
-                                    : RowStore::Global;
   return g;
 }
 

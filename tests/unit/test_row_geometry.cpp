@@ -14,11 +14,7 @@ namespace fusegen::test {
 namespace {
 
 using fg::cuda::RowShape;
-using fg::cuda::RowStore;
 using fg::cuda::RowTraits;
-
-// Shared memory a block may use for rows: the H100's 227 KB less 16 KB for the reductions.
-constexpr int64_t kSharedRowBytes = 227 * 1024 - 16 * 1024;
 
 std::vector<int64_t> rowLengths() {
   std::vector<int64_t> ds;
@@ -44,8 +40,8 @@ TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
           for (bool aligned : {true, false})
             for (int maxCluster : {1, fg::cuda::kMaxPortableCluster}) {
               if (aligned && D % V != 0) continue;
-              const RowTraits t{words, colSums, 16 / V};
-              const RowShape g = fg::cuda::rowShape(t, D, V, aligned, maxCluster, kSharedRowBytes);
+              const RowTraits t{words, colSums};
+              const RowShape g = fg::cuda::rowShape(t, D, V, aligned, maxCluster);
               const std::string at = where(t, D, V, aligned, maxCluster);
               EXPECT_EQ(g.vec, aligned ? V : 1) << at;
               EXPECT_TRUE(g.items == 0 || g.items == 1 || g.items == 2 || g.items == 4) << at;
@@ -63,19 +59,6 @@ TEST(RowGeometry, EveryShapeIsOneTheKernelRuns) {
                 EXPECT_GE(g.group, 32) << at;
               } else {
                 EXPECT_EQ(g.rowsPerBlock, fg::cuda::rowsPerBlockFor(colSums, g.group, g.items, 1))
-                    << at;
-              }
-              if (g.store != RowStore::Global) { // a re-read row in the shared memory given
-                const int copies = g.store == RowStore::Staged ? 2 : 1;
-                EXPECT_EQ(g.items, 0) << at;
-                EXPECT_TRUE(aligned) << at;
-                EXPECT_LE(int64_t(16 / V) * D * g.rowsPerBlock * copies, kSharedRowBytes) << at;
-                if (copies == 1) {
-                  EXPECT_FALSE(fg::cuda::sharedRowFits(t, D, V, g.rowsPerBlock, kSharedRowBytes, 2))
-                      << at;
-                }
-              } else if (aligned && g.items == 0) {
-                EXPECT_FALSE(fg::cuda::sharedRowFits(t, D, V, g.rowsPerBlock, kSharedRowBytes))
                     << at;
               }
               if (colSums && g.items != 1) { // only 1 item runs several ColSum rows a block
@@ -178,26 +161,6 @@ TEST(RowGeometry, LongRowsSplitOverClusters) {
   g = fg::cuda::rowShape({16, true}, 32768, 8, false, maxCluster); // unaligned
   EXPECT_EQ(g.cluster, 1);
   EXPECT_EQ(g.items, 0);
-}
-
-// Forward rows too long for registers are kept in shared memory where they fit: two copies
-// (Staged: the next row copied in while this one is processed) for bf16 rmsnorm (2 bytes per
-// column) up to 64 KB at D = 32768, one (Shared) at 65536 (128 KB), none beyond (131072:
-// 256 KB), when unaligned, or with no shared memory to give.
-TEST(RowGeometry, LongRowsKeptInSharedMemory) {
-  const RowTraits forward{4, false, 2};
-  RowShape g = fg::cuda::rowShape(forward, 32768, 8, true, 1, kSharedRowBytes);
-  EXPECT_EQ(g.items, 0);
-  EXPECT_EQ(g.store, RowStore::Staged);
-  EXPECT_EQ(g.rowsPerBlock, 1);
-  g = fg::cuda::rowShape(forward, 65536, 8, true, 1, kSharedRowBytes);
-  EXPECT_EQ(g.store, RowStore::Shared);
-  EXPECT_EQ(fg::cuda::rowShape(forward, 131072, 8, true, 1, kSharedRowBytes).store,
-            RowStore::Global);
-  EXPECT_EQ(fg::cuda::rowShape(forward, 32768, 8, false, 1, kSharedRowBytes).store,
-            RowStore::Global);
-  EXPECT_EQ(fg::cuda::rowShape(forward, 32768, 8, true, 1, 0).store, RowStore::Global);
-  EXPECT_EQ(fg::cuda::rowShape(forward, 4096, 8, true, 1, kSharedRowBytes).store, RowStore::Global);
 }
 
 } // namespace
