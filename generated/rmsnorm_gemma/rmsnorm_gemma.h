@@ -25,7 +25,8 @@ struct Forward {
 
   // The tables the plans read: input broadcasts, output kinds, and per pass the number of
   // reductions, the index of its first kind, the kinds, and for each reduction the index of
-  // the previous pass's maximum that shifts it (-1: none; see fusegen_program.h).
+  // the previous pass's maximum that shifts it (-1: none) and whether it is a sum of terms
+  // never below 0 (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full,
                              /* weight [D] */ fg::Bcast::Col>;
@@ -36,6 +37,7 @@ struct Forward {
   using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum>;
   using Shifts = fg::Table<int, -1>;
+  using NonNegative = fg::Table<bool, true>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
@@ -43,6 +45,9 @@ struct Forward {
     return ReduceKinds::at(FirstReduction::at(s) + j);
   }
   FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
+  FG_HD static constexpr bool nonNegative(int s, int j) {
+    return NonNegative::at(FirstReduction::at(s) + j);
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -127,7 +132,8 @@ struct Backward {
 
   // The tables the plans read: input broadcasts, output kinds, and per pass the number of
   // reductions, the index of its first kind, the kinds, and for each reduction the index of
-  // the previous pass's maximum that shifts it (-1: none; see fusegen_program.h).
+  // the previous pass's maximum that shifts it (-1: none) and whether it is a sum of terms
+  // never below 0 (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full,
                              /* weight [D] */ fg::Bcast::Col,
@@ -140,6 +146,7 @@ struct Backward {
   using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum>;
   using Shifts = fg::Table<int, -1>;
+  using NonNegative = fg::Table<bool, false>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
@@ -147,6 +154,9 @@ struct Backward {
     return ReduceKinds::at(FirstReduction::at(s) + j);
   }
   FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
+  FG_HD static constexpr bool nonNegative(int s, int j) {
+    return NonNegative::at(FirstReduction::at(s) + j);
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>

@@ -329,7 +329,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
 #pragma unroll
         for (int j = 0; j < P::reductions(St); ++j)
-          accAdd(P::reduceKind(St, j), acc[j], t[j]);
+          accAddTerm(P::reduceKind(St, j), P::nonNegative(St, j), acc[j], t[j]);
       }
     });
   }

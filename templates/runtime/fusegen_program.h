@@ -72,6 +72,21 @@ template <typename T> FG_HD void accAdd(Reduce r, RowAcc<T>& a, T x) {
   }
 }
 
+// A term into a reduction's accumulator in the GPU's row plan. A sum of terms never below 0
+// (the planner's Program::Stage::nonNegative, from the primitives' `sign` claims: sums of
+// exp, of squares) cannot cancel, so one thread's plain sum of its n terms is within n u of
+// the exact one, relative (n up to D / 512); compensation would buy nothing there and cost 6
+// additions per term, which is what bounds softmax's forward: plain, it ran 8% faster
+// (H100, bf16, 32768x4096: 0.199 ms against 0.217; layernorm's variance 15%). Threads'
+// sums still merge by TwoSum (accMerge). The CPU's sequential sums stay compensated: one
+// lane adds up to D / 4 terms.
+template <typename T> FG_HD void accAddTerm(Reduce r, bool nonNegative, RowAcc<T>& a, T x) {
+  if (nonNegative)
+    a.s += x;
+  else
+    accAdd(r, a, x);
+}
+
 template <typename T> FG_HD RowAcc<T> accMerge(Reduce r, RowAcc<T> a, RowAcc<T> b) {
   if (r != Reduce::Sum)
     return {reduceCombine(r, a.s, b.s), T(0)};

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -213,6 +214,45 @@ TEST(Derivatives, EveryPrimitiveRuleMatchesFiniteDifferences) {
   for (const auto& pp : lib.all())
     expected += testable(*pp);
   EXPECT_EQ(tested.size(), expected);
+}
+
+// The `sign` claims of primitives.yaml (prims::Sign), sampled: the planner trusts them to add
+// sums plainly on the GPU (a wrong claim would sum cancelling terms without compensation).
+// NonNegative over values of both signs; OfArgs and Product over values never below 0;
+// Product also over two equal values of either sign. Signed zeros are not told apart (-0 is
+// no sample: rsqrt(-0) is -inf).
+TEST(Signs, EveryElementwiseClaimHoldsOnSamples) {
+  const std::vector<double> any = {-40, -3, -1, -0.5, -1e-3, 0, 1e-3, 0.5, 1, 3, 40};
+  const std::vector<double> nonNegative = {0, 1e-3, 0.5, 1, 3, 40};
+  std::set<std::string> claimed;
+  for (const auto& pp : library().all()) {
+    const prims::Primitive& p = *pp;
+    if (p.sign == prims::Sign::Any || p.kind != prims::PrimKind::Elementwise) continue;
+    SCOPED_TRACE("primitive " + p.signature());
+    claimed.insert(p.name);
+    const ir::Function fn = applyOnInputs(p, true, 0.0);
+    const std::vector<double>& values = p.sign == prims::Sign::NonNegative ? any : nonNegative;
+    const size_t n = values.size();
+    auto check = [&](const std::function<double(size_t)>& valueOf) {
+      for (double cond : {1.0, -1.0}) {
+        Env env;
+        for (size_t i = 0; i < p.params.size(); ++i)
+          if (p.params[i].kind == prims::ParamKind::Value)
+            env.inputs["x" + std::to_string(i)] = valueOf(i);
+        env.inputs["c"] = cond;
+        const double y = ir::evaluate(fn.outputs[0].value, env);
+        EXPECT_TRUE(std::isnan(y) || y >= 0) << y << " at x0=" << env.inputs["x0"];
+      }
+    };
+    for (size_t k = 0; k < n * n; ++k) // every pair of values for two parameters
+      check([&](size_t i) { return values[(i % 2 ? k / n : k) % n]; });
+    if (p.sign == prims::Sign::Product)
+      for (double v : any)
+        check([&](size_t) { return v; });
+  }
+  for (const char* name : {"add", "mul", "div", "where", "exp", "sqrt", "rsqrt", "abs", "square",
+                           "min", "max", "sigmoid", "relu", "softplus", "detach"})
+    EXPECT_TRUE(claimed.count(name)) << name << " lost its sign claim";
 }
 
 // Gradient values at the documented non-smooth points (where finite differences say

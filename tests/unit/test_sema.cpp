@@ -9,6 +9,7 @@
 #include "plan/KernelPlan.h"
 
 #include <gtest/gtest.h>
+#include <regex>
 
 #include <set>
 
@@ -536,6 +537,44 @@ TEST(Plan, OtherSumsAfterAMaximumAreNotShifted) {
   // A mean before the sum: no maxima, nothing shifted.
   for (int shift : forwardShifts("  y: x * sum(exp(x - mean(x)))\n"))
     EXPECT_EQ(shift, -1);
+}
+
+// ---- sums of terms never below 0 (added plainly on the GPU) ----
+
+// Program::Stage::nonNegative of the forward's passes, in order.
+std::vector<bool> forwardNonNegative(const std::string& outputs, const std::string& lets = "") {
+  const bool w = std::regex_search(outputs + lets, std::regex("\\bw\\b")); // the [D] input
+  Planned p = planSpec(spec(w ? "  x: [..., D]\n  w: [D]\n" : "  x: [..., D]\n", outputs, lets));
+  if (!p.plan) throw std::runtime_error("planning failed:\n" + p.messages);
+  std::vector<bool> all;
+  for (const plan::Program::Stage& stage : p.plan->forward.stages)
+    all.insert(all.end(), stage.nonNegative.begin(), stage.nonNegative.end());
+  return all;
+}
+
+TEST(Plan, SumsOfSquaresAndExpAreNonNegative) {
+  // rmsnorm's mean of squares, layernorm's of centered squares (x - mu twice: one value),
+  // softmax's sum of exp (after its maximum, which is no sum), and products, quotients, sums
+  // and selections of such values with literals and D.
+  EXPECT_EQ(forwardNonNegative("  y: x * rsqrt(mean(x * x) + 1e-6)\n"), std::vector<bool>{true});
+  EXPECT_EQ(forwardNonNegative("  y: xc * rsqrt(mean(xc * xc))\n",
+                               "let:\n  mu: mean(x)\n  xc: x - mu\n"),
+            (std::vector<bool>{false, true}));
+  EXPECT_EQ(forwardNonNegative("  y: exp(x - m) / sum(exp(x - m))\n", "let:\n  m: detach(max(x))\n"),
+            (std::vector<bool>{false, true}));
+  EXPECT_EQ(forwardNonNegative("  y: x * sum(2 * sigmoid(x) / (abs(x) + D) + where(x > 0, "
+                               "relu(x), square(x)))\n"),
+            std::vector<bool>{true});
+}
+
+TEST(Plan, SumsThatMayCancelAreNotNonNegative) {
+  // A plain input, a difference, a product of two different values of unknown sign, a
+  // negative literal, a [D] input, a product of a square and an unknown value, tanh.
+  for (const char* out : {"  y: x * sum(x)\n", "  y: x * sum(exp(x) - 1)\n",
+                          "  y: x * sum(x * w)\n", "  y: x * sum(-2 * exp(x))\n",
+                          "  y: x * sum(w)\n", "  y: x * sum(x * x * w)\n",
+                          "  y: x * sum(tanh(x))\n"})
+    EXPECT_EQ(forwardNonNegative(out), std::vector<bool>{false}) << out;
 }
 
 } // namespace

@@ -224,7 +224,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("plan", api::planEnumerator(p.plan));
   d.set("inputs", list(inputs));
   d.set("outputs", list(outputs));
-  std::vector<Data> reductions, shifts;
+  std::vector<Data> reductions, shifts, nonNegative;
   d.set("row_pre", printCpp(assignRowValues(-1), 4, rowPre));
   std::vector<Data> stages;
   for (size_t s = 0; s < p.stages.size(); ++s) {
@@ -244,6 +244,8 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
       reductions.push_back(Data(api::reduceEnumerator(r->prim()->combine)));
     for (int shift : p.stages[s].shift)
       shifts.push_back(Data(std::to_string(shift)));
+    for (bool n : p.stages[s].nonNegative)
+      nonNegative.push_back(Data(n ? "true" : "false"));
     x.set("term", printCpp(terms, 6, rowValuesBefore(element, st)));
     x.set("after", printCpp(assignRowValues(st), 6, after));
     stages.push_back(x);
@@ -251,6 +253,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("stages", list(stages));
   d.set("reductions", list(reductions));
   d.set("shifts", list(shifts));
+  d.set("non_negative", list(nonNegative));
   // Row outputs and the Total sums of per-row values are per-row values, the others element
   // values (the runtime sums a Total output's values of both; one of them is zero).
   std::vector<Assignment> elem, rowOut;

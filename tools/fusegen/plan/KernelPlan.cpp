@@ -90,6 +90,51 @@ int shiftOf(const ir::Node* e, const std::vector<ir::Expr>& maxima,
   return -1;
 }
 
+// Whether e is never below 0 (NaN aside), from the primitives' `sign` claims
+// (prims::Sign): a literal >= 0 or D; a call whose primitive is NonNegative; OfArgs with every
+// value argument never below 0; a Product of two such values, or of one value with itself
+// (x * x, the squares of norms). Inputs, attrs and gradients may be anything.
+bool nonNegative(const ir::Node* e, std::unordered_map<const ir::Node*, bool>& memo) {
+  switch (e->kind()) {
+  case ir::NodeKind::Const: return e->value() >= 0;
+  case ir::NodeKind::Dim: return true;
+  case ir::NodeKind::Call: break;
+  default: return false;
+  }
+  auto it = memo.find(e);
+  if (it != memo.end()) return it->second;
+  const prims::Primitive& prim = *e->prim();
+  std::vector<const ir::Node*> values;
+  for (size_t i = 0; i < e->args().size(); ++i)
+    if (prim.params[i].kind == prims::ParamKind::Value) values.push_back(e->args()[i].get());
+  auto allNonNegative = [&] {
+    for (const ir::Node* v : values)
+      if (!nonNegative(v, memo)) return false;
+    return true;
+  };
+  bool r = false;
+  switch (prim.sign) {
+  case prims::Sign::Any: break;
+  case prims::Sign::NonNegative: r = true; break;
+  case prims::Sign::OfArgs: r = allNonNegative(); break;
+  case prims::Sign::Product:
+    r = (values.size() == 2 && values[0] == values[1]) || allNonNegative();
+    break;
+  }
+  return memo[e] = r;
+}
+
+// Program::Stage::nonNegative: per reduction, a sum whose terms are never below 0.
+void markNonNegativeSums(Program& p) {
+  std::unordered_map<const ir::Node*, bool> memo;
+  for (Program::Stage& stage : p.stages) {
+    stage.nonNegative.clear();
+    for (const ir::Expr& r : stage.reductions)
+      stage.nonNegative.push_back(isCombine(r.get(), prims::Combine::Sum) &&
+                                  nonNegative(r->args()[0].get(), memo));
+  }
+}
+
 // Program::Stage::shift for every stage after one that takes only maxima. A stage is shifted
 // only when all its reductions are sums shifted by a maximum; the others keep -1.
 void markShiftedStages(Program& p) {
@@ -167,6 +212,7 @@ bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Dia
   p.rowValues = rv;
   p.rowValueStage = st;
   markShiftedStages(p);
+  markNonNegativeSums(p);
   return true;
 }
 
@@ -355,8 +401,9 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
         << ", " << p.stages.size() << " reduction pass(es) over each row";
     for (size_t s = 0; s < p.stages.size(); ++s) {
       out << (s ? "; " : " (") << "pass " << s + 1 << ":";
-      for (const ir::Expr& r : p.stages[s].reductions)
-        out << " " << r->prim()->name;
+      for (size_t j = 0; j < p.stages[s].reductions.size(); ++j)
+        out << " " << p.stages[s].reductions[j]->prim()->name
+            << (p.stages[s].nonNegative[j] ? " (of terms >= 0)" : "");
       if (!p.stages[s].shift.empty() && p.stages[s].shift[0] >= 0)
         out << ", shifted by pass " << s << "'s maxima (one combination with it)";
     }

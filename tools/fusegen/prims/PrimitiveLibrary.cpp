@@ -180,6 +180,15 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
         p->torch = v.Scalar();
       } else if (key == "grad") {
         gradNode = v;
+      } else if (key == "sign") {
+        if (v.Scalar() == "nonnegative")
+          p->sign = Sign::NonNegative;
+        else if (v.Scalar() == "of_args")
+          p->sign = Sign::OfArgs;
+        else if (v.Scalar() == "product")
+          p->sign = Sign::Product;
+        else
+          diags.error(vloc, "sign must be nonnegative, of_args or product");
       } else if (key == "declares_gradient") {
         if (v.Scalar() == "true")
           p->declaresGradient = true;
@@ -188,7 +197,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       } else {
         diags.error(locOf(path, it->first), "unknown key '" + key +
                                                 "'; expected name, doc, kind, returns, eval, "
-                                                "combine, finish, torch, grad, "
+                                                "combine, finish, sign, torch, grad, "
                                                 "declares_gradient");
       }
     }

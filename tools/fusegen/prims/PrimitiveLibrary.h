@@ -35,11 +35,22 @@ enum class PrimKind {
 // How a reduction combines the values of a row.
 enum class Combine { Sum, Max, Min };
 
+// What a primitive's value is known to be never below 0 under (`sign` in primitives.yaml),
+// read by the planner's sign analysis (plan/KernelPlan.cpp): the GPU adds a sum of terms that
+// are never negative plainly instead of compensated (fusegen_program.h).
+enum class Sign {
+  Any,         // no claim
+  NonNegative, // for every argument (exp, sqrt, abs, sigmoid, ...)
+  OfArgs,      // when every value argument is (add, max, where, the reductions)
+  Product,     // a product or quotient of two values: when both are, or both are one value
+};
+
 struct Primitive {
   std::string name;
   std::vector<Param> params;
   PrimKind kind = PrimKind::Elementwise;
   Combine combine = Combine::Sum; // reductions
+  Sign sign = Sign::Any;
   expr::AstPtr finish;            // reductions: acc (the combined value), D -> result; null: acc
   bool returnsBool = false;
   // Its grad rules state a gradient that eval does not imply (with_grad: a C++ function's
