@@ -736,13 +736,15 @@ class OpChecks:
     def row_lengths(self, device):
         """Rows of every length class the CUDA plans pick a different launch configuration
         for, outputs and gradients against the reference: bf16 against fp32 from D = 32
-        (several rows per warp) through a warp to 1024 threads per row, rows re-read per pass
+        (several rows per warp) through a warp to 1024 threads per row (whole warps, not a
+        power of 2 of them, at 2880, 5120 and 13824), rows re-read per pass
         (forwards from 32768, with softmax's shifted max-and-sum pass), and the rows of
         backwards with [D] sums split over thread block clusters of 2 to 8 blocks (sm_90; D =
         16384 to 131072) or re-read (262144); fp32 (4 elements per vector) against fp64 where
         its geometry differs. On CUDA also many rows per shape, so that blocks and clusters
         loop over rows and short rows fill whole blocks."""
-        for D in (32, 64, 128, 256, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144):
+        for D in (32, 64, 128, 256, 1024, 2880, 4096, 5120, 8192, 13824, 16384, 32768, 65536,
+                  131072, 262144):
             self.bf16_against_fp32(self.inputs((3,), D, torch.bfloat16, device), f"at D={D}")
         for D in (16384, 65536, 131072):
             x = self.inputs((2,), D, torch.float32, device)
@@ -754,7 +756,7 @@ class OpChecks:
             self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.float32,
                              f" float32 D={D}")
         if device == "cuda":
-            for rows, D in ((1001, 64), (700, 16384), (600, 32768), (300, 65536)):
+            for rows, D in ((1001, 64), (513, 2880), (700, 16384), (600, 32768), (300, 65536)):
                 self.bf16_against_fp32(self.inputs((rows,), D, torch.bfloat16, device),
                                        f"at {rows}x{D}")
 

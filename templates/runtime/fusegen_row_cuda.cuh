@@ -632,8 +632,8 @@ struct RowGeometry : RowShape {
 };
 
 // FUSEGEN_ROW_CONFIG="ITEMS,GROUP[,CLUSTER]" replaces the chosen items per thread (0, 1, 2 or
-// 4), threads per row and block (4..512, a power of 2; 32..1024 with 1 item for ColSum
-// programs) and blocks per row (a power of 2 up to the device's cluster limit, with ITEMS above
+// 4), threads per row and block (4..512, a power of 2 below 32, else a multiple of 32;
+// 32..1024 with 1 item for ColSum programs) and blocks per row (a power of 2 up to the device's cluster limit, with ITEMS above
 // 0: clusters hold rows in registers; default 1) of
 // aligned rows: the knob bench/tune_rows.py sweeps to measure the heuristic below. Read once
 // per process.
@@ -646,12 +646,13 @@ template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv, int m
   const int minGroup = cluster > 1 ? 32 : kMinGroup;
   const bool valid = fields >= 2 && (items == 0 || items == 1 || items == 2 || items == 4) &&
                      group >= minGroup && group <= maxGroup<P>(items) &&
-                     (group & (group - 1)) == 0 && cluster >= 1 && cluster <= maxCluster &&
+                     (group < 32 ? (group & (group - 1)) == 0 : group % 32 == 0) &&
+                     cluster >= 1 && cluster <= maxCluster &&
                      (cluster & (cluster - 1)) == 0 && (cluster == 1 || items > 0);
   if (!valid)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
                              "' is not ITEMS,GROUP[,CLUSTER] with ITEMS in {0,1,2,4}, GROUP a "
-                             "power of 2 in [" +
+                             "power of 2 below 32 or a multiple of 32, in [" +
                              std::to_string(minGroup) + ", " + std::to_string(maxGroup<P>(items)) +
                              "] and CLUSTER a power of 2 in [1, " + std::to_string(maxCluster) +
                              "] (above 1 only with ITEMS above 0)");
@@ -776,17 +777,18 @@ void launchRowProgram(Kernel kernel, const RowGeometry& g, const typename P::Arg
 // at once: the occupancy calculator's answer (registers, shared memory, threads; for clusters
 // also how they fit the GPCs), asked once per variant, size and device.
 template <class P, typename S> int rowResidentUnits(const RowGeometry& g, int sms) {
-  static int cached[64][2][5][6][5] = {}; // [device][vector?][items][log2 threads/32][log2 cluster]
+  // [device][vector?][items 0, 1, 2, 4][warps 1..32][log2 cluster]; devices from 8 on ask
+  // every time.
+  static int cached[8][2][4][33][4] = {};
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
-  int threadsLog = 0, clusterLog = 0;
-  while ((32 << threadsLog) < g.group * g.rowsPerBlock && threadsLog < 5)
-    ++threadsLog;
-  while ((1 << clusterLog) < g.cluster && clusterLog < 4)
+  int clusterLog = 0;
+  while ((1 << clusterLog) < g.cluster && clusterLog < 3)
     ++clusterLog;
+  const int warps = std::min((g.group * g.rowsPerBlock + 31) / 32, 32);
   const int itemsIndex = g.items == 4 ? 3 : g.items;
   int unknown = 0;
-  int& n = device < 64 ? cached[device][g.vec > 1][itemsIndex][threadsLog][clusterLog] : unknown;
+  int& n = device < 8 ? cached[device][g.vec > 1][itemsIndex][warps][clusterLog] : unknown;
   if (n == 0) {
     withRowProgram<P, S>(g, [&](auto kernel) {
       if (g.cluster == 1) {

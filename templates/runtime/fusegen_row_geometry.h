@@ -4,6 +4,7 @@
 // (tests/unit/test_row_geometry.cpp); fusegen_row_cuda.cuh adds the grid and the overrides.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 
@@ -129,10 +130,23 @@ inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int
     g.cluster = 1;
   const int64_t perThread = g.items > 0 ? g.items : 8;
   const int64_t perBlock = share(g.cluster);
+  const int maxGroup = maxGroupFor(t.colSums, g.items);
   int group = kMinGroup;
-  while (group < maxGroupFor(t.colSums, g.items) &&
-         static_cast<int64_t>(group) * perThread < perBlock)
+  while (group < 32 && static_cast<int64_t>(group) * perThread < perBlock)
     group *= 2;
+  // From a warp on, rows held in registers take the fewest whole warps that cover them, not
+  // the next power of 2, whose last item would leave threads idle: D = 5120 bf16 (640
+  // vectors, 4 items) takes 160 threads, not 256 with 96 idle. Re-read rows loop over the
+  // row, so they take 32 x 2^k threads.
+  if (group == 32 && static_cast<int64_t>(group) * perThread < perBlock) {
+    if (g.items > 0) {
+      const int64_t threads = (perBlock + perThread - 1) / perThread;
+      group = static_cast<int>(std::min<int64_t>(maxGroup, (threads + 31) / 32 * 32));
+    } else {
+      while (group < maxGroup && static_cast<int64_t>(group) * perThread < perBlock)
+        group *= 2;
+    }
+  }
   g.group = group;
   g.rowsPerBlock = rowsPerBlockFor(t.colSums, g.group, g.items, g.cluster);
   return g;
