@@ -634,10 +634,9 @@ struct RowGeometry : RowShape {
 
 // FUSEGEN_ROW_CONFIG="ITEMS,GROUP[,CLUSTER]" replaces the chosen items per thread (0, 1, 2 or
 // 4), threads per row and block (4..512, a power of 2 below 32, else a multiple of 32;
-// 32..1024 with 1 item for ColSum programs) and blocks per row (a power of 2 up to the device's cluster limit, with ITEMS above
-// 0: clusters hold rows in registers; default 1) of
-// aligned rows: the knob bench/tune_rows.py sweeps to measure the heuristic below. Read once
-// per process.
+// 32..1024 with 1 item for ColSum programs) and blocks per row (a power of 2 up to the device's
+// cluster limit, with ITEMS above 0: clusters hold rows in registers; default 1) of aligned rows:
+// the knob bench/tune_rows.py sweeps to measure the heuristic below. Read once per process.
 template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv, int maxCluster) {
   static const char* env = std::getenv("FUSEGEN_ROW_CONFIG");
   if (!env || !*env)
@@ -647,9 +646,9 @@ template <class P> void applyRowConfigOverride(RowGeometry& g, int64_t nv, int m
   const int minGroup = cluster > 1 ? 32 : kMinGroup;
   const bool valid = fields >= 2 && (items == 0 || items == 1 || items == 2 || items == 4) &&
                      group >= minGroup && group <= maxGroup<P>(items) &&
-                     (group < 32 ? (group & (group - 1)) == 0 : group % 32 == 0) &&
-                     cluster >= 1 && cluster <= maxCluster &&
-                     (cluster & (cluster - 1)) == 0 && (cluster == 1 || items > 0);
+                     (group < 32 ? (group & (group - 1)) == 0 : group % 32 == 0) && cluster >= 1 &&
+                     cluster <= maxCluster && (cluster & (cluster - 1)) == 0 &&
+                     (cluster == 1 || items > 0);
   if (!valid)
     throw std::runtime_error(std::string("fusegen: FUSEGEN_ROW_CONFIG='") + env +
                              "' is not ITEMS,GROUP[,CLUSTER] with ITEMS in {0,1,2,4}, GROUP a "

@@ -557,11 +557,12 @@ TEST(Plan, SumsOfSquaresAndExpAreNonNegative) {
   // softmax's sum of exp (after its maximum, which is no sum), and products, quotients, sums
   // and selections of such values with literals and D.
   EXPECT_EQ(forwardNonNegative("  y: x * rsqrt(mean(x * x) + 1e-6)\n"), std::vector<bool>{true});
-  EXPECT_EQ(forwardNonNegative("  y: xc * rsqrt(mean(xc * xc))\n",
-                               "let:\n  mu: mean(x)\n  xc: x - mu\n"),
-            (std::vector<bool>{false, true}));
-  EXPECT_EQ(forwardNonNegative("  y: exp(x - m) / sum(exp(x - m))\n", "let:\n  m: detach(max(x))\n"),
-            (std::vector<bool>{false, true}));
+  EXPECT_EQ(
+      forwardNonNegative("  y: xc * rsqrt(mean(xc * xc))\n", "let:\n  mu: mean(x)\n  xc: x - mu\n"),
+      (std::vector<bool>{false, true}));
+  EXPECT_EQ(
+      forwardNonNegative("  y: exp(x - m) / sum(exp(x - m))\n", "let:\n  m: detach(max(x))\n"),
+      (std::vector<bool>{false, true}));
   EXPECT_EQ(forwardNonNegative("  y: x * sum(2 * sigmoid(x) / (abs(x) + D) + where(x > 0, "
                                "relu(x), square(x)))\n"),
             std::vector<bool>{true});
@@ -570,10 +571,10 @@ TEST(Plan, SumsOfSquaresAndExpAreNonNegative) {
 TEST(Plan, SumsThatMayCancelAreNotNonNegative) {
   // A plain input, a difference, a product of two different values of unknown sign, a
   // negative literal, a [D] input, a product of a square and an unknown value, tanh.
-  for (const char* out : {"  y: x * sum(x)\n", "  y: x * sum(exp(x) - 1)\n",
-                          "  y: x * sum(x * w)\n", "  y: x * sum(-2 * exp(x))\n",
-                          "  y: x * sum(w)\n", "  y: x * sum(x * x * w)\n",
-                          "  y: x * sum(tanh(x))\n"})
+  for (const char* out :
+       {"  y: x * sum(x)\n", "  y: x * sum(exp(x) - 1)\n", "  y: x * sum(x * w)\n",
+        "  y: x * sum(-2 * exp(x))\n", "  y: x * sum(w)\n", "  y: x * sum(x * x * w)\n",
+        "  y: x * sum(tanh(x))\n"})
     EXPECT_EQ(forwardNonNegative(out), std::vector<bool>{false}) << out;
 }
 
