@@ -1,7 +1,7 @@
 // The row plan's geometry (templates/runtime/fusegen_row_geometry.h), checked on the host over
 // the whole range of row lengths, with and without thread block clusters: every shape it picks
-// is one the row kernel can run (a power of two of threads per row within the plan's limits,
-// blocks of at most 1024 threads, a row that fits the registers it claims, the smallest group
+// is one the row kernel can run (a power of two of threads per row below a warp, whole warps
+// from one on, within the plan's limits; blocks of at most 1024 threads, a row that fits the registers it claims, the smallest group
 // and cluster that cover the row).
 #include "fusegen_row_geometry.h"
 
