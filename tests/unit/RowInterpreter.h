@@ -67,6 +67,11 @@ inline std::vector<double> evalRow(const ir::Expr& root, const RowEnv& env) {
     case ir::NodeKind::Dim:
       out.assign(D, static_cast<double>(D));
       break;
+    case ir::NodeKind::Column:
+      out.resize(D);
+      for (size_t j = 0; j < D; ++j)
+        out[j] = static_cast<double>(j);
+      break;
     case ir::NodeKind::Call: {
       const prims::Primitive& p = *n->prim();
       if (p.kind == prims::PrimKind::Reduction) {

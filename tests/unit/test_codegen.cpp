@@ -136,6 +136,28 @@ TEST_F(CodePrinter, ConditionsAreBool) {
   EXPECT_NE(py.find("_t2 = torch.where(_t0, x, _t1)\n"), std::string::npos) << py;
 }
 
+// A where whose condition is the same for every element (an attr's) computes the nodes only
+// one branch uses inside an if: tanh(x / alpha) is not computed when alpha > 0 is false. Its
+// shared nodes (x * x, used outside too) stay outside, and a condition per element (x > 0)
+// keeps the select.
+TEST_F(CodePrinter, BranchesOfUniformConditionsAreLazy) {
+  Expr sq = call("mul", {x, x});
+  Expr capped = call("mul", {alpha, call("tanh", {call("div", {sq, alpha})})});
+  Expr y = call("where", {call("gt", {alpha, Node::makeConst(0)}), capped, sq});
+  Expr z = call("where", {call("gt", {x, Node::makeConst(0)}), capped, sq});
+  std::string cpp = emit::printCpp({{"o", y}}, 0, leaves());
+  EXPECT_NE(cpp.find("const T _t1 = _in_x * _in_x;\nT _t2;\nif (_t0) {\n"), std::string::npos)
+      << cpp;
+  EXPECT_LT(cpp.find("if (_t0) {"), cpp.find("fg::tanh"));
+  EXPECT_LT(cpp.find("fg::tanh"), cpp.find("} else {"));
+  EXPECT_NE(cpp.find("} else {\n  _t2 = _t1;\n}\n"), std::string::npos) << cpp;
+  std::string perElement = emit::printCpp({{"o", z}}, 0, leaves());
+  EXPECT_EQ(perElement.find("if ("), std::string::npos) << perElement;
+  // Used outside the where too, the branch is computed before it.
+  std::string shared = emit::printCpp({{"o", y}, {"p", capped}}, 0, leaves());
+  EXPECT_EQ(shared.find("if ("), std::string::npos) << shared;
+}
+
 TEST_F(CodePrinter, PrimitiveFormulasAreInlinedWithOperands) {
   std::string cpp = emit::printCpp({{"o", call("leaky_relu", {x, alpha})}}, 0, leaves());
   EXPECT_EQ(cpp, "const T _in_x = in_x[i];\nconst T _attr_alpha = alpha_;\n"

@@ -541,14 +541,14 @@ TEST(Plan, OtherSumsAfterAMaximumAreNotShifted) {
 
 // ---- sums of terms never below 0 (added plainly on the GPU) ----
 
-// Program::Stage::nonNegative of the forward's passes, in order.
+// Program::Stage::plain of the forward's passes, in order.
 std::vector<bool> forwardNonNegative(const std::string& outputs, const std::string& lets = "") {
   const bool w = std::regex_search(outputs + lets, std::regex("\\bw\\b")); // the [D] input
   Planned p = planSpec(spec(w ? "  x: [..., D]\n  w: [D]\n" : "  x: [..., D]\n", outputs, lets));
   if (!p.plan) throw std::runtime_error("planning failed:\n" + p.messages);
   std::vector<bool> all;
   for (const plan::Program::Stage& stage : p.plan->forward.stages)
-    all.insert(all.end(), stage.nonNegative.begin(), stage.nonNegative.end());
+    all.insert(all.end(), stage.plain.begin(), stage.plain.end());
   return all;
 }
 

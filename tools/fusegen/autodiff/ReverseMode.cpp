@@ -56,7 +56,8 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
       scope[prim.params[i].name] = n->args()[i];
     for (size_t i = 0; i < prim.params.size(); ++i) {
       const ir::Expr& arg = n->args()[i];
-      if (!prim.grads[i] || arg->isConstant()) continue;
+      // Integers and conditions carry no gradient (ir::ValueType).
+      if (!prim.grads[i] || arg->isConstant() || arg->type() != ir::ValueType::Value) continue;
       ir::Expr contribution = sema.lower(prim.grads[i], scope);
       if (!contribution) {
         diags.note(where, "in the derivative rule of '" + prim.signature() + "' for '" +

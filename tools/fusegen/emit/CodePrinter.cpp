@@ -3,6 +3,7 @@
 
 #include "support/Format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -66,54 +67,161 @@ public:
     std::vector<ir::Expr> roots;
     for (const Assignment& a : assignments)
       if (a.value) roots.push_back(a.value);
-    std::string pad(indent, ' ');
+    nodes_ = order(roots);
+    if (target_ == Target::Cpp) planLazyBranches(roots);
     std::ostringstream out;
-    for (const ir::Node* n : order(roots)) {
-      auto bound = bindings_.find(n);
-      if (bound != bindings_.end() && target_ == Target::Bounds) {
-        names_[n] = bound->second;
-        continue;
-      }
-      if (bound != bindings_.end() && target_ == Target::Cpp) {
-        if (n->isLeaf() && n->kind() != ir::NodeKind::Const && n->kind() != ir::NodeKind::Dim) {
-          names_[n] = leaf(n);
-          out << pad << "const T " << names_[n] << " = " << bound->second << ";\n";
-        } else {
-          names_[n] = bound->second;
-        }
-        continue;
-      }
-      if (n->kind() != ir::NodeKind::Call) {
-        if (target_ == Target::Cpp && n->kind() != ir::NodeKind::Const &&
-            n->kind() != ir::NodeKind::Dim)
-          throw std::logic_error("unbound leaf '" + n->name() + "' in generated C++");
-        names_[n] = leaf(n);
-        if (n->kind() == ir::NodeKind::Const || n->kind() == ir::NodeKind::Attr ||
-            n->kind() == ir::NodeKind::Dim)
-          pyScalars_.insert(n);
-        continue;
-      }
-      std::string name = prefix_ + std::to_string(next_++);
-      std::vector<std::string> operands;
-      for (const ir::Expr& a : n->args())
-        operands.push_back(names_.at(a.get()));
-      if (target_ == Target::Python)
-        pythonScalarOperands(*n, operands);
-      if (target_ == Target::Cpp)
-        out << pad << "const " << (n->type() == ir::ValueType::Bool ? "bool" : "T") << " " << name
-            << " = " << cppCall(*n->prim(), operands) << ";\n";
-      else if (target_ == Target::Python)
-        out << pad << name << " = " << pythonCall(*n->prim(), operands) << "\n";
-      else
-        out << pad << name << " = " << boundsCall(*n->prim(), operands) << "\n";
-      names_[n] = name;
-    }
+    emit(Level{}, indent, out);
+    std::string pad(indent, ' ');
     for (const Assignment& a : assignments) {
       std::string value =
           a.value ? names_.at(a.value.get()) : (target_ == Target::Cpp ? "T(0)" : "0.0");
       out << pad << a.target << " = " << value << (target_ == Target::Cpp ? ";\n" : "\n");
     }
     return out.str();
+  }
+
+private:
+  // Where a node is computed in the C++: at the top (where null), or inside branch `arg` (1 or
+  // 2) of a lazy where (planLazyBranches).
+  struct Level {
+    const ir::Node* where = nullptr;
+    int arg = 0;
+    bool operator==(const Level& o) const { return where == o.where && arg == o.arg; }
+  };
+
+  // A call of a primitive whose eval is select(cond, a, b) of its parameters (where).
+  static bool isSelect(const ir::Node* n) {
+    if (n->kind() != ir::NodeKind::Call || !n->prim()->eval) return false;
+    const expr::AstPtr& e = n->prim()->eval;
+    if (e->kind != expr::Ast::Kind::Call || e->name != "select" || n->prim()->params.size() != 3)
+      return false;
+    for (size_t i = 0; i < 3; ++i)
+      if (e->args[i]->kind != expr::Ast::Kind::Name ||
+          e->args[i]->name != n->prim()->params[i].name)
+        return false;
+    return true;
+  }
+
+  bool opaque(const ir::Node* n) const { return target_ != Target::Python && bindings_.count(n); }
+
+  // Lazy branches (C++ only): a where whose condition is the same for every element (attrs,
+  // literals and D only, such as softcap > 0) computes the nodes only its taken branch uses
+  // inside an if on the condition, so an option that is off costs nothing per element
+  // (cross-entropy's softcap: a tanh and a division per element otherwise, the GPU's special
+  // function units' whole budget). Such a branch's nodes are those of its subtree used by
+  // nothing outside it. Outer wheres are planned first; an inner one then takes its own.
+  void planLazyBranches(const std::vector<ir::Expr>& roots) {
+    std::set<const ir::Node*> external; // values the assignments read
+    for (const ir::Expr& r : roots)
+      external.insert(r.get());
+    std::map<const ir::Node*, std::vector<const ir::Node*>> users;
+    for (const ir::Node* n : nodes_)
+      if (!opaque(n))
+        for (const ir::Expr& a : n->args())
+          users[a.get()].push_back(n);
+    std::map<const ir::Node*, size_t> position;
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      position[nodes_[i]] = i;
+    for (size_t w = nodes_.size(); w-- > 0;) {
+      const ir::Node* where = nodes_[w];
+      if (opaque(where) || !isSelect(where) || !where->args()[0]->isConstant() ||
+          where->args()[0]->kind() == ir::NodeKind::Const)
+        continue;
+      bool any = false;
+      for (int k = 1; k <= 2; ++k) {
+        const ir::Node* branch = where->args()[k].get();
+        if (branch->isLeaf() || branch == where->args()[3 - k].get() || external.count(branch))
+          continue;
+        // The branch's subtree, then its nodes used only inside it, users before arguments.
+        std::set<const ir::Node*> subtree{branch};
+        std::vector<const ir::Node*> stack{branch};
+        while (!stack.empty()) {
+          const ir::Node* n = stack.back();
+          stack.pop_back();
+          if (opaque(n)) continue;
+          for (const ir::Expr& a : n->args())
+            if (subtree.insert(a.get()).second) stack.push_back(a.get());
+        }
+        std::vector<const ir::Node*> inOrder(subtree.begin(), subtree.end());
+        std::sort(inOrder.begin(), inOrder.end(), [&](const ir::Node* a, const ir::Node* b) {
+          return position.at(a) > position.at(b);
+        });
+        std::set<const ir::Node*> mine;
+        for (const ir::Node* n : inOrder) {
+          bool only = !external.count(n);
+          for (const ir::Node* u : users[n])
+            only = only && (mine.count(u) || (n == branch && u == where));
+          if (only) mine.insert(n);
+        }
+        if (!mine.count(branch)) continue;
+        for (const ir::Node* n : mine)
+          owner_[n] = Level{where, k};
+        any = true;
+      }
+      if (any) lazy_.insert(where);
+    }
+  }
+
+  // Prints the nodes computed at `level`, in topological order.
+  void emit(const Level& level, int indent, std::ostringstream& out) {
+    const std::string pad(indent, ' ');
+    for (const ir::Node* n : nodes_) {
+      auto o = owner_.find(n);
+      if (!((o == owner_.end() ? Level{} : o->second) == level)) continue;
+      if (lazy_.count(n)) {
+        const std::string name = prefix_ + std::to_string(next_++);
+        out << pad << "T " << name << ";\n";
+        out << pad << "if (" << names_.at(n->args()[0].get()) << ") {\n";
+        emit(Level{n, 1}, indent + 2, out);
+        out << pad << "  " << name << " = " << names_.at(n->args()[1].get()) << ";\n";
+        out << pad << "} else {\n";
+        emit(Level{n, 2}, indent + 2, out);
+        out << pad << "  " << name << " = " << names_.at(n->args()[2].get()) << ";\n";
+        out << pad << "}\n";
+        names_[n] = name;
+        continue;
+      }
+      emitNode(n, pad, out);
+    }
+  }
+
+  void emitNode(const ir::Node* n, const std::string& pad, std::ostringstream& out) {
+    auto bound = bindings_.find(n);
+    if (bound != bindings_.end() && target_ == Target::Bounds) {
+      names_[n] = bound->second;
+      return;
+    }
+    if (bound != bindings_.end() && target_ == Target::Cpp) {
+      if (n->isLeaf() && !implicitLeaf(n)) {
+        names_[n] = leaf(n);
+        out << pad << "const T " << names_[n] << " = " << bound->second << ";\n";
+      } else {
+        names_[n] = bound->second;
+      }
+      return;
+    }
+    if (n->kind() != ir::NodeKind::Call) {
+      if (target_ == Target::Cpp && !implicitLeaf(n))
+        throw std::logic_error("unbound leaf '" + n->name() + "' in generated C++");
+      names_[n] = leaf(n);
+      if (n->kind() == ir::NodeKind::Const || n->kind() == ir::NodeKind::Attr ||
+          n->kind() == ir::NodeKind::Dim)
+        pyScalars_.insert(n);
+      return;
+    }
+    std::string name = prefix_ + std::to_string(next_++);
+    std::vector<std::string> operands;
+    for (const ir::Expr& a : n->args())
+      operands.push_back(names_.at(a.get()));
+    if (target_ == Target::Python) pythonScalarOperands(*n, operands);
+    if (target_ == Target::Cpp)
+      out << pad << "const " << (n->type() == ir::ValueType::Bool ? "bool" : "T") << " " << name
+          << " = " << cppCall(*n->prim(), operands) << ";\n";
+    else if (target_ == Target::Python)
+      out << pad << name << " = " << pythonCall(*n->prim(), operands) << "\n";
+    else
+      out << pad << name << " = " << boundsCall(*n->prim(), operands) << "\n";
+    names_[n] = name;
   }
 
 private:
@@ -128,8 +236,7 @@ private:
       stack.emplace_back(r.get(), 0);
       while (!stack.empty()) {
         auto& [node, next] = stack.back();
-        const bool opaque = target_ != Target::Python && bindings_.count(node);
-        if (!opaque && next < node->args().size()) {
+        if (!opaque(node) && next < node->args().size()) {
           const ir::Node* child = node->args()[next++].get();
           if (!seen[child]) {
             seen[child] = true;
@@ -144,6 +251,12 @@ private:
     return out;
   }
 
+  // Leaves every generated function has in scope: literals, D (_D) and j (_j).
+  static bool implicitLeaf(const ir::Node* n) {
+    return n->kind() == ir::NodeKind::Const || n->kind() == ir::NodeKind::Dim ||
+           n->kind() == ir::NodeKind::Column;
+  }
+
   std::string leaf(const ir::Node* n) const {
     switch (n->kind()) {
     case ir::NodeKind::Const:
@@ -156,6 +269,8 @@ private:
       return "_grad_" + n->name();
     case ir::NodeKind::Dim:
       return "_D";
+    case ir::NodeKind::Column:
+      return "_j";
     case ir::NodeKind::Call:
       break;
     }
@@ -237,6 +352,9 @@ private:
 
   Target target_;
   const Bindings& bindings_;
+  std::vector<const ir::Node*> nodes_; // what run() prints, in topological order
+  std::map<const ir::Node*, Level> owner_; // C++: nodes computed inside a lazy branch
+  std::set<const ir::Node*> lazy_;          // C++: wheres printed as an if
   std::string prefix_;
   std::map<const ir::Node*, std::string> names_;
   std::set<const ir::Node*> pyScalars_; // Python numbers in the Python target

@@ -38,10 +38,25 @@ std::string docstring(const std::string& doc) {
   return out;
 }
 
-bool usesDim(const std::vector<ir::Expr>& roots) {
+bool uses(const std::vector<ir::Expr>& roots, ir::NodeKind kind) {
   for (const ir::Node* n : ir::topoOrder(roots))
-    if (n->kind() == ir::NodeKind::Dim) return true;
+    if (n->kind() == kind) return true;
   return false;
+}
+
+// The Python lines defining _D and _j where the formulas use them (_j: the column index,
+// arange(D), wrapped by `wrap` where the formulas see tensors through it).
+std::string pythonDimAndColumn(const std::vector<ir::Expr>& roots, const std::string& full,
+                               const std::string& wrap = "") {
+  const bool column = uses(roots, ir::NodeKind::Column);
+  std::string out;
+  if (column || uses(roots, ir::NodeKind::Dim))
+    out += "    _D = " + full + ".shape[-1] if " + full + ".dim() else 1\n";
+  if (column) {
+    const std::string arange = "torch.arange(_D, device=" + full + ".device)";
+    out += "    _j = " + (wrap.empty() ? arange : wrap + "(" + arange + ")") + "\n";
+  }
+  return out;
 }
 
 // The body of error_bounds() in op_init.py.mustache: the forward, then the derived backward,
@@ -53,9 +68,19 @@ std::string boundsBody(const OpModel& op) {
   const ir::Function& fn = op.fn;
   const std::string full = fn.inputs[op.plan.fullInput].name;
   std::string out = "    _D = " + full + ".shape[-1] if " + full + ".dim() else 1\n";
-  for (const ir::FunctionInput& in : fn.inputs)
-    out += "    " + in.name + " = _r.exact(" + in.name +
-           (in.shape == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "") + ")\n";
+  std::vector<ir::Expr> all;
+  for (const ir::FunctionOutput& o : fn.outputs)
+    all.push_back(o.value);
+  for (const ir::Expr& g : op.grad.inputGrads)
+    if (g) all.push_back(g);
+  if (uses(all, ir::NodeKind::Column))
+    out += "    _j = _r.exact(torch.arange(_D, device=" + full + ".device))\n";
+  // Bool inputs are conditions, not bounded numbers.
+  for (const ir::FunctionInput& in : fn.inputs) {
+    const std::string value = in.name + (in.shape == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "");
+    out += "    " + in.name + " = " +
+           (in.type == spec::InputType::Bool ? value : "_r.exact(" + value + ")") + "\n";
+  }
   std::vector<Assignment> forward;
   std::vector<std::string> outputs, grads;
   for (const ir::FunctionOutput& o : fn.outputs) {
@@ -163,7 +188,7 @@ std::string secondOrderBody(const OpModel& op) {
     add(g2.inputGrads[k], fn.inputs[k].shape);
   for (size_t i = 0; i < op.plan.saved.size() + fn.attrs.size() + 1; ++i)
     results.push_back("None");
-  if (usesDim(roots)) out += "    _D = " + full + ".shape[-1] if " + full + ".dim() else 1\n";
+  out += pythonDimAndColumn(roots, full);
   out += printPython(assignments, 4);
   out += "    _full = list(" + full + ".shape)\n";
   return out + "    return (" + join(results, ",\n            ") + ",)\n";
@@ -182,6 +207,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     const plan::Program::Input& in = p.inputs[k];
     Data x;
     x.set("bcast", api::bcastEnumerator(in.shape, in.stat));
+    x.set("elem", api::elemEnumerator(in.type));
     x.set("description",
           in.name + " " + spec::shapeClassSpelling(in.shape) + (in.stat ? " (compute type)" : ""));
     inputs.push_back(x);
@@ -222,9 +248,10 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("n_stages", std::to_string(p.stages.size()));
   d.set("n_row_values", std::to_string(p.rowValues.size()));
   d.set("plan", api::planEnumerator(p.plan));
+  d.set("uses_column", p.usesColumn ? "true" : "false");
   d.set("inputs", list(inputs));
   d.set("outputs", list(outputs));
-  std::vector<Data> reductions, shifts, nonNegative;
+  std::vector<Data> reductions, shifts, plain, picks;
   d.set("row_pre", printCpp(assignRowValues(-1), 4, rowPre));
   std::vector<Data> stages;
   for (size_t s = 0; s < p.stages.size(); ++s) {
@@ -244,8 +271,15 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
       reductions.push_back(Data(api::reduceEnumerator(r->prim()->combine)));
     for (int shift : p.stages[s].shift)
       shifts.push_back(Data(std::to_string(shift)));
-    for (bool n : p.stages[s].nonNegative)
-      nonNegative.push_back(Data(n ? "true" : "false"));
+    for (bool n : p.stages[s].plain)
+      plain.push_back(Data(n ? "true" : "false"));
+    std::vector<Assignment> columns;
+    for (size_t j = 0; j < p.stages[s].reductions.size(); ++j) {
+      picks.push_back(Data(p.stages[s].pick[j] ? "true" : "false"));
+      if (p.stages[s].pick[j])
+        columns.push_back({"_c[" + std::to_string(j) + "]", p.stages[s].pickColumn[j]});
+    }
+    x.set("pick_columns", printCpp(columns, 6, rowValuesBefore(attrs, st)));
     x.set("term", printCpp(terms, 6, rowValuesBefore(element, st)));
     x.set("after", printCpp(assignRowValues(st), 6, after));
     stages.push_back(x);
@@ -253,7 +287,8 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("stages", list(stages));
   d.set("reductions", list(reductions));
   d.set("shifts", list(shifts));
-  d.set("non_negative", list(nonNegative));
+  d.set("plain_sums", list(plain));
+  d.set("picks", list(picks));
   // Row outputs and the Total sums of per-row values are per-row values, the others element
   // values (the runtime sums a Total output's values of both; one of them is zero).
   std::vector<Assignment> elem, rowOut;
@@ -290,7 +325,7 @@ std::string referenceBody(const OpModel& op) {
     reference.push_back({o.name, o.value});
     roots.push_back(o.value);
   }
-  if (usesDim(roots)) out += "    _D = " + fn.inputs[op.plan.fullInput].name + ".shape[-1]\n";
+  out += pythonDimAndColumn(roots, fn.inputs[op.plan.fullInput].name);
   return out + printPython(reference, 4);
 }
 
@@ -301,6 +336,13 @@ Data tensorItems(const std::vector<const plan::Arg*>& args) {
     Data x;
     x.set("name", a->name);
     x.set("shape", spec::shapeClassSpelling(a->shape));
+    // Integer and bool inputs: their dtype (torch's name), for the Python side's checks.
+    const char* dtype = a->type == plan::ElemType::Int64   ? "int64"
+                        : a->type == plan::ElemType::Int32 ? "int32"
+                        : a->type == plan::ElemType::Bool  ? "bool"
+                                                           : nullptr;
+    x.set("typed", dtype != nullptr);
+    x.set("dtype", dtype ? dtype : "");
     items.push_back(x);
   }
   return list(items);

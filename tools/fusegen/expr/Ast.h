@@ -21,14 +21,15 @@ struct Ast {
   };
   Kind kind;
   double number = 0;
-  std::string name; // identifier, or for operators the function they mean (add, lt, ...)
-  std::string op;   // operator spelling ("+", "<", "-" for negation), empty for calls
+  bool integer = false; // a Number written without '.' or exponent: an integer literal
+  std::string name;     // identifier, or for operators the function they mean (add, lt, ...)
+  std::string op;       // operator spelling ("+", "<", "-" for negation), empty for calls
   std::vector<AstPtr> args;
   SourceLoc loc;
 
   ~Ast(); // frees deep chains of arguments iteratively (support/ChainRelease.h)
 
-  static AstPtr makeNumber(double v, SourceLoc loc);
+  static AstPtr makeNumber(double v, SourceLoc loc, bool integer = false);
   static AstPtr makeName(std::string name, SourceLoc loc);
   static AstPtr makeCall(std::string name, std::vector<AstPtr> args, SourceLoc loc,
                          std::string op = "");

@@ -14,10 +14,11 @@ Ast::~Ast() {
   releaseChildren(args);
 }
 
-AstPtr Ast::makeNumber(double v, SourceLoc loc) {
+AstPtr Ast::makeNumber(double v, SourceLoc loc, bool integer) {
   auto a = std::make_shared<Ast>();
   a->kind = Kind::Number;
   a->number = v;
+  a->integer = integer;
   a->loc = std::move(loc);
   return a;
 }
@@ -224,7 +225,8 @@ private:
       Token t = next();
       Nested level(*this, t);
       AstPtr operand = unary();
-      if (operand->kind == Ast::Kind::Number) return Ast::makeNumber(-operand->number, at(t));
+      if (operand->kind == Ast::Kind::Number)
+        return Ast::makeNumber(-operand->number, at(t), operand->integer);
       return Ast::makeCall("neg", {operand}, at(t), "-");
     }
     if (isPunct("+")) fail(peek(), "unary '+' is not supported");
@@ -233,7 +235,8 @@ private:
 
   AstPtr primary() {
     Token t = next();
-    if (t.kind == Token::Kind::Number) return Ast::makeNumber(t.number, at(t));
+    if (t.kind == Token::Kind::Number)
+      return Ast::makeNumber(t.number, at(t), t.text.find_first_of(".eE") == std::string::npos);
     if (t.kind == Token::Kind::Ident) {
       if (!isPunct("(")) return Ast::makeName(t.text, at(t));
       next();

@@ -25,7 +25,10 @@ struct Sema::CallFrame {
 
 ir::Expr Sema::lower(const AstPtr& root, const Scope& scope) {
   auto leaf = [&](const AstPtr& a) {
-    return a->kind == Ast::Kind::Number ? ir::Node::makeConst(a->number) : lowerName(a, scope);
+    return a->kind == Ast::Kind::Number
+               ? ir::Node::makeConst(a->number,
+                                     a->integer ? ir::ValueType::Int : ir::ValueType::Value)
+               : lowerName(a, scope);
   };
   if (root->kind != Ast::Kind::Call) return leaf(root);
   std::vector<CallFrame> stack;
@@ -193,18 +196,24 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   ir::Function fn;
   fn.name = spec.name;
   Scope scope;
-  scope["D"] = ir::Node::makeDim(); // the length of the last dim
+  scope["D"] = ir::Node::makeDim();    // the length of the last dim
+  scope["j"] = ir::Node::makeColumn(); // the column index
   // Names and calls are told apart by the parentheses, so an input, attr, let or output may be
   // named like a primitive (`mean` and `rstd`, as torch.native_layer_norm names its outputs).
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const spec::Input& in = spec.inputs[i];
-    ir::Expr node = ir::Node::makeInput(in.name, static_cast<int>(i), in.shape);
-    fn.inputs.push_back({in.name, in.shape, node});
+    const ir::ValueType type = in.type == spec::InputType::Dtype  ? ir::ValueType::Value
+                               : in.type == spec::InputType::Bool ? ir::ValueType::Bool
+                                                                  : ir::ValueType::Int;
+    ir::Expr node = ir::Node::makeInput(in.name, static_cast<int>(i), in.shape, type);
+    fn.inputs.push_back({in.name, in.shape, node, in.type});
     scope[in.name] = node;
   }
   for (size_t i = 0; i < spec.attrs.size(); ++i) {
     const spec::Attr& a = spec.attrs[i];
-    ir::Expr node = ir::Node::makeAttr(a.name, static_cast<int>(i));
+    ir::Expr node = ir::Node::makeAttr(a.name, static_cast<int>(i),
+                                       a.type == spec::AttrType::Int ? ir::ValueType::Int
+                                                                     : ir::ValueType::Value);
     fn.attrs.push_back({a, node});
     scope[a.name] = node;
   }
@@ -232,6 +241,12 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     if (e->type() == ir::ValueType::Bool) {
       diags.error(b.formulaLoc,
                   "output '" + b.name + "' is a condition; outputs must be values (use where())");
+      continue;
+    }
+    if (e->type() == ir::ValueType::Int) {
+      diags.error(b.formulaLoc, "output '" + b.name +
+                                    "' has integer values; outputs are floating (of the op's "
+                                    "dtype): mix in a float, e.g. 1.0 * (...)");
       continue;
     }
     if (e->isConstant()) {

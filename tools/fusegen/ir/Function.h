@@ -14,6 +14,7 @@ struct FunctionInput {
   std::string name;
   ShapeClass shape;
   Expr node;
+  spec::InputType type = spec::InputType::Dtype; // integer and bool inputs: no gradient
 };
 
 struct FunctionAttr {

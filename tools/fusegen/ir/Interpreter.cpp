@@ -61,6 +61,9 @@ double evaluate(const Expr& root, const Env& env) {
     case NodeKind::Dim:
       v = env.D;
       break;
+    case NodeKind::Column:
+      v = env.j;
+      break;
     case NodeKind::Call: {
       std::vector<double> args;
       for (const Expr& a : n->args())

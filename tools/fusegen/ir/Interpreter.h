@@ -15,6 +15,7 @@ struct Env {
   std::map<std::string, double> attrs;    // by attr name
   std::map<std::string, double> gradOuts; // by output name
   double D = 1;                           // the length of the last dim
+  double j = 0;                           // the column index
 };
 
 // Evaluates an elementwise expression; reductions are rejected (they need a row).

@@ -29,7 +29,7 @@ ShapeClass joinShapes(ShapeClass a, ShapeClass b) {
 }
 
 void Node::finish() {
-  size_t h = std::hash<int>()(static_cast<int>(kind_));
+  size_t h = std::hash<int>()(static_cast<int>(kind_) * 4 + static_cast<int>(type_));
   auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
   uint64_t bits;
   std::memcpy(&bits, &value_, sizeof bits);
@@ -42,17 +42,19 @@ void Node::finish() {
   hash_ = h;
 }
 
-Expr Node::makeConst(double v) {
+Expr Node::makeConst(double v, ValueType type) {
   auto n = std::shared_ptr<Node>(new Node());
   n->kind_ = NodeKind::Const;
+  n->type_ = type;
   n->value_ = v == 0 ? 0.0 : v; // one zero: -0.0 and 0.0 fold the same way
   n->finish();
   return n;
 }
 
-Expr Node::makeInput(const std::string& name, int index, ShapeClass shape) {
+Expr Node::makeInput(const std::string& name, int index, ShapeClass shape, ValueType type) {
   auto n = std::shared_ptr<Node>(new Node());
   n->kind_ = NodeKind::Input;
+  n->type_ = type;
   n->name_ = name;
   n->index_ = index;
   n->shape_ = shape;
@@ -61,9 +63,10 @@ Expr Node::makeInput(const std::string& name, int index, ShapeClass shape) {
   return n;
 }
 
-Expr Node::makeAttr(const std::string& name, int index) {
+Expr Node::makeAttr(const std::string& name, int index, ValueType type) {
   auto n = std::shared_ptr<Node>(new Node());
   n->kind_ = NodeKind::Attr;
+  n->type_ = type;
   n->name_ = name;
   n->index_ = index;
   n->finish();
@@ -84,7 +87,19 @@ Expr Node::makeGradOut(const std::string& name, int index, ShapeClass shape) {
 Expr Node::makeDim() {
   auto n = std::shared_ptr<Node>(new Node());
   n->kind_ = NodeKind::Dim;
+  n->type_ = ValueType::Int;
   n->name_ = "D";
+  n->finish();
+  return n;
+}
+
+Expr Node::makeColumn() {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::Column;
+  n->type_ = ValueType::Int;
+  n->shape_ = ShapeClass::Col;
+  n->name_ = "j";
+  n->constant_ = false; // one value per column
   n->finish();
   return n;
 }
@@ -93,9 +108,18 @@ Expr Node::makeCall(const prims::Primitive* prim, std::vector<Expr> args) {
   auto n = std::shared_ptr<Node>(new Node());
   n->kind_ = NodeKind::Call;
   n->prim_ = prim;
-  n->type_ = prim->returnsBool ? ValueType::Bool : ValueType::Value;
   n->shape_ = ShapeClass::Scalar;
   n->constant_ = true;
+  bool integers = prim->integerClosed, someInteger = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (prim->params[i].kind != prims::ParamKind::Value) continue;
+    const Node& a = *args[i];
+    someInteger = someInteger || (a.type_ == ValueType::Int && a.kind_ != NodeKind::Const);
+    integers = integers && a.type_ == ValueType::Int;
+  }
+  n->type_ = prim->returnsBool         ? ValueType::Bool
+             : integers && someInteger ? ValueType::Int
+                                       : ValueType::Value;
   for (const Expr& a : args) {
     n->shape_ = joinShapes(n->shape_, a->shape());
     n->constant_ = n->constant_ && a->isConstant();
@@ -107,8 +131,9 @@ Expr Node::makeCall(const prims::Primitive* prim, std::vector<Expr> args) {
 }
 
 bool Node::shallowEquals(const Node& o) const {
-  if (kind_ != o.kind_ || prim_ != o.prim_ || name_ != o.name_ || index_ != o.index_ ||
-      args_.size() != o.args_.size() || std::memcmp(&value_, &o.value_, sizeof value_) != 0)
+  if (kind_ != o.kind_ || type_ != o.type_ || prim_ != o.prim_ || name_ != o.name_ ||
+      index_ != o.index_ || args_.size() != o.args_.size() ||
+      std::memcmp(&value_, &o.value_, sizeof value_) != 0)
     return false;
   for (size_t i = 0; i < args_.size(); ++i)
     if (args_[i].get() != o.args_[i].get()) return false;
@@ -181,6 +206,9 @@ std::string printDag(const std::vector<std::pair<std::string, Expr>>& roots) {
       continue;
     case NodeKind::Dim:
       names[n] = "D";
+      continue;
+    case NodeKind::Column:
+      names[n] = "j";
       continue;
     case NodeKind::Call:
       break;

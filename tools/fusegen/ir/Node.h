@@ -1,6 +1,6 @@
 // IR nodes: small immutable expression nodes built only through make*() (as in Halide).
-// A node knows its value type (value or condition) and its shape class; passes never mutate
-// a node, they build new ones, so expressions can be shared freely as a DAG.
+// A node knows its value type (float, integer or condition) and its shape class; passes never
+// mutate a node, they build new ones, so expressions can be shared freely as a DAG.
 #pragma once
 
 #include "ir/ShapeClass.h"
@@ -22,10 +22,18 @@ enum class NodeKind {
   Attr,    // a scalar attribute of the op (a Python number in the schema)
   GradOut, // the incoming gradient of an output (backward only)
   Dim,     // D, the length of the last dim (uniform over the op, like an attr)
+  Column,  // j, the column index 0 ... D-1 (shape [D], an integer)
   Call,    // a primitive applied to arguments
 };
 
-enum class ValueType { Value, Bool };
+// What a node's values are (DESIGN.md: values carry a type):
+//   Value  a floating value (the op's compute type); gradients flow through these only
+//   Int    an integer: an int input or attr, D, j, and arithmetic closed over integers
+//          (+ - * unary -, abs, where, sum, max, min of integers; Primitive::integerClosed),
+//          as in torch's type promotion: an integer literal keeps an integer an integer, a
+//          float value or a division makes it a Value. Integers carry no gradient.
+//   Bool   a condition: a comparison or a bool input
+enum class ValueType { Value, Int, Bool };
 
 class Node;
 using Expr = std::shared_ptr<const Node>;
@@ -49,13 +57,19 @@ public:
   bool isConst(double v) const { return kind_ == NodeKind::Const && value_ == v; }
   bool isCall(const char* primName) const;
 
-  static Expr makeConst(double v);
-  static Expr makeInput(const std::string& name, int index, ShapeClass shape);
-  static Expr makeAttr(const std::string& name, int index);
+  // A literal: Int for an integer literal (written without '.' or exponent), else Value.
+  static Expr makeConst(double v, ValueType type = ValueType::Value);
+  static Expr makeInput(const std::string& name, int index, ShapeClass shape,
+                        ValueType type = ValueType::Value);
+  static Expr makeAttr(const std::string& name, int index, ValueType type = ValueType::Value);
   static Expr makeGradOut(const std::string& name, int index, ShapeClass shape);
   static Expr makeDim();
+  static Expr makeColumn();
   bool isLeaf() const { return kind_ != NodeKind::Call; }
-  // Shape: reductions give Row; elementwise calls the join of their arguments' shapes.
+  // Shape: reductions give Row; elementwise calls the join of their arguments' shapes. Type:
+  // Bool for a primitive returning a condition; Int for one closed over integers whose value
+  // arguments are all Int, at least one not a literal (an integer literal alone does not make
+  // a value an integer: where(c, x, 0) is x's type); else Value.
   static Expr makeCall(const prims::Primitive* prim, std::vector<Expr> args);
 
   // Structural equality of the node itself, with arguments compared by identity.

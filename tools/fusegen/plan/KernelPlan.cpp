@@ -71,7 +71,8 @@ int shiftOf(const ir::Node* e, const std::vector<ir::Expr>& maxima,
     while (m->isCall("detach"))
       m = m->args()[0].get();
     for (size_t i = 0; i < maxima.size(); ++i)
-      if (maxima[i].get() == m && m->args()[0].get() == g && free(args[0]->args()[0]))
+      if (maxima[i].get() == m && isCombine(m, prims::Combine::Max) && m->args()[0].get() == g &&
+          free(args[0]->args()[0]))
         return static_cast<int>(i);
     return -1;
   }
@@ -96,10 +97,15 @@ int shiftOf(const ir::Node* e, const std::vector<ir::Expr>& maxima,
 // (x * x, the squares of norms). Inputs, attrs and gradients may be anything.
 bool nonNegative(const ir::Node* e, std::unordered_map<const ir::Node*, bool>& memo) {
   switch (e->kind()) {
-  case ir::NodeKind::Const: return e->value() >= 0;
-  case ir::NodeKind::Dim: return true;
-  case ir::NodeKind::Call: break;
-  default: return false;
+  case ir::NodeKind::Const:
+    return e->value() >= 0;
+  case ir::NodeKind::Dim:
+  case ir::NodeKind::Column:
+    return true;
+  case ir::NodeKind::Call:
+    break;
+  default:
+    return false;
   }
   auto it = memo.find(e);
   if (it != memo.end()) return it->second;
@@ -114,9 +120,14 @@ bool nonNegative(const ir::Node* e, std::unordered_map<const ir::Node*, bool>& m
   };
   bool r = false;
   switch (prim.sign) {
-  case prims::Sign::Any: break;
-  case prims::Sign::NonNegative: r = true; break;
-  case prims::Sign::OfArgs: r = allNonNegative(); break;
+  case prims::Sign::Any:
+    break;
+  case prims::Sign::NonNegative:
+    r = true;
+    break;
+  case prims::Sign::OfArgs:
+    r = allNonNegative();
+    break;
   case prims::Sign::Product:
     r = (values.size() == 2 && values[0] == values[1]) || allNonNegative();
     break;
@@ -124,28 +135,48 @@ bool nonNegative(const ir::Node* e, std::unordered_map<const ir::Node*, bool>& m
   return memo[e] = r;
 }
 
-// Program::Stage::nonNegative: per reduction, a sum whose terms are never below 0.
-void markNonNegativeSums(Program& p) {
+// The column r of a pick's term where(j == r, x, 0) or where(j != r, 0, x) (either operand
+// order of the comparison), r one value per row: per row at most one column has the term
+// nonzero. Null when e is not one.
+ir::Expr pickColumnOf(const ir::Node* e) {
+  if (!e->isCall("where")) return nullptr;
+  const ir::Node* cond = e->args()[0].get();
+  const bool eq = cond->isCall("eq");
+  if (!(eq || cond->isCall("ne")) || !e->args()[eq ? 2 : 1]->isConst(0)) return nullptr;
+  ir::Expr a = cond->args()[0], b = cond->args()[1];
+  if (b->kind() == ir::NodeKind::Column) std::swap(a, b);
+  if (a->kind() != ir::NodeKind::Column) return nullptr;
+  return b->shape() == ir::ShapeClass::Row || b->shape() == ir::ShapeClass::Scalar ? b : nullptr;
+}
+
+
+// Program::Stage::plain: per reduction, a sum whose terms are never below 0, or a pick; and
+// Stage::pick, Stage::pickColumn: the picks (a sum with no finish: not a mean).
+void markPlainSums(Program& p) {
   std::unordered_map<const ir::Node*, bool> memo;
   for (Program::Stage& stage : p.stages) {
-    stage.nonNegative.clear();
-    for (const ir::Expr& r : stage.reductions)
-      stage.nonNegative.push_back(isCombine(r.get(), prims::Combine::Sum) &&
-                                  nonNegative(r->args()[0].get(), memo));
+    stage.plain.clear();
+    stage.pick.clear();
+    stage.pickColumn.clear();
+    for (const ir::Expr& r : stage.reductions) {
+      const bool sum = isCombine(r.get(), prims::Combine::Sum);
+      ir::Expr column = sum && !r->prim()->finish ? pickColumnOf(r->args()[0].get()) : nullptr;
+      stage.plain.push_back(sum && (nonNegative(r->args()[0].get(), memo) || column));
+      stage.pick.push_back(column != nullptr);
+      stage.pickColumn.push_back(column);
+    }
   }
 }
 
-// Program::Stage::shift for every stage after one that takes only maxima. A stage is shifted
-// only when all its reductions are sums shifted by a maximum; the others keep -1.
+// Program::Stage::shift for every stage after one that takes a maximum. A stage is shifted
+// only when all its reductions are sums shifted by a maximum of the stage before (which may
+// take other reductions too: cross-entropy's pick of the target logit rides with its
+// maximum); the others keep -1.
 void markShiftedStages(Program& p) {
   for (size_t s = 0; s < p.stages.size(); ++s)
     p.stages[s].shift.assign(p.stages[s].reductions.size(), -1);
   for (size_t s = 1; s < p.stages.size(); ++s) {
-    const std::vector<ir::Expr>& maxima = p.stages[s - 1].reductions;
-    bool onlyMaxima = !maxima.empty();
-    for (const ir::Expr& m : maxima)
-      onlyMaxima = onlyMaxima && isCombine(m.get(), prims::Combine::Max);
-    if (!onlyMaxima) continue;
+    const std::vector<ir::Expr>& maxima = p.stages[s - 1].reductions; // (and other reductions)
     // What the previous stage's results reach: its reductions and the row values after it.
     std::unordered_set<const ir::Node*> stageNodes;
     for (const ir::Expr& m : maxima)
@@ -212,7 +243,9 @@ bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Dia
   p.rowValues = rv;
   p.rowValueStage = st;
   markShiftedStages(p);
-  markNonNegativeSums(p);
+  markPlainSums(p);
+  for (const ir::Node* n : ir::topoOrder(roots))
+    p.usesColumn = p.usesColumn || n->kind() == ir::NodeKind::Column;
   return true;
 }
 
@@ -315,7 +348,7 @@ RuntimePlan runtimePlanOf(const Program& p) {
     colwise = colwise || o.kind == OutKind::ColSum || o.kind == OutKind::Total;
   }
   if (!p.stages.empty()) return RuntimePlan::Row;
-  return colwise ? RuntimePlan::Colwise : RuntimePlan::Flat;
+  return colwise || p.usesColumn ? RuntimePlan::Colwise : RuntimePlan::Flat;
 }
 
 } // namespace
@@ -354,7 +387,7 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
 
   Program& f = plan.forward;
   for (const ir::FunctionInput& in : fn.inputs)
-    f.inputs.push_back({in.name, in.shape, in.node});
+    f.inputs.push_back({in.name, in.shape, in.node, false, in.type});
   for (const ir::FunctionOutput& o : fn.outputs)
     f.outputs.push_back({o.name, gradKind(o.value->shape()), o.value});
   for (const SavedStat& s : plan.saved)
@@ -369,8 +402,11 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     b.inputs.push_back(
         {gradArgName(fn.outputs[m].name), grad.gradOuts[m]->shape(), grad.gradOuts[m]});
   std::vector<ir::Expr> grads;
-  for (const ir::Expr& g : grad.inputGrads)
-    grads.push_back(g ? ir::substitute(g, replace) : nullptr);
+  for (size_t i = 0; i < grad.inputGrads.size(); ++i) {
+    const ir::Expr& g = grad.inputGrads[i];
+    grads.push_back(g && fn.inputs[i].type == spec::InputType::Dtype ? ir::substitute(g, replace)
+                                                                     : nullptr);
+  }
   grads = opt::cse(grads);
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     Program::Output o{"grad_" + fn.inputs[i].name, gradKind(fn.inputs[i].shape), grads[i]};
@@ -403,7 +439,9 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
       out << (s ? "; " : " (") << "pass " << s + 1 << ":";
       for (size_t j = 0; j < p.stages[s].reductions.size(); ++j)
         out << " " << p.stages[s].reductions[j]->prim()->name
-            << (p.stages[s].nonNegative[j] ? " (of terms >= 0)" : "");
+            << (p.stages[s].pick[j]     ? " (a pick: the element at one column, loaded)"
+                : p.stages[s].plain[j] ? " (of terms >= 0)"
+                                       : "");
       if (!p.stages[s].shift.empty() && p.stages[s].shift[0] >= 0)
         out << ", shifted by pass " << s << "'s maxima (one combination with it)";
     }

@@ -42,6 +42,7 @@ struct Program {
     ir::ShapeClass shape; // Full, Col, Row or Scalar
     ir::Expr leaf;        // the Input / GradOut node it binds
     bool stat = false;    // a statistic saved by the forward (OutKind::Stat): compute type
+    spec::InputType type = spec::InputType::Dtype; // its elements: the dtype, or int/bool
   };
   // What a Total output's value is. Elements: an element value, summed over rows and columns
   // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row
@@ -57,16 +58,23 @@ struct Program {
     std::vector<ir::Expr> reductions; // combined in one pass over the row
     // Online max-and-sum: for each reduction, the index of the previous stage's maximum m
     // that shifts it (its term is exp(g - m) times factors free of the previous stage, g the
-    // value m maximizes), or -1. When every reduction of a stage is shifted and the previous
-    // stage takes only maxima, a thread may sum against its own maximum and rescale once
-    // (fusegen_program.h, accMergeShifted): the two stages need one combination across
-    // threads instead of two.
+    // value m maximizes), or -1. When every reduction of a stage is shifted, a thread may sum
+    // against its own maxima and rescale once (fusegen_program.h, accMergeShifted): the two
+    // stages need one combination across threads instead of two. The previous stage's other
+    // reductions (sums, minima) combine alongside.
     std::vector<int> shift;
-    // For each reduction: a sum of terms never below 0 (the primitives' `sign` claims). Such
-    // a sum cannot cancel, so its plain sum is accurate to n u relative (n the terms one
-    // thread adds, u the compute type's roundoff); the GPU adds it plainly instead of
-    // compensated (fusegen_program.h), which ran softmax's forward 8% faster on the H100.
-    std::vector<bool> nonNegative;
+    // For each reduction: a sum a plain addition computes accurately, which the GPU adds
+    // plainly instead of compensated (fusegen_program.h; softmax's forward ran 8% faster on
+    // the H100). Either its terms are never below 0 (the primitives' `sign` claims): such a
+    // sum cannot cancel, so its plain sum is accurate to n u relative (n the terms one thread
+    // adds, u the compute type's roundoff). Or it is a pick, sum(where(j == r, x, 0)) with r
+    // one value per row: at most one term is not 0, and adding zeros is exact.
+    std::vector<bool> plain;
+    // For each reduction: the row of a pick, sum(where(j == r, x, 0)) with r one value per row
+    // (free of j and of this stage), stands for its only term: the runtime evaluates the term
+    // at column r alone (0 where r is not a column), not over the row. `pickColumn` is r.
+    std::vector<bool> pick;
+    std::vector<ir::Expr> pickColumn; // per reduction: r for a pick, else null
   };
   std::vector<Input> inputs;
   std::vector<Output> outputs;
@@ -76,6 +84,7 @@ struct Program {
   std::vector<ir::Expr> rowValues;
   std::vector<int> rowValueStage; // -1: before the first stage; s: after stage s
   RuntimePlan plan = RuntimePlan::Row;
+  bool usesColumn = false; // reads j: the flat plan, which knows no columns, cannot run it
 };
 
 struct SavedStat {

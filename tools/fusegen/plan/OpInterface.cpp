@@ -41,7 +41,11 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
                         const std::vector<spec::DType>& dtypes) {
   std::vector<Arg> inputs, attrs, outputs, saved, outputGrads, inputGrads;
   for (const ir::FunctionInput& in : fn.inputs) {
-    inputs.push_back(tensor(in.name, Role::Input, ElemType::Dtype, in.shape, true));
+    const ElemType type = in.type == spec::InputType::Int64   ? ElemType::Int64
+                          : in.type == spec::InputType::Int32 ? ElemType::Int32
+                          : in.type == spec::InputType::Bool  ? ElemType::Bool
+                                                              : ElemType::Dtype;
+    inputs.push_back(tensor(in.name, Role::Input, type, in.shape, type == ElemType::Dtype));
     inputGrads.push_back(
         tensor("grad_" + in.name, Role::InputGrad, ElemType::Dtype, in.shape, false));
   }

@@ -33,7 +33,9 @@ enum class ElemType {
   ComputeType, // what the kernels compute in: float32 for half types, else the dtype
   Float,       // scalars: a spec's attrs
   Int,
-  Bool,
+  Bool,  // a bool attr, or a tensor of bools (a spec's bool input)
+  Int64, // tensors of a spec's integer inputs
+  Int32,
   BoolList, // the output mask
 };
 
@@ -42,8 +44,7 @@ struct Arg {
   Role role = Role::Input;
   ElemType type = ElemType::Dtype;
   ir::ShapeClass shape = ir::ShapeClass::Full; // tensors only
-  bool differentiable = false; // gradient flows through it (every tensor input and output today;
-                               // the first reader is the integer input of the next issue)
+  bool differentiable = false; // gradient flows through it (float tensor inputs and outputs)
   bool keywordOnly = false;
   std::optional<double> defaultValue; // attrs only
   int length = 0;                     // BoolList only

@@ -95,6 +95,18 @@ void checkNames(const expr::AstPtr& ast, const std::set<std::string>& names,
     checkNames(a, names, arityOf, diags);
 }
 
+// Whether a formula over builtins maps integers to integers: its calls are + - * unary -,
+// abs, select and comparisons, and its numbers integers (Primitive::integerClosed).
+bool integerClosedFormula(const expr::AstPtr& ast) {
+  static const std::set<std::string> closed = {"add", "sub", "mul", "neg", "abs", "select",
+                                               "lt",  "le",  "gt",  "ge",  "eq",  "ne"};
+  if (ast->kind == expr::Ast::Kind::Number) return ast->integer;
+  if (ast->kind == expr::Ast::Kind::Call && !closed.count(ast->name)) return false;
+  for (const expr::AstPtr& a : ast->args)
+    if (!integerClosedFormula(a)) return false;
+  return true;
+}
+
 } // namespace
 
 std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::string& path,
@@ -211,6 +223,9 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       diags.error(p->loc, "primitive '" + p->name + "' needs a 'torch' spelling");
     if (!evalGiven && p->kind == PrimKind::Elementwise)
       diags.error(p->loc, "primitive '" + p->name + "' needs an 'eval' formula");
+    p->integerClosed = p->kind == PrimKind::Reduction ? !p->finish
+                       : p->eval                      ? integerClosedFormula(p->eval)
+                                                      : false;
     lib.byName_[p->name].push_back(p.get());
     lib.prims_.push_back(p);
     pending.emplace_back(p, gradNode);

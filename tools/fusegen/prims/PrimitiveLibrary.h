@@ -51,8 +51,12 @@ struct Primitive {
   PrimKind kind = PrimKind::Elementwise;
   Combine combine = Combine::Sum; // reductions
   Sign sign = Sign::Any;
-  expr::AstPtr finish;            // reductions: acc (the combined value), D -> result; null: acc
+  expr::AstPtr finish; // reductions: acc (the combined value), D -> result; null: acc
   bool returnsBool = false;
+  // Integers in, integers out (ir::ValueType::Int): derived from `eval` (only + - * unary -,
+  // abs, select and comparisons over the parameters and integer literals), or for a
+  // reduction, a sum, max or min without a `finish`.
+  bool integerClosed = false;
   // Its grad rules state a gradient that eval does not imply (with_grad: a C++ function's
   // named derivative), so finite differences of eval do not check them.
   bool declaresGradient = false;

@@ -47,7 +47,7 @@ const std::set<std::string> kReservedNames = {
     "EOF", "INFINITY", "NAN", "NULL", "errno",
     // the formula language, and names of the generated code: T, kFast and kPass (template
     // parameters of the element functions), the Python module's torch, F, Tensor, SPEC, tuple
-    "D", "grad", "result", "self", "ctx", "output_mask", "T", "kFast", "kPass", "torch", "F",
+    "D", "j", "grad", "result", "self", "ctx", "output_mask", "T", "kFast", "kPass", "torch", "F",
     "Tensor", "SPEC", "tuple"};
 
 // Whether `text` has an ASCII control character (or DEL) other than those in `allowed`.
@@ -249,9 +249,64 @@ bool parseNumber(const std::string& text, double& value) {
   return !in.fail() && in.eof() && std::isfinite(value);
 }
 
+// An input's mapping form, {shape: [...], dtype: int64}: the shape as in the short form, and the
+// element type of an integer or bool input (float inputs take the op's dtype and are written
+// in the short form).
+std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::Node& key) {
+  const std::string name = key.Scalar();
+  std::optional<ShapeClass> shape;
+  std::optional<InputType> type;
+  bool bad = false;
+  for (auto& [field, fv] : r.entries(n, "input '" + name + "'")) {
+    const std::string f = field.Scalar();
+    if (f == "shape") {
+      shape = parseShape(r, fv, key);
+      bad = bad || !shape;
+    } else if (f == "dtype") {
+      const std::string t = fv.IsScalar() ? fv.Scalar() : "";
+      if (t == "int64")
+        type = InputType::Int64;
+      else if (t == "int32")
+        type = InputType::Int32;
+      else if (t == "bool")
+        type = InputType::Bool;
+      else {
+        r.error(fv, field,
+                "unknown dtype '" + t + "' for input '" + name +
+                    "'; expected int64, int32 or bool (a floating input takes the op's dtype: "
+                    "declare it in the short form, '" +
+                    name + ": <shape>')");
+        bad = true;
+      }
+    } else {
+      r.error(field, "unknown key '" + f + "' in input '" + name + "'; expected shape, dtype");
+      bad = true;
+    }
+  }
+  if (bad) return std::nullopt;
+  if (!shape || !type) {
+    r.error(key, std::string("input '") + name + "' needs " +
+                     (!shape ? "a 'shape'" : "a 'dtype' (int64, int32 or bool)"));
+    return std::nullopt;
+  }
+  if (*shape == ShapeClass::Full || *shape == ShapeClass::Col) {
+    r.error(n, key,
+            std::string(inputTypeName(*type)) + " input '" + name + "' has shape " +
+                shapeClassSpelling(*shape) +
+                "; integer and bool inputs are per-row [...] or 0-dim [] (per-element ones are "
+                "not supported yet)");
+    return std::nullopt;
+  }
+  return Input{name, *shape, r.loc(key), *type};
+}
+
 void readInputs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
   if (!r.expectKind(n, section, YAML::NodeType::Map, "'inputs'")) return;
   for (auto& [key, value] : r.entries(n, "'inputs'")) {
+    if (value.IsMap()) {
+      if (std::optional<Input> in = readTypedInput(r, value, key)) spec.inputs.push_back(*in);
+      continue;
+    }
     std::optional<ShapeClass> shape = parseShape(r, value, key);
     if (shape) spec.inputs.push_back(Input{key.Scalar(), *shape, r.loc(key)});
   }

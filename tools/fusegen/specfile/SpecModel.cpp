@@ -15,6 +15,20 @@ const char* attrTypeName(AttrType t) {
   return "?";
 }
 
+const char* inputTypeName(InputType t) {
+  switch (t) {
+  case InputType::Dtype:
+    return "the op's dtype";
+  case InputType::Int64:
+    return "int64";
+  case InputType::Int32:
+    return "int32";
+  case InputType::Bool:
+    return "bool";
+  }
+  return "?";
+}
+
 const char* dtypeName(DType d) {
   switch (d) {
   case DType::Float32:

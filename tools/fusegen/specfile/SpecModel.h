@@ -20,10 +20,17 @@ const char* attrTypeName(AttrType t); // as in a torch schema: float, int, bool
 enum class DType { Float32, Float16, BFloat16, Float64 };
 const char* dtypeName(DType d); // float32, float16, bfloat16, float64
 
+// What an input's elements are: values of the call's dtype (the default), or a fixed
+// integer or bool type declared in the spec (`{shape: [...], dtype: int64}`). Integer and bool
+// inputs carry no gradient.
+enum class InputType { Dtype, Int64, Int32, Bool };
+const char* inputTypeName(InputType t); // "the op's dtype", int64, int32, bool
+
 struct Input {
   std::string name;
   ShapeClass shape;
   SourceLoc loc;
+  InputType type = InputType::Dtype;
 };
 
 struct Attr {

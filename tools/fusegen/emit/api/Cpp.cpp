@@ -19,6 +19,20 @@ const char* bcastEnumerator(ir::ShapeClass s, bool stat) {
   return "fg::Bcast::Scalar";
 }
 
+const char* elemEnumerator(spec::InputType t) {
+  switch (t) {
+  case spec::InputType::Int64:
+    return "fg::Elem::Int64";
+  case spec::InputType::Int32:
+    return "fg::Elem::Int32";
+  case spec::InputType::Bool:
+    return "fg::Elem::Bool";
+  case spec::InputType::Dtype:
+    break;
+  }
+  return "fg::Elem::Dtype";
+}
+
 const char* outKindEnumerator(plan::OutKind k) {
   switch (k) {
   case plan::OutKind::Full:
@@ -74,7 +88,7 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
     }
     rows.push_back("{\"" + in.name + "\", " +
                    bcastEnumerator(arg->shape, arg->type == plan::ElemType::ComputeType) + ", " +
-                   std::to_string(position) + "}");
+                   std::to_string(position) + ", " + elemEnumerator(in.type) + "}");
   }
   return rows;
 }

@@ -36,12 +36,13 @@ std::string pythonUserResult(const plan::Signature& sig);
 
 // ---- Cpp.cpp: the glue's tables (fusegen_glue.h) ----
 // The program's tensor inputs as glue::TensorInfo initializers: name, broadcast, position
-// among the schema's tensors.
+// among the schema's tensors, element type.
 std::vector<std::string> tensorTable(const plan::Signature& sig);
 // fg::DType::Float32, ...
 std::vector<std::string> dtypeTable(const std::vector<spec::DType>& dtypes);
 // The runtime's enumerators for a program's tables (fusegen_runtime.h, fusegen_program.h).
 const char* bcastEnumerator(ir::ShapeClass s, bool stat);
+const char* elemEnumerator(spec::InputType t);
 const char* outKindEnumerator(plan::OutKind k);
 const char* reduceEnumerator(prims::Combine c);
 const char* planEnumerator(plan::RuntimePlan p);
