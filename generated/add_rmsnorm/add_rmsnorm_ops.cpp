@@ -27,14 +27,17 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0},
-    {"residual", fg::Bcast::Full, 1},
-    {"weight", fg::Bcast::Col, 2},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"residual", fg::Bcast::Full, 1, fg::Elem::Dtype},
+    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 2},       {"residual", fg::Bcast::Full, 3},
-    {"weight", fg::Bcast::Col, 4},   {"_saved_rstd", fg::Bcast::Stat, 5},
-    {"_grad_y", fg::Bcast::Full, 0}, {"_grad_residual_out", fg::Bcast::Full, 1},
+    {"x", fg::Bcast::Full, 2, fg::Elem::Dtype},
+    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype},
+    {"weight", fg::Bcast::Col, 4, fg::Elem::Dtype},
+    {"_saved_rstd", fg::Bcast::Stat, 5, fg::Elem::Dtype},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"_grad_residual_out", fg::Bcast::Full, 1, fg::Elem::Dtype},
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,

@@ -27,13 +27,13 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0},
-    {"bias", fg::Bcast::Col, 1},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1},
-    {"bias", fg::Bcast::Col, 2},
-    {"_grad_y", fg::Bcast::Full, 0},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype},
+    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,

@@ -18,6 +18,7 @@ STAT = "stat"  # a per-row statistic the forward saves for the backward: ROW, in
 class Arg:
     name: str
     shape: str  # one of FULL, COL, ROW, SCALAR
+    dtype: str = None  # an integer or bool input's dtype (int64, int32, bool); None: the op's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,10 +77,14 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
     """Checks (name, shape class, tensor) triples like fg::glue::prepare; returns the full
     shape and D. Raises RuntimeError naming the argument."""
     full = spec.full_input()
-    ref_name, _, ref = named[full]
-    has_col = any(cls == COL for _, cls, _ in named)
-    for name, cls, t in named:
-        if cls == STAT:
+    ref_name, _, ref = named[full][:3]
+    has_col = any(n[1] == COL for n in named)
+    for name, cls, t, *fixed in named:
+        if fixed and fixed[0] is not None:  # an integer or bool input: its own dtype
+            if t.dtype != getattr(torch, fixed[0]):
+                raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
+                                   f"must have dtype {fixed[0]}")
+        elif cls == STAT:
             if t.dtype != compute_dtype(ref.dtype):
                 raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
                                    f"must have dtype {_dtype_name(compute_dtype(ref.dtype))} (the "
@@ -98,7 +103,7 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
         raise RuntimeError(f"{op}: argument '{ref_name}' must have at least 1 dim (its last dim is "
                            "D), but is 0-dim")
     D = ref.shape[-1] if ref.dim() else 1
-    for name, cls, t in named:
+    for name, cls, t, *_ in named:
         if cls == FULL and list(t.shape) != list(ref.shape):
             raise RuntimeError(f"{op}: argument '{name}' must have the same shape as '{ref_name}' "
                                f"{_shape(ref.shape)}, but has shape {_shape(t.shape)}")
@@ -135,18 +140,21 @@ def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
 
 
 def fake_forward(spec: OpInfo, tensors: Sequence[torch.Tensor]):
-    named = [(a.name, a.shape, t) for a, t in zip(spec.inputs, tensors)]
+    named = [(a.name, a.shape, t, a.dtype) for a, t in zip(spec.inputs, tensors)]
     full_shape, _ = check_arguments(spec, spec.qualname, named)
     return _outputs(spec, tensors[spec.full_input()], full_shape)
 
 
 def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence[torch.Tensor],
                   grads: Sequence[torch.Tensor], output_mask: Sequence[bool]):
-    named = [(a.name, a.shape, t) for a, t in zip(spec.inputs, tensors)]
+    named = [(a.name, a.shape, t, a.dtype) for a, t in zip(spec.inputs, tensors)]
     named += [(f"_saved_{n}", STAT, t) for n, t in zip(spec.saved, saved)]
     named += [(f"_grad_{o.name}", o.shape, g) for o, g in zip(spec.outputs, grads)]
     check_arguments(spec, spec.qualname + "_backward", named)
-    out = tuple(t.new_empty(t.shape) if m else t.new_empty(0) for t, m in zip(tensors, output_mask))
+    # Gradients in the dtype of the call (an integer input's, never asked for, too).
+    ref = tensors[spec.full_input()]
+    out = tuple(ref.new_empty(t.shape) if m else ref.new_empty(0)
+                for t, m in zip(tensors, output_mask))
     return out[0] if len(out) == 1 else out
 
 

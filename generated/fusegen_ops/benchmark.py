@@ -29,19 +29,33 @@ DEFAULT_SHAPES = [(512, 4096), (4096, 4096), (16384, 8192)]
 
 
 def make_inputs(spec: OpInfo, rows: int, D: int, dtype, device, requires_grad=False):
+    """Random inputs: floats N(0, 1) in dtype; integer inputs indices in [0, D) (class
+    indices), bool inputs coin flips, neither requiring grad."""
     shapes = {FULL: [rows, D], COL: [D], ROW: [rows], SCALAR: []}
-    return [torch.randn(shapes[a.shape], dtype=dtype, device=device).requires_grad_(requires_grad)
-            for a in spec.inputs]
+    out = []
+    for a in spec.inputs:
+        shape = shapes[a.shape]
+        if a.dtype == "bool":
+            out.append(torch.rand(shape, device=device) < 0.5)
+        elif a.dtype is not None:
+            out.append(torch.randint(0, max(D, 1), shape, device=device,
+                                     dtype=getattr(torch, a.dtype)))
+        else:
+            out.append(torch.randn(shape, dtype=dtype, device=device)
+                       .requires_grad_(requires_grad))
+    return out
 
 
 def min_bytes(spec: OpInfo, rows: int, D: int, elem: int, backward: bool) -> int:
+    """The bytes an op must move at least: its inputs read and outputs written once; with
+    backward, the inputs and output gradients read again and the floating inputs' gradients
+    written."""
     size = {FULL: rows * D, COL: D, ROW: rows, SCALAR: 1}
-    reads = sum(size[a.shape] for a in spec.inputs)
-    writes = sum(size[o.shape] for o in spec.outputs)
-    total = reads + writes
-    if backward:  # read inputs and output gradients again, write input gradients
-        total += reads + writes + reads
-    return total * elem
+    width = {None: elem, "int64": 8, "int32": 4, "bool": 1}
+    reads = sum(size[a.shape] * width[a.dtype] for a in spec.inputs)
+    writes = sum(size[o.shape] for o in spec.outputs) * elem
+    grads = sum(size[a.shape] for a in spec.inputs if a.dtype is None) * elem
+    return reads + writes + ((reads + writes + grads) if backward else 0)
 
 
 def _time(fn, grad_to_none=None) -> float:

@@ -285,6 +285,17 @@ def _shape_of(cls: str, lead: Sequence[int], D: int) -> List[int]:
     return {FULL: [*lead, D], COL: [D], ROW: list(lead), SCALAR: []}[cls]
 
 
+def _cast(t, fn):
+    """fn(t) for a floating tensor; an integer or bool input (a class index, a mask) is never
+    converted, scaled or differentiated: its values are what the spec's dtype says."""
+    return fn(t) if t is not None and t.is_floating_point() else t
+
+
+def _leaf(t: torch.Tensor, requires_grad: bool = True) -> torch.Tensor:
+    """A detached copy of t that requires grad if it is floating (and requires_grad)."""
+    return t.detach().clone().requires_grad_(requires_grad and t.is_floating_point())
+
+
 def _misaligned(t: torch.Tensor) -> torch.Tensor:
     """A copy of t whose data pointer is one element past a 16-byte boundary."""
     buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
@@ -304,10 +315,29 @@ class OpChecks:
     def inputs(self, lead, D, dtype, device, requires_grad=False, scale=1.0, generator=None):
         out = []
         for a in self.spec.inputs:
-            t = torch.randn(_shape_of(a.shape, lead, D), dtype=torch.float64, generator=generator)
+            shape = _shape_of(a.shape, lead, D)
+            if a.dtype is not None:
+                out.append(self.typed_input(a, shape, D, generator).to(device))
+                continue
+            t = torch.randn(shape, dtype=torch.float64, generator=generator)
             t = (t * scale).to(device=device, dtype=dtype)
             out.append(t.requires_grad_(requires_grad))
         return out
+
+    def typed_input(self, a, shape, D, generator=None):
+        """An integer input: indices in [0, D) (class indices, positions along the last dim),
+        one in 4 replaced by the value of one of the op's int attrs (a sentinel such as
+        ignore_index); a bool input: fair coin flips."""
+        if a.dtype == "bool":
+            return torch.rand(shape, generator=generator) < 0.5
+        t = torch.randint(0, max(D, 1), shape, generator=generator, dtype=torch.int64)
+        sentinels = [int(v) for n, v in self.attrs().items()
+                     if any(x.name == n and x.type == "int" for x in self.spec.attrs)]
+        if sentinels and t.numel():
+            pick = torch.randint(0, 4 * len(sentinels), shape, generator=generator)
+            for k, v in enumerate(sentinels):
+                t = torch.where(pick == k, v, t)
+        return t.to(getattr(torch, a.dtype))
 
     def attrs(self) -> Dict[str, object]:
         # Attrs without a default get a value of their type.
@@ -321,7 +351,7 @@ class OpChecks:
 
     def reference64(self, tensors):
         """The generated reference in float64 on the same values."""
-        return self.call(self.reference, [t.detach().double() for t in tensors])
+        return self.call(self.reference, [_cast(t.detach(), torch.Tensor.double) for t in tensors])
 
     # ---- tolerances (the error model above) ------------------------------------------
     def _bounds(self, x, dtype, gouts, partial=False, compensated=True):
@@ -386,6 +416,10 @@ class OpChecks:
     @staticmethod
     def close(got, want, tol, what):
         """|got - want| <= tol elementwise; where want is not finite, got must equal it."""
+        # A value beyond the range of got's dtype must come out infinite, as it rounds.
+        if got.is_floating_point() and got.dtype != torch.float64:
+            rounded = want.detach().to(got.dtype)
+            want = torch.where(torch.isfinite(rounded) | ~torch.isfinite(want), want, rounded)
         got, want = got.detach().double(), want.detach().double()
         tol = torch.as_tensor(tol, dtype=torch.float64, device=got.device)
         assert got.shape == want.shape, f"{what}: shape {list(got.shape)} != {list(want.shape)}"
@@ -410,7 +444,7 @@ class OpChecks:
         values, within the error model's bound (for [D] and [] inputs that of the sum over
         rows, so a result that cancels between large terms is held to their magnitude). An
         input the reference does not reach must get zeros or no gradient."""
-        xs = [t.detach().to(ref_dtype) for t in x]
+        xs = [_cast(t.detach(), lambda t: t.to(ref_dtype)) for t in x]
         gs = [None if g is None else g.to(ref_dtype) for g in grad_outs]
         want = self.grads(self.reference, xs, gs)
         _, tols = self.tolerances(x, dtype, ref_dtype, grad_outs)
@@ -426,7 +460,7 @@ class OpChecks:
 
     def grads(self, fn, tensors, grad_outs):
         """Input gradients of fn at tensors; outputs whose grad_out is None are not used."""
-        leaves = [t.detach().clone().requires_grad_(True) for t in tensors]
+        leaves = [_leaf(t) for t in tensors]
         used = [(o, g) for o, g in zip(self.call(fn, leaves), grad_outs) if g is not None]
         torch.autograd.backward([o for o, _ in used], [g for _, g in used])
         return [t.grad for t in leaves]
@@ -447,7 +481,7 @@ class OpChecks:
         for t in x:
             if t.dim() and t.shape[-1] == 64:
                 t.view(-1)[: extremes.numel()] = extremes.to(device)
-        x = [t.to(dtype) for t in x]
+        x = [_cast(t, lambda t: t.to(dtype)) for t in x]
         tols, _ = self.tolerances(x, dtype)
         for o, g, w, tol in zip(self.spec.outputs, self.call(self.op, x), self.reference64(x), tols):
             finite = torch.isfinite(w.to(dtype))  # (a value beyond the dtype's range is inf)
@@ -465,7 +499,7 @@ class OpChecks:
         for mean, std in [(1e3, 1e-2), (-1e-3, 1e-8)]:
             x = self.inputs((16,), 1024, torch.float64, device,
                             generator=torch.Generator().manual_seed(13))
-            x = [(mean + std * t if a.shape == FULL else t).to(dtype)
+            x = [_cast(mean + std * t if a.shape == FULL else t, lambda t: t.to(dtype))
                  for a, t in zip(self.spec.inputs, x)]
             where = f"{dtype} rows of mean {mean:g}, std {std:g}"
             got, want = self.call(self.op, x), self.reference64(x)
@@ -483,7 +517,7 @@ class OpChecks:
 
     def forward_matches_independent(self, device, dtype):
         x = self.inputs((32, 3), 80, dtype, device)
-        want = self.independent(*[t.double() for t in x], **self.attrs())
+        want = self.independent(*[_cast(t, torch.Tensor.double) for t in x], **self.attrs())
         if want is None:
             pytest.skip("the spec gives no independent `reference:` formula")
         want = want if isinstance(want, tuple) else (want,)
@@ -515,15 +549,17 @@ class OpChecks:
         """The gradients in the inputs and output gradients of sum_k <vs[k], grad of input k>
         over the inputs k in `wrt` (the others' gradients are not asked for: output_mask
         leaves them out), by torch autograd over fn's first derivatives; zeros where none."""
-        leaves = [t.detach().clone().requires_grad_(True) for t in tensors]
+        leaves = [_leaf(t) for t in tensors]
         gl = [g.detach().clone().requires_grad_(True) for g in grad_outs]
         first = torch.autograd.grad(self.call(fn, leaves), [leaves[k] for k in wrt], gl,
                                     create_graph=True, allow_unused=True)
         terms = [(f * vs[k]).sum() for f, k in zip(first, wrt) if f is not None and f.requires_grad]
+        wanted = [t for t in leaves + gl if t.requires_grad]  # (not integer or bool inputs)
         if not terms:
             return [torch.zeros_like(t) for t in leaves + gl]
-        return torch.autograd.grad(sum(terms), leaves + gl, allow_unused=True,
-                                   materialize_grads=True)
+        got = iter(torch.autograd.grad(sum(terms), wanted, allow_unused=True,
+                                       materialize_grads=True))
+        return [next(got) if t.requires_grad else torch.zeros_like(t) for t in leaves + gl]
 
     def second_derivatives_match_reference(self, device, subset):
         """Hessian-vector products through the op's derived double backward against the same
@@ -532,8 +568,9 @@ class OpChecks:
         `subset`: all input gradients taken, or only the first input's."""
         x = self.inputs((5, 2), 12, torch.float64, device)
         gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
-        vs = [torch.randn_like(t) for t in x]
-        wrt = list(range(len(x))) if subset == "all" else [0]
+        vs = [torch.randn_like(t) if t.is_floating_point() else None for t in x]
+        floats = [k for k, t in enumerate(x) if t.is_floating_point()]
+        wrt = floats if subset == "all" else floats[:1]
         got = self.second_order(self.op, x, gouts, vs, wrt)
         names = [a.name for a in self.spec.inputs] + [f"grad_{o.name}" for o in self.spec.outputs]
         oracles = [("reference", self.reference)]
@@ -551,8 +588,8 @@ class OpChecks:
         x = self.inputs((6,), 10, torch.float64, device)
         gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
         full = self.grads(self.op, x, gouts)
-        for i in range(len(x)):
-            leaves = [t.detach().clone().requires_grad_(j == i) for j, t in enumerate(x)]
+        for i in (k for k, t in enumerate(x) if t.is_floating_point()):
+            leaves = [_leaf(t, j == i) for j, t in enumerate(x)]
             torch.autograd.backward(self.call(self.op, leaves), gouts)
             for j, t in enumerate(leaves):
                 if j == i:
@@ -586,8 +623,8 @@ class OpChecks:
 
         compiled = torch.compile(f, fullgraph=True)
         x = self.inputs((8, 4), 24, torch.float32, device)
-        leaves_e = [t.clone().requires_grad_(True) for t in x]
-        leaves_c = [t.clone().requires_grad_(True) for t in x]
+        leaves_e = [_leaf(t) for t in x]
+        leaves_c = [_leaf(t) for t in x]
         eager, got = f(*leaves_e), compiled(*leaves_c)
         torch.testing.assert_close(got, eager, rtol=1e-5, atol=1e-5)
         eager.backward()
@@ -635,7 +672,7 @@ class OpChecks:
             gouts = [torch.ones_like(o) for o in outs]
             try:  # torch's own max/amax reject empty rows: then the reference has no value
                 want = self.reference64(x)
-                want_grads = self.grads(self.reference, [t.double() for t in x],
+                want_grads = self.grads(self.reference, [_cast(t, torch.Tensor.double) for t in x],
                                         [g.double() for g in gouts])
             except (RuntimeError, IndexError):
                 want, want_grads = None, None
@@ -644,6 +681,9 @@ class OpChecks:
                     torch.testing.assert_close(o.double(), w, equal_nan=True)
             torch.autograd.backward(outs, gouts)
             for i, (t, a) in enumerate(zip(x, self.spec.inputs)):
+                if a.dtype is not None:
+                    assert t.grad is None, f"{a.name}: an {a.dtype} input got a gradient"
+                    continue
                 assert t.grad.shape == t.shape, f"grad of {a.name}: shape {list(t.grad.shape)}"
                 if want_grads is not None:
                     # Not always 0: a [...] input's gradient at D = 0 is what the formula
@@ -681,13 +721,19 @@ class OpChecks:
         good = self.inputs((4,), 8, torch.float32, device)
         for i, a in enumerate(self.spec.inputs):
             bad = list(good)
-            bad[i] = good[i].to(torch.int32)
-            with pytest.raises(RuntimeError, match=rf"{name}: argument '{a.name}' has dtype int32, "
-                                                   "but this op supports"):
-                self.call(self.op, bad)
+            if a.dtype is not None:  # an integer or bool input: its own dtype, nothing else
+                bad[i] = good[i].float()
+                with pytest.raises(RuntimeError, match=rf"{name}: argument '{a.name}' has dtype "
+                                                       f"float32, but must have dtype {a.dtype}"):
+                    self.call(self.op, bad)
+            else:
+                bad[i] = good[i].to(torch.int32)
+                with pytest.raises(RuntimeError, match=rf"{name}: argument '{a.name}' has dtype "
+                                                       "int32, but this op supports"):
+                    self.call(self.op, bad)
             # A mismatch with the input that defines D is reported on the other argument.
             culprit = a.name if i != self.spec.full_input() else r"\w+"
-            if len(good) > 1:
+            if sum(b.dtype is None for b in self.spec.inputs) > 1 and a.dtype is None:
                 bad[i] = good[i].double()
                 with pytest.raises(RuntimeError, match=rf"argument '{culprit}' has dtype float\d+, "
                                                        "but .* must have the same dtype"):
@@ -725,7 +771,7 @@ class OpChecks:
     def bf16_against_fp32(self, x, where):
         """Outputs and gradients of bf16 inputs x against the reference run in fp32."""
         got = self.call(self.op, x)
-        want = self.call(self.reference, [t.float() for t in x])
+        want = self.call(self.reference, [_cast(t, torch.Tensor.float) for t in x])
         tols, _ = self.tolerances(x, torch.bfloat16, torch.float32)
         for o, g, w, tol in zip(self.spec.outputs, got, want, tols):
             self.close(g, w, tol, f"{self.spec.name}.{o.name} {where}")
@@ -779,7 +825,8 @@ class OpChecks:
         lead = (rows,)
         dtype = torch.bfloat16
         shapes = [_shape_of(a.shape, lead, D) for a in self.spec.inputs]
-        x = [torch.randn(s, dtype=dtype, device=device).requires_grad_(True) for s in shapes]
+        x = [torch.randn(s, dtype=dtype, device=device).requires_grad_(True) if a.dtype is None
+             else self.typed_input(a, s, D).to(device) for a, s in zip(self.spec.inputs, shapes)]
         outs = self.call(self.op, x)
         gouts = [torch.randn_like(o) for o in outs]
         torch.autograd.backward(outs, gouts)
@@ -795,13 +842,14 @@ class OpChecks:
         open_sums = {dtype: [None] * len(x), torch.float32: [None] * len(x)}  # and their bounds
         for a in range(0, rows, chunk):
             b = min(a + chunk, rows)
-            xs = [t.float() for t in rows_of(x, a, b, [i.shape for i in self.spec.inputs])]
+            xs = [_cast(t, torch.Tensor.float)
+                  for t in rows_of(x, a, b, [i.shape for i in self.spec.inputs])]
             gs = [g.float() for g in rows_of(gouts, a, b, out_cls)]
             want_g = self.grads(self.reference, xs, gs)
             edge = a == 0 or b == rows
             if not edge and not reduced:
                 continue
-            bounds = {d: self._bounds([t.to(dtype) for t in xs], d, [g.to(dtype) for g in gs],
+            bounds = {d: self._bounds([_cast(t, lambda t: t.to(dtype)) for t in xs], d, [g.to(dtype) for g in gs],
                                       partial=True, compensated=d == dtype) for d in open_sums}
             tols, gtols = ([None if p is None or isinstance(p, tuple) else C * (p + q) + floor
                             for p, q in zip(*(bounds[d][k] for d in open_sums))] for k in (0, 1))
@@ -834,7 +882,8 @@ class OpChecks:
         first = self.grads(self.op, x, gouts)
         second = self.grads(self.op, x, gouts)
         for a, f, s in zip(self.spec.inputs, first, second):
-            assert torch.equal(f, s), f"grad of {a.name} differs between two identical runs"
+            assert (f is None and s is None) or torch.equal(f, s), \
+                f"grad of {a.name} differs between two identical runs"
 
     def cuda_graphs(self, device):
         """The op and its backward capture into a CUDA graph (torch.cuda.graph) and replay on
@@ -870,14 +919,15 @@ class OpChecks:
             for t, f in zip(static, fresh):
                 t.copy_(f)
         graph.replay()
-        eager = [f.detach().clone().requires_grad_() for f in fresh]
+        eager = [_leaf(f) for f in fresh]
         expected = self.call(self.op, eager)
         torch.autograd.backward(expected, gouts)
         torch.cuda.synchronize()
         for o, out, e in zip(self.spec.outputs, outs, expected):
             assert torch.equal(out, e), f"output {o.name} replayed from a CUDA graph differs"
         for a, t, e in zip(self.spec.inputs, static, eager):
-            assert torch.equal(t.grad, e.grad), f"grad of {a.name} replayed from a CUDA graph differs"
+            assert (t.grad is None and e.grad is None) or torch.equal(t.grad, e.grad), \
+                f"grad of {a.name} replayed from a CUDA graph differs"
 
         torch._dynamo.reset()
         compiled = torch.compile(lambda *t: self.op(*t, **attrs), mode="reduce-overhead",
@@ -902,7 +952,9 @@ class OpChecks:
                 cases.append(dims)
         cases.append([0] * len(x))
         for dims in cases:
-            yield dims, [t if d is None else torch.stack([t * (1 + 0.25 * b) for b in range(B)], d)
+            yield dims, [t if d is None else
+                         torch.stack([_cast(t, lambda t: t * (1 + 0.25 * b)) if t.is_floating_point()
+                                      else t.roll(b) for b in range(B)], d)
                          for t, d in zip(x, dims)]
 
     @staticmethod
@@ -952,18 +1004,27 @@ class OpChecks:
                 return _tuple(bwd(*t[n_in:], *t[:n_in], *saved, *attrs.values(), mask))
             return fn
 
-        def vjp(*t):
-            _, pull = torch.func.vjp(lambda *x: self.call(self.op, x), *t[:n_in])
+        floats = [i for i, a in enumerate(self.spec.inputs) if a.dtype is None]
+
+        def vjp(*t):  # over the floating inputs (integer and bool ones held fixed)
+            def fn(*f):
+                args = list(t[:n_in])
+                for i, v in zip(floats, f):
+                    args[i] = v
+                return self.call(self.op, args)
+            _, pull = torch.func.vjp(fn, *[t[i] for i in floats])
             return pull(t[n_in:])
 
         def outer_grads(dims, args, vmapped):  # torch.autograd through vmap's result
-            leaves = [t.detach().requires_grad_(True) for t in args[:n_in]]
+            leaves = [_leaf(t) for t in args[:n_in]]
             fn = lambda *t: self.call(self.op, t)  # noqa: E731
             outs = (torch.vmap(fn, in_dims=tuple(dims[:n_in]))(*leaves) if vmapped
                     else self._loop(fn, dims[:n_in], leaves, 0))
             g = [torch.stack([t] * self.VMAP_BATCH) if d is None else t.movedim(d, 0)
                  for t, d in zip(args[n_in:], dims[n_in:])]
-            return torch.autograd.grad(outs, leaves, g, allow_unused=True)
+            wanted = [t for t in leaves if t.requires_grad]  # (not integer or bool inputs)
+            got = iter(torch.autograd.grad(outs, wanted, g, allow_unused=True))
+            return [next(got) if t.requires_grad else None for t in leaves]
 
         x = self.inputs((2, 3), 5, dtype, device)
         gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
@@ -981,35 +1042,47 @@ class OpChecks:
 
     def func_transforms(self, device):
         """torch.func.grad, vjp and jacrev of the op against those of its reference (float64);
-        forward mode (jvp) and nested grads raise instead of returning wrong values."""
+        forward mode (jvp) and nested grads raise instead of returning wrong values. The
+        transforms take the floating inputs (integer and bool ones are held fixed)."""
         x = self.inputs((2, 3), 4, torch.float64, device)
-        argnums = tuple(range(len(x)))
+        floats = [i for i, t in enumerate(x) if t.is_floating_point()]
+        names = [self.spec.inputs[i].name for i in floats]
+        argnums = tuple(range(len(floats)))
+
+        def over_floats(fn):  # fn with the floating inputs as its arguments
+            def call(*f):
+                args = list(x)
+                for i, t in zip(floats, f):
+                    args[i] = t
+                return self.call(fn, args)
+            return call
+        xf = [x[i] for i in floats]
         for k, out in enumerate(self.spec.outputs):
             def pick(fn):
-                return lambda *t: self.call(fn, t)[k]
+                return lambda *t: over_floats(fn)(*t)[k]
             with _no_vmap_fallback():
-                got = torch.func.jacrev(pick(self.op), argnums)(*x)
-            want = torch.func.jacrev(pick(self.reference), argnums)(*x)
-            for a, g, w in zip(self.spec.inputs, got, want):
+                got = torch.func.jacrev(pick(self.op), argnums)(*xf)
+            want = torch.func.jacrev(pick(self.reference), argnums)(*xf)
+            for name, g, w in zip(names, got, want):
                 torch.testing.assert_close(g, w, msg=lambda m: f"jacrev of {out.name} in "
-                                                               f"{a.name}: {m}")
+                                                               f"{name}: {m}")
             weights = torch.randn_like(self.call(self.op, x)[k])
 
             def loss(fn):
                 return lambda *t: (pick(fn)(*t) * weights).sum()
-            got = torch.func.grad(loss(self.op), argnums)(*x)
-            want = torch.func.grad(loss(self.reference), argnums)(*x)
-            for a, g, w in zip(self.spec.inputs, got, want):
-                torch.testing.assert_close(g, w, msg=lambda m: f"grad of {a.name}: {m}")
-        tangents = [torch.randn_like(t) for t in x]
+            got = torch.func.grad(loss(self.op), argnums)(*xf)
+            want = torch.func.grad(loss(self.reference), argnums)(*xf)
+            for name, g, w in zip(names, got, want):
+                torch.testing.assert_close(g, w, msg=lambda m: f"grad of {name}: {m}")
+        tangents = [torch.randn_like(t) for t in xf]
         with pytest.raises(RuntimeError, match="forward-mode AD .* is not supported"):
-            torch.func.jvp(lambda *t: self.call(self.op, t), tuple(x), tuple(tangents))
+            torch.func.jvp(over_floats(self.op), tuple(xf), tuple(tangents))
         # Second derivatives by nested torch.func grads raise (torch.autograd's create_graph
         # has them: gradgradcheck), never come back as zeros.
         def total(*t):
-            return sum((o * torch.randn_like(o)).sum() for o in self.call(self.op, t))
+            return sum((o * torch.randn_like(o)).sum() for o in over_floats(self.op)(*t))
         with pytest.raises(RuntimeError, match="nested torch.func transforms"):
-            torch.func.grad(lambda *t: torch.func.grad(total)(*t).sum())(*x)
+            torch.func.grad(lambda *t: torch.func.grad(total)(*t).sum())(*xf)
 
 
 def _tuple(out):

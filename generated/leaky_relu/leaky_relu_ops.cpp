@@ -27,11 +27,11 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1},
-    {"_grad_y", fg::Bcast::Full, 0},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,

@@ -15,20 +15,22 @@ struct Forward {
   static constexpr int kInputs = 1;
   static constexpr int kOutputs = 3;
   static constexpr int kAttrs = 0;
-  static constexpr int kStages = 2;    // passes of reductions over each row
-  static constexpr int kRowValues = 5; // per-row values kept in registers
+  static constexpr int kStages = 2;      // passes of reductions over each row
+  static constexpr int kRowValues = 5;   // per-row values kept in registers
+  static constexpr bool kColumn = false; // reads the column index j
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  // The tables the plans read: input broadcasts, output kinds, and per pass the number of
-  // reductions, the index of its first kind, the kinds, and for each reduction the index of
-  // the previous pass's maximum that shifts it (-1: none) and whether it is a sum of terms
-  // never below 0 (see fusegen_program.h).
+  // The tables the plans read: input broadcasts and element types, output kinds, and per pass the
+  // number of reductions, the index of its first kind, the kinds, and for each reduction the index
+  // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
+  // addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full>;
+  using InElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* lse [...] */ fg::OutKind::Row,
                              /* _saved_m [...] (compute type) */ fg::OutKind::Stat,
@@ -37,17 +39,20 @@ struct Forward {
   using FirstReduction = fg::Table<int, 0, 1>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Max, fg::Reduce::Sum>;
   using Shifts = fg::Table<int, -1, 0>;
-  using NonNegative = fg::Table<bool, false, true>;
+  using PlainSums = fg::Table<bool, false, true>;
+  using Picks = fg::Table<bool, false, false>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
+  FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
   }
   FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
-  FG_HD static constexpr bool nonNegative(int s, int j) {
-    return NonNegative::at(FirstReduction::at(s) + j);
+  FG_HD static constexpr bool plainSum(int s, int j) {
+    return PlainSums::at(FirstReduction::at(s) + j);
   }
+  FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -58,13 +63,14 @@ struct Forward {
     (void)_rv;
   }
 
-  // Per element: the terms the reductions of pass kPass combine.
+  // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast>
-  FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
+  FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
+    (void)_j;
     (void)_t;
     if constexpr (kPass == 0) {
       const T _in_x = _in[0];
@@ -75,6 +81,19 @@ struct Forward {
       const T _t0 = _in_x - _rv[1];
       const T _t1 = fg::exp<kFast>(_t0);
       _t[0] = _t1;
+    }
+  }
+
+  // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
+  template <int kPass, typename T, bool kFast>
+  FG_HD static void pickColumns(const T* _rv, const T* _attr, T _D, T* _c) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_c;
+    if constexpr (kPass == 0) {
+    }
+    if constexpr (kPass == 1) {
     }
   }
 
@@ -99,13 +118,15 @@ struct Forward {
     }
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
+  // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
+  // sums.
   template <typename T, bool kFast>
-  FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
+  FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
+    (void)_j;
     _out[0] = T(0);
     _out[1] = T(0);
     _out[2] = T(0);
@@ -128,40 +149,46 @@ struct Backward {
   static constexpr int kInputs = 4;
   static constexpr int kOutputs = 1;
   static constexpr int kAttrs = 0;
-  static constexpr int kStages = 0;    // passes of reductions over each row
-  static constexpr int kRowValues = 4; // per-row values kept in registers
+  static constexpr int kStages = 0;      // passes of reductions over each row
+  static constexpr int kRowValues = 4;   // per-row values kept in registers
+  static constexpr bool kColumn = false; // reads the column index j
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  // The tables the plans read: input broadcasts, output kinds, and per pass the number of
-  // reductions, the index of its first kind, the kinds, and for each reduction the index of
-  // the previous pass's maximum that shifts it (-1: none) and whether it is a sum of terms
-  // never below 0 (see fusegen_program.h).
+  // The tables the plans read: input broadcasts and element types, output kinds, and per pass the
+  // number of reductions, the index of its first kind, the kinds, and for each reduction the index
+  // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
+  // addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full,
                              /* _saved_m [...] (compute type) */ fg::Bcast::Stat,
                              /* _saved_stat1 [...] (compute type) */ fg::Bcast::Stat,
                              /* _grad_lse [...] */ fg::Bcast::Row>;
+  using InElems =
+      fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full>;
   using Reductions = fg::Table<int>;
   using FirstReduction = fg::Table<int>;
   using ReduceKinds = fg::Table<fg::Reduce>;
   using Shifts = fg::Table<int>;
-  using NonNegative = fg::Table<bool>;
+  using PlainSums = fg::Table<bool>;
+  using Picks = fg::Table<bool>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
+  FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
   }
   FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
-  FG_HD static constexpr bool nonNegative(int s, int j) {
-    return NonNegative::at(FirstReduction::at(s) + j);
+  FG_HD static constexpr bool plainSum(int s, int j) {
+    return PlainSums::at(FirstReduction::at(s) + j);
   }
+  FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -180,14 +207,24 @@ struct Backward {
     _rv[3] = _in__saved_m;
   }
 
-  // Per element: the terms the reductions of pass kPass combine.
+  // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast>
-  FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T* _t) {
+  FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
+    (void)_j;
     (void)_t;
+  }
+
+  // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
+  template <int kPass, typename T, bool kFast>
+  FG_HD static void pickColumns(const T* _rv, const T* _attr, T _D, T* _c) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_c;
   }
 
   // Per row, after pass kPass: its reductions' results and the values that depend on them.
@@ -199,13 +236,15 @@ struct Backward {
     (void)_rv;
   }
 
-  // Per element: the values of the [..., D] outputs and of the [D] and [] sums.
+  // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
+  // sums.
   template <typename T, bool kFast>
-  FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T* _out) {
+  FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
     (void)_in;
     (void)_rv;
     (void)_attr;
     (void)_D;
+    (void)_j;
     const T _in_x = _in[0];
     const T _in__saved_m = _rv[3];
     const T _t0 = _in_x - _in__saved_m;

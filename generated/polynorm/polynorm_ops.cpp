@@ -27,19 +27,20 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0},    {"w0", fg::Bcast::Scalar, 1}, {"w1", fg::Bcast::Scalar, 2},
-    {"w2", fg::Bcast::Scalar, 3}, {"b", fg::Bcast::Scalar, 4},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype},    {"w0", fg::Bcast::Scalar, 1, fg::Elem::Dtype},
+    {"w1", fg::Bcast::Scalar, 2, fg::Elem::Dtype}, {"w2", fg::Bcast::Scalar, 3, fg::Elem::Dtype},
+    {"b", fg::Bcast::Scalar, 4, fg::Elem::Dtype},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1},
-    {"w0", fg::Bcast::Scalar, 2},
-    {"w1", fg::Bcast::Scalar, 3},
-    {"w2", fg::Bcast::Scalar, 4},
-    {"b", fg::Bcast::Scalar, 5},
-    {"_saved_stat0", fg::Bcast::Stat, 6},
-    {"_saved_stat1", fg::Bcast::Stat, 7},
-    {"_saved_stat2", fg::Bcast::Stat, 8},
-    {"_grad_y", fg::Bcast::Full, 0},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype},
+    {"w0", fg::Bcast::Scalar, 2, fg::Elem::Dtype},
+    {"w1", fg::Bcast::Scalar, 3, fg::Elem::Dtype},
+    {"w2", fg::Bcast::Scalar, 4, fg::Elem::Dtype},
+    {"b", fg::Bcast::Scalar, 5, fg::Elem::Dtype},
+    {"_saved_stat0", fg::Bcast::Stat, 6, fg::Elem::Dtype},
+    {"_saved_stat1", fg::Bcast::Stat, 7, fg::Elem::Dtype},
+    {"_saved_stat2", fg::Bcast::Stat, 8, fg::Elem::Dtype},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,

@@ -27,14 +27,14 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0},
-    {"weight", fg::Bcast::Col, 1},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1},
-    {"weight", fg::Bcast::Col, 2},
-    {"_saved_rstd", fg::Bcast::Stat, 3},
-    {"_grad_y", fg::Bcast::Full, 0},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype},
+    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype},
+    {"_saved_rstd", fg::Bcast::Stat, 3, fg::Elem::Dtype},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,

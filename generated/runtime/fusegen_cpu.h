@@ -39,7 +39,9 @@ template <class P, typename S> struct Runner {
     for (int k = 0; k < P::kAttrs; ++k)
       attr[k] = static_cast<T>(a.attr[k]);
     for (int k = 0; k < P::kInputs; ++k)
-      scalar[k] = P::inBcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0]) : T(0);
+      scalar[k] = P::inBcast(k) != Bcast::Scalar ? T(0)
+                  : P::inElem(k) == Elem::Dtype  ? toCompute(static_cast<const S*>(a.in[k])[0])
+                                                 : loadTyped<T>(P::inElem(k), a.in[k], 0);
   }
 
   void elementInputs(int64_t row, int64_t c, T* in) const {
@@ -57,15 +59,35 @@ template <class P, typename S> struct Runner {
     }
   }
 
-  // Passes St (maxima) and St + 1 (sums shifted by them, fusegen_program.h) as one: each lane
-  // takes the maxima of its columns, sums against them, and the lanes merge in lane order.
+  // Pass St's picks (fusegen_program.h): the term at the picked column, into lane 0.
+  template <int St, int N, int L>
+  void addPicks(int64_t row, const T* rv, RowAcc<T> (&acc)[N][L]) const {
+    if constexpr (hasPicks<P>(St)) {
+      T c[N];
+      P::template pickColumns<St, T, isHalf<S>()>(rv, attr, Dval, c);
+      for (int j = 0; j < P::reductions(St); ++j) {
+        int64_t col;
+        if (!P::pick(St, j) || !pickedColumn(c[j], a.D, col))
+          continue;
+        T in[P::kInputs], t[N];
+        elementInputs(row, col, in);
+        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, c[j], t);
+        accAdd(Reduce::Sum, acc[j][0], t[j]);
+      }
+    }
+  }
+
+  // Passes St (with the maxima) and St + 1 (sums shifted by them, fusegen_program.h) as one:
+  // each lane takes pass St's reductions of its columns, sums against its own maxima, and the
+  // lanes merge in lane order. (Pass St's other row values are per lane partial until then:
+  // the shifted terms read only the maxima.)
   template <int St> void shiftedStages(int64_t row, T* rv) const {
     constexpr int NM = P::reductions(St), NS = P::reductions(St + 1), kLanes = 4;
-    RowAcc<T> mx[NM][kLanes], sm[NS][kLanes];
+    RowAcc<T> first[NM][kLanes], sm[NS][kLanes];
     T laneRv[kLanes][P::kRowValues > 0 ? P::kRowValues : 1];
     for (int l = 0; l < kLanes; ++l) {
       for (int i = 0; i < NM; ++i)
-        mx[i][l] = accIdentity<T>(Reduce::Max);
+        first[i][l] = accIdentity<T>(P::reduceKind(St, i));
       for (int j = 0; j < NS; ++j)
         sm[j][l] = accIdentity<T>(Reduce::Sum);
       for (int v = 0; v < P::kRowValues; ++v)
@@ -74,40 +96,45 @@ template <class P, typename S> struct Runner {
     for (int64_t c = 0; c < a.D; ++c) {
       T in[P::kInputs], t[NM];
       elementInputs(row, c, in);
-      P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
+      P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), t);
       for (int i = 0; i < NM; ++i)
-        accAdd(Reduce::Max, mx[i][c % kLanes], t[i]);
+        if (!P::pick(St, i))
+          accAdd(P::reduceKind(St, i), first[i][c % kLanes], t[i]);
     }
-    T laneMax[kLanes][NM];
+    T laneRed[kLanes][NM];
     for (int l = 0; l < kLanes; ++l) {
       for (int i = 0; i < NM; ++i)
-        laneMax[l][i] = accResult(Reduce::Max, mx[i][l]);
-      P::template rowAfter<St, T, isHalf<S>()>(laneMax[l], attr, Dval, laneRv[l]);
+        laneRed[l][i] = accResult(P::reduceKind(St, i), first[i][l]);
+      P::template rowAfter<St, T, isHalf<S>()>(laneRed[l], attr, Dval, laneRv[l]);
     }
     for (int64_t c = 0; c < a.D; ++c) {
       T in[P::kInputs], t[NS];
       elementInputs(row, c, in);
-      P::template term<St + 1, T, isHalf<S>()>(in, laneRv[c % kLanes], attr, Dval, t);
+      P::template term<St + 1, T, isHalf<S>()>(in, laneRv[c % kLanes], attr, Dval,
+                                                static_cast<T>(c), t);
       for (int j = 0; j < NS; ++j)
         accAdd(Reduce::Sum, sm[j][c % kLanes], t[j]);
     }
-    T m[NM], red[NS];
-    RowAcc<T> sum[NS];
+    addPicks<St>(row, rv, first);
+    RowAcc<T> red0[NM], sum[NS];
     for (int i = 0; i < NM; ++i)
-      m[i] = laneMax[0][i];
+      red0[i] = first[i][0];
     for (int j = 0; j < NS; ++j)
       sum[j] = sm[j][0];
     for (int l = 1; l < kLanes; ++l) {
       for (int j = 0; j < NS; ++j) {
         const int i = P::shiftOf(St + 1, j);
-        sum[j] = accMergeShifted(sum[j], m[i], sm[j][l], laneMax[l][i]);
+        sum[j] = accMergeShifted(sum[j], red0[i].s, sm[j][l], first[i][l].s);
       }
       for (int i = 0; i < NM; ++i)
-        m[i] = reduceCombine(Reduce::Max, m[i], laneMax[l][i]);
+        red0[i] = accMerge(P::reduceKind(St, i), red0[i], first[i][l]);
     }
+    T red[NM > NS ? NM : NS];
+    for (int i = 0; i < NM; ++i)
+      red[i] = accResult(P::reduceKind(St, i), red0[i]);
+    P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv);
     for (int j = 0; j < NS; ++j)
       red[j] = accResult(Reduce::Sum, sum[j]);
-    P::template rowAfter<St, T, isHalf<S>()>(m, attr, Dval, rv);
     P::template rowAfter<St + 1, T, isHalf<S>()>(red, attr, Dval, rv);
   }
 
@@ -127,9 +154,10 @@ template <class P, typename S> struct Runner {
       auto add = [&](int64_t c, int l) {
         T in[P::kInputs], t[N];
         elementInputs(row, c, in);
-        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
+        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), t);
         for (int j = 0; j < P::reductions(St); ++j)
-          accAdd(P::reduceKind(St, j), acc[j][l], t[j]);
+          if (!P::pick(St, j))
+            accAdd(P::reduceKind(St, j), acc[j][l], t[j]);
       };
       int64_t c = 0;
       for (; c + kLanes <= a.D; c += kLanes)
@@ -137,6 +165,7 @@ template <class P, typename S> struct Runner {
           add(c + l, l);
       for (int l = 0; c + l < a.D; ++l)
         add(c + l, l);
+      addPicks<St>(row, rv, acc);
       T red[N];
       for (int j = 0; j < N; ++j) {
         RowAcc<T> r = acc[j][0];
@@ -157,7 +186,9 @@ template <class P, typename S> struct Runner {
       T rowTotal[atLeastOne<totalOutputs<P>()>()] = {};
       T rowIn[P::kInputs];
       for (int k = 0; k < P::kInputs; ++k)
-        rowIn[k] = P::inBcast(k) == Bcast::Row    ? toCompute(static_cast<const S*>(a.in[k])[row])
+        rowIn[k] = P::inBcast(k) == Bcast::Row
+                       ? (P::inElem(k) == Elem::Dtype ? toCompute(static_cast<const S*>(a.in[k])[row])
+                                                      : loadTyped<T>(P::inElem(k), a.in[k], row))
                    : P::inBcast(k) == Bcast::Stat ? static_cast<const T*>(a.in[k])[row]
                                                   : scalar[k];
       P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
@@ -165,7 +196,7 @@ template <class P, typename S> struct Runner {
       for (int64_t c = 0; c < a.D; ++c) {
         T in[P::kInputs], out[P::kOutputs];
         elementInputs(row, c, in);
-        P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, out);
+        P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), out);
         int slot = 0;
         for (int m = 0; m < P::kOutputs; ++m) {
           if (P::outKind(m) == OutKind::Full && a.need[m])

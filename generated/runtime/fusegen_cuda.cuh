@@ -101,14 +101,16 @@ template <class P, typename S> struct PointwiseSetup {
     T rowIn[P::kInputs];
 #pragma unroll
     for (int k = 0; k < P::kInputs; ++k)
-      rowIn[k] = P::inBcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0])
-                                                : T(0);
+      rowIn[k] = P::inBcast(k) != Bcast::Scalar ? T(0)
+                 : P::inElem(k) == Elem::Dtype  ? toCompute(static_cast<const S*>(a.in[k])[0])
+                                                : loadTyped<T>(P::inElem(k), a.in[k], 0);
     P::template rowPre<T, isHalf<S>()>(rowIn, attr, D, rv);
   }
 
-  // out = elem(in) for one element.
-  __device__ __forceinline__ void elem(const T* in, T* out) const {
-    P::template elem<T, isHalf<S>()>(in, rv, attr, D, out);
+  // out = elem(in) for one element, of column c (the flat plan runs programs that do not
+  // read it: P::kColumn).
+  __device__ __forceinline__ void elem(const T* in, T c, T* out) const {
+    P::template elem<T, isHalf<S>()>(in, rv, attr, D, c, out);
   }
 };
 
@@ -120,6 +122,7 @@ template <class P> constexpr int sumOutputs() { return sumSlot<P>(P::kOutputs); 
 template <class P, typename S, int V, typename I, int kUnroll = kFlatUnroll>
 __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a) {
   using T = compute_t<S>;
+  static_assert(!P::kColumn, "the planner gives programs that read j the colwise plan");
   const PointwiseSetup<P, S> setup(a);
   const I n = static_cast<I>(a.rows * a.D);
   const I nvec = n / V;
@@ -147,7 +150,7 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
 #pragma unroll
         for (int k = 0; k < P::kInputs; ++k)
           in[k] = P::inBcast(k) == Bcast::Full ? toCompute(x[u][k].v[l]) : T(0);
-        setup.elem(in, out);
+        setup.elem(in, T(0), out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m)
           y[m].v[l] = fromCompute<S>(out[m]);
@@ -163,7 +166,7 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
 #pragma unroll
     for (int k = 0; k < P::kInputs; ++k)
       in[k] = P::inBcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : T(0);
-    setup.elem(in, out);
+    setup.elem(in, T(0), out);
 #pragma unroll
     for (int m = 0; m < P::kOutputs; ++m)
       if (P::outKind(m) == OutKind::Full && a.need[m])
@@ -244,7 +247,7 @@ __global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials)
 #pragma unroll
         for (int k = 0; k < P::kInputs; ++k)
           in[k] = P::inBcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
-        setup.elem(in, out);
+        setup.elem(in, static_cast<T>(c + l), out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m) {
           if (P::outKind(m) == OutKind::Full)

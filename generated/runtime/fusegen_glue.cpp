@@ -48,7 +48,7 @@ public:
     c10::SmallVector<TensorArg, 16> tensorArgs;
     for (int k = 0; k < plan_.nTensors; ++k) {
       const TensorInfo& t = plan_.tensors[k];
-      tensorArgs.push_back(TensorArg{t.name, *tensors[t.position], t.bcast});
+      tensorArgs.push_back(TensorArg{t.name, *tensors[t.position], t.bcast, t.elem});
     }
     std::vector<at::Tensor> results = runPlan(plan_, tensorArgs, attrs, need);
     torch::jit::drop(*stack, n);

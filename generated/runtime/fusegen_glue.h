@@ -38,12 +38,14 @@ struct TensorInfo {
   const char* name; // in messages
   Bcast bcast;
   int position; // among the schema's tensor arguments
+  Elem elem;    // the dtype of the call, or a fixed integer or bool type
 };
 
 // One program of an op (struct Forward or Backward of <op>.h), described to the glue.
 struct PlanInfo {
   const char* op; // "fusegen::<op>" or "fusegen::<op>_backward", in messages
   Plan plan;      // the runtime plan that runs it (P::kPlan)
+  bool column;    // it reads the column index j (P::kColumn): D must be exact in float32
   const TensorInfo* tensors;
   int nTensors;
   int full; // the first full input: it defines D and the output shape
@@ -129,6 +131,7 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
                         CudaEntry cuda) {
   return {op,
           P::kPlan,
+          P::kColumn,
           tensors,
           static_cast<int>(NT),
           full,

@@ -31,6 +31,22 @@ template <typename T> FG_HD T reduceCombine(Reduce r, T a, T b) {
                                                      : (a < b || a != a ? a : b);
 }
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// On sm_80 and later one instruction does it for float: max.NaN and min.NaN return NaN when
+// either operand is NaN, as the comparisons above do (three instructions per term, of a
+// softmax forward's few).
+template <> __device__ __forceinline__ float reduceCombine<float>(Reduce r, float a, float b) {
+  float y;
+  if (r == Reduce::Sum)
+    return a + b;
+  if (r == Reduce::Max)
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  else
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+}
+#endif
+
 // A row reduction's accumulator. Sums are compensated (Neumaier's form of Kahan summation):
 // s is the running sum, c the sum of the exact rounding errors of its additions (Knuth's
 // TwoSum), and the result is s + c. Its error is u |sum| + O(n u^2) sum|partial sums| instead
@@ -73,16 +89,16 @@ template <typename T> FG_HD void accAdd(Reduce r, RowAcc<T>& a, T x) {
   }
 }
 
-// A term into a reduction's accumulator in the GPU's row plan. A sum of terms never below 0
-// (the planner's Program::Stage::nonNegative, from the primitives' `sign` claims: sums of
-// exp, of squares) cannot cancel, so one thread's plain sum of its n terms is within n u of
+// A term into a reduction's accumulator in the GPU's row plan. `plain`: the planner's
+// Program::Stage::plain, a pick (one term not 0 per row: exact) or a sum of terms never
+// below 0 (from the primitives' `sign` claims: sums of exp, of squares), which cannot cancel, so one thread's plain sum of its n terms is within n u of
 // the exact one, relative (n up to D / 512); compensation would buy nothing there and cost 6
 // additions per term, which is what bounds softmax's forward: plain, it ran 8% faster
 // (H100, bf16, 32768x4096: 0.199 ms against 0.217; layernorm's variance 15%). Threads'
 // sums still merge by TwoSum (accMerge). The CPU's sequential sums stay compensated: one
 // lane adds up to D / 4 terms.
-template <typename T> FG_HD void accAddTerm(Reduce r, bool nonNegative, RowAcc<T>& a, T x) {
-  if (nonNegative)
+template <typename T> FG_HD void accAddTerm(Reduce r, bool plain, RowAcc<T>& a, T x) {
+  if (plain)
     a.s += x;
   else
     accAdd(r, a, x);
@@ -115,6 +131,26 @@ template <typename T> FG_HD RowAcc<T> accMergeShifted(RowAcc<T> a, T ma, RowAcc<
   const T sa = ma == m ? T(1) : fg::exp(ma - m);
   const T sb = mb == m ? T(1) : fg::exp(mb - m);
   return accMerge(Reduce::Sum, RowAcc<T>{a.s * sa, a.c * sa}, RowAcc<T>{b.s * sb, b.c * sb});
+}
+
+// Picks (P::pick(s, j), the planner's Program::Stage::pick): a sum(where(j == r, x, 0)) with r
+// one value per row has one term that may be nonzero, at column r. Its term is evaluated
+// there alone (P::pickColumns gives r; the element's inputs are loaded at that column), not
+// summed over the row: a load per row instead of a comparison, a select and an addition per
+// element. A column r that is not one of the row's (ignore_index, a fraction) picks nothing.
+template <class P> FG_HD constexpr bool hasPicks(int s) {
+  for (int j = 0; j < P::reductions(s); ++j)
+    if (P::pick(s, j))
+      return true;
+  return false;
+}
+
+// Column c of a pick, if the row has it (an integer in [0, D)).
+template <typename T> FG_HD bool pickedColumn(T c, int64_t D, int64_t& col) {
+  if (!(c >= T(0) && c < static_cast<T>(D)))
+    return false;
+  col = static_cast<int64_t>(c);
+  return static_cast<T>(col) == c;
 }
 
 // Whether pass s is shifted by pass s - 1 (every reduction of it; the planner marks a pass

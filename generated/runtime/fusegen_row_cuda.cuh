@@ -50,115 +50,126 @@ __device__ __forceinline__ RowAcc<T> shuffleMerge(Reduce r, RowAcc<T> a, int off
   return accMerge(r, a, b);
 }
 
-// Combines v[0..N) across the `group` threads of a row (threadIdx.x), in a fixed order;
-// every thread of the group ends with the result. Sums combine as compensated pairs
-// (accMerge, fusegen_program.h), so the threads' and warps' partials keep their compensation.
-// `shared` holds 2 buffers of blockDim.y * warps * N * 2, used alternately (`parity`): a
+// The combination across the `group` threads of a row (threadIdx.x), in a fixed order, that
+// groupReduce and groupReduceShifted share: a butterfly within each warp (`butterfly(offset)`
+// merges with the lane `offset` away, xor), then with several warps each warp's lane 0 stores
+// its W words (`store(words)`), one barrier, and every warp loads the warps' words, one warp
+// per lane (`load(words)`; null: the identity), and runs the butterfly again, so every thread
+// of the group ends with the result.
+// `shared` holds 2 buffers of blockDim.y * warps * W words, used alternately (`parity`): a
 // buffer is written again only after the next call's barrier, which every warp reaches only
 // after reading it, so one barrier per call suffices. Whoever writes `shared` next for another
 // purpose starts with a barrier (writeTotals, combineColSums).
 // NARROW: the group may be narrower than a warp (variants with one item per thread or scalar
 // access; rowShape gives wider rows 2 or 4 items). The others shuffle unconditionally.
-template <class P, int S, bool NARROW, typename T, int N>
-__device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared, int& parity) {
-  // A group narrower than a warp (several rows per warp) combines within its lanes only.
-#pragma unroll
-  for (int j = 0; j < N; ++j)
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      if (!NARROW || offset < static_cast<int>(blockDim.x))
-        v[j] = shuffleMerge(P::reduceKind(S, j), v[j], offset);
-  const int warps = blockDim.x / 32;
-  if (warps > 1) {
-    const int warp = threadIdx.x / 32;
-    T* mine = shared + (parity * blockDim.y + threadIdx.y) * warps * N * 2;
-    parity ^= 1;
-    if (threadIdx.x % 32 == 0)
-#pragma unroll
-      for (int j = 0; j < N; ++j) {
-        mine[(warp * N + j) * 2] = v[j].s;
-        mine[(warp * N + j) * 2 + 1] = v[j].c;
-      }
-    __syncthreads();
-    // Every warp combines the group's warp values (at most 32; the other lanes hold the
-    // identity) with a full butterfly, so every lane ends with the result: one shared load
-    // per lane instead of a loop that held them all in registers.
-    const int lane = threadIdx.x % 32;
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      RowAcc<T> r = lane < warps ? RowAcc<T>{mine[(lane * N + j) * 2], mine[(lane * N + j) * 2 + 1]}
-                                 : accIdentity<T>(P::reduceKind(S, j));
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2)
-        r = shuffleMerge(P::reduceKind(S, j), r, offset);
-      v[j] = r;
-    }
-  }
-}
-
-// groupReduce for a pass of maxima mx[0..NM) and the next pass's sums sm[0..NS) shifted by
-// them (P::shiftOf; fusegen_program.h): every merge takes both sides' maxima, rescales the
-// sums to the larger (accMergeShifted), then merges the maxima. One combination instead of a
-// groupReduce per pass; the same shared memory and buffers (rowSharedWords).
-template <class P, int St, bool NARROW, typename T, int NM, int NS>
-__device__ __forceinline__ void groupReduceShifted(RowAcc<T> (&mx)[NM], RowAcc<T> (&sm)[NS],
-                                                   T* shared, int& parity) {
-  auto merge = [&](const T(&om)[NM], const RowAcc<T>(&os)[NS]) {
-#pragma unroll
-    for (int j = 0; j < NS; ++j) {
-      const int i = P::shiftOf(St + 1, j);
-      sm[j] = accMergeShifted(sm[j], mx[i].s, os[j], om[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < NM; ++i)
-      mx[i].s = reduceCombine(Reduce::Max, mx[i].s, om[i]);
-  };
-  auto butterfly = [&](int offset) {
-    T om[NM];
-    RowAcc<T> os[NS];
-#pragma unroll
-    for (int i = 0; i < NM; ++i)
-      om[i] = __shfl_xor_sync(0xffffffffu, mx[i].s, offset);
-#pragma unroll
-    for (int j = 0; j < NS; ++j) {
-      os[j].s = __shfl_xor_sync(0xffffffffu, sm[j].s, offset);
-      os[j].c = __shfl_xor_sync(0xffffffffu, sm[j].c, offset);
-    }
-    merge(om, os);
-  };
+template <bool NARROW, int W, typename T, class Butterfly, class Store, class Load>
+__device__ __forceinline__ void groupCombine(T* shared, int& parity, Butterfly&& butterfly,
+                                             Store&& store, Load&& load) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2)
     if (!NARROW || offset < static_cast<int>(blockDim.x))
       butterfly(offset);
   const int warps = blockDim.x / 32;
   if (warps > 1) {
-    constexpr int W = NM + 2 * NS; // words per warp
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     T* mine = shared + (parity * blockDim.y + threadIdx.y) * warps * W;
     parity ^= 1;
-    if (lane == 0) {
-#pragma unroll
-      for (int i = 0; i < NM; ++i)
-        mine[warp * W + i] = mx[i].s;
-#pragma unroll
-      for (int j = 0; j < NS; ++j) {
-        mine[warp * W + NM + 2 * j] = sm[j].s;
-        mine[warp * W + NM + 2 * j + 1] = sm[j].c;
-      }
-    }
+    if (lane == 0)
+      store(mine + warp * W);
     __syncthreads();
-    // Every warp combines the warps' values, one per lane (the others the identities).
-#pragma unroll
-    for (int i = 0; i < NM; ++i)
-      mx[i] = lane < warps ? RowAcc<T>{mine[lane * W + i], T(0)} : accIdentity<T>(Reduce::Max);
-#pragma unroll
-    for (int j = 0; j < NS; ++j)
-      sm[j] = lane < warps ? RowAcc<T>{mine[lane * W + NM + 2 * j], mine[lane * W + NM + 2 * j + 1]}
-                           : accIdentity<T>(Reduce::Sum);
+    // At most 32 warps: one per lane, the other lanes hold the identity.
+    load(lane < warps ? mine + lane * W : static_cast<const T*>(nullptr));
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2)
       butterfly(offset);
   }
+}
+
+// Combines v[0..N) (pass S's reductions) across the threads of a row (groupCombine). Sums
+// combine as compensated pairs (accMerge, fusegen_program.h), so the threads' and warps'
+// partials keep their compensation.
+template <class P, int S, bool NARROW, typename T, int N>
+__device__ __forceinline__ void groupReduce(RowAcc<T> (&v)[N], T* shared, int& parity) {
+  groupCombine<NARROW, 2 * N>(
+      shared, parity,
+      [&](int offset) {
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          v[j] = shuffleMerge(P::reduceKind(S, j), v[j], offset);
+      },
+      [&](T* words) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          words[2 * j] = v[j].s;
+          words[2 * j + 1] = v[j].c;
+        }
+      },
+      [&](const T* words) {
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+          v[j] = words ? RowAcc<T>{words[2 * j], words[2 * j + 1]}
+                       : accIdentity<T>(P::reduceKind(S, j));
+      });
+}
+
+// groupReduce for pass St's reductions r[0..NR) (its maxima, and any others) and pass St + 1's
+// sums sm[0..NS) shifted by those maxima (P::shiftOf; fusegen_program.h): every merge takes
+// both sides' values, rescales the sums to the larger maximum (accMergeShifted), then merges
+// pass St's reductions. One combination instead of one per pass; the same shared memory
+// (rowSharedWords).
+template <class P, int St, bool NARROW, typename T, int NR, int NS>
+__device__ __forceinline__ void groupReduceShifted(RowAcc<T> (&r)[NR], RowAcc<T> (&sm)[NS],
+                                                   T* shared, int& parity) {
+  auto merge = [&](const RowAcc<T>(&orr)[NR], const RowAcc<T>(&os)[NS]) {
+#pragma unroll
+    for (int j = 0; j < NS; ++j) {
+      const int i = P::shiftOf(St + 1, j);
+      sm[j] = accMergeShifted(sm[j], r[i].s, os[j], orr[i].s);
+    }
+#pragma unroll
+    for (int i = 0; i < NR; ++i)
+      r[i] = accMerge(P::reduceKind(St, i), r[i], orr[i]);
+  };
+  groupCombine<NARROW, 2 * (NR + NS)>(
+      shared, parity,
+      [&](int offset) {
+        RowAcc<T> orr[NR], os[NS];
+#pragma unroll
+        for (int i = 0; i < NR; ++i) {
+          orr[i].s = __shfl_xor_sync(0xffffffffu, r[i].s, offset);
+          orr[i].c = P::reduceKind(St, i) == Reduce::Sum
+                         ? __shfl_xor_sync(0xffffffffu, r[i].c, offset)
+                         : T(0);
+        }
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+          os[j].s = __shfl_xor_sync(0xffffffffu, sm[j].s, offset);
+          os[j].c = __shfl_xor_sync(0xffffffffu, sm[j].c, offset);
+        }
+        merge(orr, os);
+      },
+      [&](T* words) {
+#pragma unroll
+        for (int i = 0; i < NR; ++i) {
+          words[2 * i] = r[i].s;
+          words[2 * i + 1] = r[i].c;
+        }
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+          words[2 * (NR + j)] = sm[j].s;
+          words[2 * (NR + j) + 1] = sm[j].c;
+        }
+      },
+      [&](const T* words) {
+#pragma unroll
+        for (int i = 0; i < NR; ++i)
+          r[i] = words ? RowAcc<T>{words[2 * i], words[2 * i + 1]}
+                       : accIdentity<T>(P::reduceKind(St, i));
+#pragma unroll
+        for (int j = 0; j < NS; ++j)
+          sm[j] = words ? RowAcc<T>{words[2 * (NR + j)], words[2 * (NR + j) + 1]}
+                        : accIdentity<T>(Reduce::Sum);
+      });
 }
 
 // Thread block clusters, compiled in for sm_90 and later; elsewhere a block is its own cluster
@@ -271,10 +282,18 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
     Dval = static_cast<T>(a.D);
 #pragma unroll
     for (int k = 0; k < P::kInputs; ++k)
-      scalar[k] = P::inBcast(k) == Bcast::Scalar ? toCompute(static_cast<const S*>(a.in[k])[0]) : T(0);
+      scalar[k] = P::inBcast(k) != Bcast::Scalar ? T(0)
+                  : P::inElem(k) == Elem::Dtype  ? toCompute(static_cast<const S*>(a.in[k])[0])
+                                                 : loadTyped<T>(P::inElem(k), a.in[k], 0);
   }
 
   __device__ bool valid(int64_t vi) const { return vi * V < a.D; }
+
+  // The column index j of element l of vector vi, in the compute type: a 32-bit conversion
+  // (the glue caps D at 2^24 where a program reads j), an exact addition for l.
+  __device__ __forceinline__ T column(int64_t vi, int l) const {
+    return static_cast<T>(static_cast<int32_t>(vi * V)) + static_cast<T>(l);
+  }
 
   // The vectors of the inputs the elements at vector index vi read: the full inputs' from
   // the row cache, or from global memory where the row is re-read per pass (ITEMS == 0); the
@@ -326,43 +345,135 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
       for (int l = 0; l < V; ++l) {
         T in[P::kInputs], t[N];
         elementInputs(x, l, in);
-        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, t);
+        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
         for (int j = 0; j < P::reductions(St); ++j)
-          accAddTerm(P::reduceKind(St, j), P::nonNegative(St, j), acc[j], t[j]);
+          if (!P::pick(St, j))
+            accAddTerm(P::reduceKind(St, j), P::plainSum(St, j), acc[j], t[j]);
       }
     });
   }
 
-  // Passes St (maxima) and St + 1 (sums shifted by them) as one (fusegen_program.h): each
-  // thread takes the maxima of its elements, sums against them, and groupReduceShifted
+  // Pass St's picks (fusegen_program.h): the thread that owns the vector of the picked column
+  // evaluates the term there (its inputs loaded at that column, read-only path: the row was
+  // just read) and adds it; the row's combination then gives every thread the value.
+  template <int St, int N>
+  __device__ __forceinline__ void addPicks(int64_t row, const T* rv, RowAcc<T> (&acc)[N]) {
+    if constexpr (hasPicks<P>(St)) {
+      T c[N];
+      P::template pickColumns<St, T, isHalf<S>()>(rv, attr, Dval, c);
+      const ClusterPlace place = clusterPlace<CLUSTER>();
+      const int rowThread = place.rank * blockDim.x + threadIdx.x;
+      const int rowThreads = place.blocks * blockDim.x;
+#pragma unroll
+      for (int j = 0; j < P::reductions(St); ++j) {
+        int64_t col;
+        if (!P::pick(St, j) || !pickedColumn(c[j], a.D, col) || (col / V) % rowThreads != rowThread)
+          continue;
+        T in[P::kInputs], t[N];
+        staticFor<P::kInputs>([&](auto kc) {
+          constexpr int k = decltype(kc)::value;
+          if constexpr (P::inBcast(k) == Bcast::Full)
+            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + row * a.D + col));
+          else if constexpr (P::inBcast(k) == Bcast::Col)
+            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + col));
+          else
+            in[k] = scalar[k];
+        });
+        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, c[j], t);
+        acc[j].s += t[j];
+      }
+    }
+  }
+
+  // Passes St and St + 1 (sums shifted by pass St's maxima) over this thread's elements in one
+  // read of the row (online max-and-sum): per vector, pass St's terms go into first[]; where a
+  // maximum grew, the sums it shifts are rescaled by exp(old - new) and the row values after
+  // pass St recomputed from this thread's results so far (rowAfter: the shifted terms read
+  // only the maxima of it); then the vector's pass St + 1 terms go into sm[] against the
+  // current maxima. A maximum grows at the first vectors and seldom after, so the
+  // rescaling costs little; reading the row once instead of twice is what re-read rows
+  // (ITEMS == 0) are bound by.
+  template <int St, int NM, int NS>
+  __device__ __forceinline__ void accumulateShifted(int64_t row, T* rv, RowAcc<T> (&first)[NM],
+                                                    RowAcc<T> (&sm)[NS]) {
+    T seen[NM]; // the maxima the row values rv were computed from: none yet
+#pragma unroll
+    for (int i = 0; i < NM; ++i)
+      seen[i] = reduceIdentity<T>(P::reduceKind(St, i));
+    P::template rowAfter<St, T, isHalf<S>()>(seen, attr, Dval, rv);
+    forEachItem([&](int64_t vi, auto item) {
+      Vectors x;
+      loadVectors(row, vi, item, x);
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        T in[P::kInputs], t[NM];
+        elementInputs(x, l, in);
+        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l), t);
+#pragma unroll
+        for (int i = 0; i < NM; ++i)
+          if (!P::pick(St, i))
+            accAddTerm(P::reduceKind(St, i), P::plainSum(St, i), first[i], t[i]);
+      }
+      bool grew = false;
+#pragma unroll
+      for (int i = 0; i < NM; ++i)
+        grew = grew || (P::reduceKind(St, i) == Reduce::Max && !(first[i].s == seen[i]));
+      if (grew) {
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+          const int i = P::shiftOf(St + 1, j);
+          // (From no maximum, the sum is still empty: scale 1 keeps its zero.)
+          const T scale = seen[i] == -T(INFINITY) ? T(1) : fg::exp(seen[i] - first[i].s);
+          sm[j].s *= scale;
+          sm[j].c *= scale;
+        }
+        T red[NM];
+#pragma unroll
+        for (int i = 0; i < NM; ++i) {
+          red[i] = accResult(P::reduceKind(St, i), first[i]);
+          seen[i] = first[i].s;
+        }
+        P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv);
+      }
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        T in[P::kInputs], t[NS];
+        elementInputs(x, l, in);
+        P::template term<St + 1, T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l),
+                                                  t);
+#pragma unroll
+        for (int j = 0; j < NS; ++j)
+          accAddTerm(Reduce::Sum, P::plainSum(St + 1, j), sm[j], t[j]);
+      }
+    });
+  }
+
+  // Passes St (with maxima) and St + 1 (sums shifted by them) as one (fusegen_program.h): each
+  // thread takes pass St's reductions of its elements, sums against its maxima, and groupReduceShifted
   // combines the threads' pairs once. Only rows re-read per pass (ITEMS == 0) run so, where
   // it saves a read of the row; rows held in registers, and variants in clusters, run the
   // passes apart: held in registers, softmax's forward ran 15% slower shifted (H100, bf16,
   // 32768x4096: 0.257 ms against 0.217; bench/results/2026-11-24-h100-ab-stores).
   template <int St> __device__ void shiftedStages(int64_t row, bool active, T* rv, T* shared) {
     constexpr int NM = P::reductions(St), NS = P::reductions(St + 1);
-    RowAcc<T> mx[NM], sm[NS];
+    RowAcc<T> first[NM], sm[NS];
 #pragma unroll
     for (int i = 0; i < NM; ++i)
-      mx[i] = accIdentity<T>(Reduce::Max);
+      first[i] = accIdentity<T>(P::reduceKind(St, i));
 #pragma unroll
     for (int j = 0; j < NS; ++j)
       sm[j] = accIdentity<T>(Reduce::Sum);
     T red[NM > NS ? NM : NS];
     if (active) {
-      accumulatePass<St>(row, rv, mx);
-#pragma unroll
-      for (int i = 0; i < NM; ++i)
-        red[i] = accResult(Reduce::Max, mx[i]);
-      P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv); // this thread's maxima
-      accumulatePass<St + 1>(row, rv, sm);
+      accumulateShifted<St>(row, rv, first, sm);
+      addPicks<St>(row, rv, first);
     }
-    groupReduceShifted<P, St, ITEMS <= 1>(mx, sm, shared, groupParity);
+    groupReduceShifted<P, St, ITEMS <= 1>(first, sm, shared, groupParity);
     if (active) {
 #pragma unroll
       for (int i = 0; i < NM; ++i)
-        red[i] = accResult(Reduce::Max, mx[i]);
+        red[i] = accResult(P::reduceKind(St, i), first[i]);
       P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv);
 #pragma unroll
       for (int j = 0; j < NS; ++j)
@@ -381,8 +492,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
 #pragma unroll
       for (int j = 0; j < kNR; ++j)
         acc[j] = accIdentity<T>(j < P::reductions(St) ? P::reduceKind(St, j) : Reduce::Sum);
-      if (active)
+      if (active) {
         accumulatePass<St>(row, rv, acc);
+        addPicks<St>(row, rv, acc);
+      }
       groupReduce<P, St, ITEMS <= 1>(acc, shared, groupParity);
       if constexpr (CLUSTER)
         clusterReduce<P, St>(acc, clusterSlots, clusterPlace<CLUSTER>().blocks, clusterParity);
@@ -512,8 +625,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         rowIn[k] = P::inBcast(k) != Bcast::Row && P::inBcast(k) != Bcast::Stat
                        ? scalar[k] // [] inputs; 0 for the others
                    : !active                     ? T(0)
-                   : P::inBcast(k) == Bcast::Row ? toCompute(static_cast<const S*>(a.in[k])[row])
-                                                 : static_cast<const T*>(a.in[k])[row];
+                   : P::inBcast(k) == Bcast::Stat ? static_cast<const T*>(a.in[k])[row]
+                   : P::inElem(k) == Elem::Dtype  ? toCompute(static_cast<const S*>(a.in[k])[row])
+                                                  : loadTyped<T>(P::inElem(k), a.in[k], row);
       if (active) {
         P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
         if constexpr (ITEMS > 0)
@@ -537,7 +651,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs], out[P::kOutputs];
           elementInputs(x, l, in);
-          P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, out);
+          P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l), out);
           staticFor<P::kOutputs>([&](auto mc) {
             constexpr int m = decltype(mc)::value;
             if constexpr (P::outKind(m) == OutKind::Full) {
@@ -607,9 +721,9 @@ template <class P> constexpr int maxGroup(int items) {
 // slots follow.
 template <class P> __host__ __device__ constexpr int rowSharedWords(int group, int rowsPerBlock) {
   const int warps = (group * rowsPerBlock + 31) / 32;
-  // groupReduce's 2 buffers: a compensated pair per reduction, or for shifted passes
-  // (groupReduceShifted) a maximum each and a pair per sum: at most 3 words per reduction.
-  const int reductions = 2 * warps * 3 * maxReductions<P>();
+  // groupReduce's 2 buffers: a compensated pair per reduction, of two passes for shifted
+  // passes (groupReduceShifted): at most 4 words per reduction.
+  const int reductions = 2 * warps * 4 * maxReductions<P>();
   const int totals = warps * totalOutputs<P>();
   return reductions > totals ? reductions : totals;
 }

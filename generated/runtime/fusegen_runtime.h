@@ -32,6 +32,25 @@ enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 // and computes with it as the forward computed it (a max is equal to its maximal elements).
 enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3, Stat = 4 };
 
+// What an input's elements are stored as (P::inElem(k)): the call's dtype, or an integer or
+// bool type the spec declares. Integer and bool inputs are per-row or 0-dim (read once per
+// row) and reach the program in the compute type: exact for integers up to 2^24 in float32,
+// which covers class indices (the glue checks that a program reading the column index j has
+// D <= 2^24, so j == target compares exactly).
+enum class Elem : int { Dtype = 0, Int64 = 1, Int32 = 2, Bool = 3 };
+
+// Element i of an integer or bool input, in the compute type T.
+template <typename T> FG_HD T loadTyped(Elem e, const void* p, int64_t i) {
+  switch (e) {
+  case Elem::Int64:
+    return static_cast<T>(static_cast<const int64_t*>(p)[i]);
+  case Elem::Int32:
+    return static_cast<T>(static_cast<const int32_t*>(p)[i]);
+  default:
+    return static_cast<const bool*>(p)[i] ? T(1) : T(0);
+  }
+}
+
 template <int N> constexpr int atLeastOne() { return N > 0 ? N : 1; }
 
 // A constant table the generated programs carry (input broadcasts, output kinds, reductions

@@ -30,7 +30,19 @@ struct TensorArg {
   const char* name;
   const at::Tensor& tensor;
   Bcast bcast;
+  Elem elem;
 };
+
+inline at::ScalarType elemScalarType(Elem e) {
+  switch (e) {
+  case Elem::Int64:
+    return at::kLong;
+  case Elem::Int32:
+    return at::kInt;
+  default:
+    return at::kBool;
+  }
+}
 
 // Numbers are formatted with std::to_string, never streamed: on some toolchains an
 // extension's inline ostream<<long resolves locale facets it does not own and crashes.
@@ -109,7 +121,11 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
     hasCol = hasCol || a.bcast == Bcast::Col;
   for (const TensorArg& a : args) {
     TORCH_CHECK(a.tensor.defined(), op, ": argument '", a.name, "' is an undefined tensor");
-    if (a.bcast == Bcast::Stat) { // a statistic saved by the forward, in the compute type
+    if (a.elem != Elem::Dtype) { // an integer or bool input: its own dtype, as the spec says
+      TORCH_CHECK(a.tensor.scalar_type() == elemScalarType(a.elem), op, ": argument '", a.name,
+                  "' has dtype ", dtypeName(a.tensor.scalar_type()), ", but must have dtype ",
+                  dtypeName(elemScalarType(a.elem)));
+    } else if (a.bcast == Bcast::Stat) { // a statistic saved by the forward, in the compute type
       TORCH_CHECK(a.tensor.scalar_type() == computeType(p.dtype), op, ": argument '", a.name,
                   "' has dtype ", dtypeName(a.tensor.scalar_type()), ", but must have dtype ",
                   dtypeName(computeType(p.dtype)), " (the compute type of '", refName, "', ",
@@ -212,6 +228,11 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   for (int k = 0; k < plan.nDtypes; ++k)
     dtypes.push_back(toScalarType(plan.dtypes[k]));
   Prepared p = prepare(plan.op, args, plan.full, dtypes);
+  // The column index reaches the program in the compute type: exact in float32 up to 2^24.
+  TORCH_CHECK(!plan.column || p.dtype == at::kDouble || p.D <= (int64_t(1) << 24), plan.op,
+              ": the last dim of '", args[plan.full].name, "' is ", std::to_string(p.D),
+              "; this op reads the column index, which is exact in float32 up to 2^24 = 16777216 "
+              "columns (float64 inputs have no such limit)");
   const at::OptionalDeviceGuard guard(p.device);
   const auto options = p.tensors[plan.full].options();
   std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (p.fullShape.empty() ? 0 : 1));

@@ -27,13 +27,13 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"gate", fg::Bcast::Full, 0},
-    {"up", fg::Bcast::Full, 1},
+    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"gate", fg::Bcast::Full, 1},
-    {"up", fg::Bcast::Full, 2},
-    {"_grad_y", fg::Bcast::Full, 0},
+    {"gate", fg::Bcast::Full, 1, fg::Elem::Dtype},
+    {"up", fg::Bcast::Full, 2, fg::Elem::Dtype},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
