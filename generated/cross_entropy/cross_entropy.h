@@ -14,16 +14,16 @@ namespace fusegen_ops::cross_entropy {
 //   lse = m + log(sum(exp(z - m)))
 //   picked = sum(where(j == target, z, 0))
 //   nll = lse - picked
-//   smooth = lse - mean(z)
-//   loss = where(target == ignore_index, 0, (1 - label_smoothing) * nll + label_smoothing * smooth
-//   + z_loss * lse * lse)
+//   smoothing = where(label_smoothing > 0, label_smoothing * (picked - mean(z)), 0)
+//   zloss = where(z_loss > 0, z_loss * lse * lse, 0)
+//   loss = where(target == ignore_index, 0, nll + smoothing + zloss)
 // The forward: outputs, then the per-row values saved for the backward.
 struct Forward {
   static constexpr int kInputs = 2;
   static constexpr int kOutputs = 5;
   static constexpr int kAttrs = 4;
   static constexpr int kStages = 2;     // passes of reductions over each row
-  static constexpr int kRowValues = 18; // per-row values kept in registers
+  static constexpr int kRowValues = 19; // per-row values kept in registers
   static constexpr bool kColumn = true; // reads the column index j
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
@@ -144,6 +144,23 @@ struct Forward {
     }
   }
 
+  // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
+  // condition guarding every use: Program::Stage::guard); the same for every element.
+  template <int kPass, typename T, bool kFast>
+  FG_HD static void guards(const T* _attr, T _D, bool* _g) {
+    (void)_attr;
+    (void)_D;
+    for (int _k = 0; _k < reductions(kPass); ++_k)
+      _g[_k] = true;
+    if constexpr (kPass == 0) {
+      const T _attr_label_smoothing = _attr[1];
+      const bool _t0 = _attr_label_smoothing > T(0.0);
+      _g[2] = _t0;
+    }
+    if constexpr (kPass == 1) {
+    }
+  }
+
   // Per row, after pass kPass: its reductions' results and the values that depend on them.
   template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
@@ -153,38 +170,41 @@ struct Forward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = _red[0];
+      const T _t1 = _red[1] - fg::div<kFast>(_red[2], _D);
+      const T _attr_label_smoothing = _attr[1];
+      const T _t2 = _attr_label_smoothing * _t1;
+      const bool _t3 = _attr_label_smoothing > T(0.0);
+      const T _t4 = _t3 ? _t2 : T(0.0);
       _rv[2] = _red[0];
       _rv[3] = _t0;
       _rv[4] = _red[1];
       _rv[5] = fg::div<kFast>(_red[2], _D);
+      _rv[6] = _t1;
+      _rv[7] = _t2;
+      _rv[8] = _t4;
     }
     if constexpr (kPass == 1) {
       const T _t0 = fg::log<kFast>(_red[0]);
       const T _t1 = _rv[3] + _t0;
       const T _t2 = _t1 - _rv[4];
-      const T _attr_label_smoothing = _attr[1];
-      const T _t3 = T(1.0) - _attr_label_smoothing;
-      const T _t4 = _t3 * _t2;
-      const T _t5 = _t1 - _rv[5];
-      const T _t6 = _attr_label_smoothing * _t5;
-      const T _t7 = _t4 + _t6;
+      const T _t3 = _t2 + _rv[8];
       const T _attr_z_loss = _attr[2];
-      const T _t8 = _attr_z_loss * _t1;
-      const T _t9 = _t8 * _t1;
-      const T _t10 = _t7 + _t9;
-      const T _t11 = _rv[1] ? T(0.0) : _t10;
-      _rv[6] = _red[0];
-      _rv[7] = _t0;
-      _rv[8] = _t1;
-      _rv[9] = _t2;
-      _rv[10] = _t4;
-      _rv[11] = _t5;
-      _rv[12] = _t6;
-      _rv[13] = _t7;
-      _rv[14] = _t8;
-      _rv[15] = _t9;
-      _rv[16] = _t10;
-      _rv[17] = _t11;
+      const T _t4 = _attr_z_loss * _t1;
+      const T _t5 = _t4 * _t1;
+      const bool _t6 = _attr_z_loss > T(0.0);
+      const T _t7 = _t6 ? _t5 : T(0.0);
+      const T _t8 = _t3 + _t7;
+      const T _t9 = _rv[1] ? T(0.0) : _t8;
+      _rv[9] = _red[0];
+      _rv[10] = _t0;
+      _rv[11] = _t1;
+      _rv[12] = _t2;
+      _rv[13] = _t3;
+      _rv[14] = _t4;
+      _rv[15] = _t5;
+      _rv[16] = _t7;
+      _rv[17] = _t8;
+      _rv[18] = _t9;
     }
   }
 
@@ -210,11 +230,11 @@ struct Forward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    _out[0] = _rv[17];
+    _out[0] = _rv[18];
     _out[1] = _rv[3];
     _out[2] = _rv[14];
-    _out[3] = _rv[8];
-    _out[4] = _rv[6];
+    _out[3] = _rv[11];
+    _out[4] = _rv[9];
   }
 };
 
@@ -281,43 +301,44 @@ struct Backward {
     const T _grad_loss = _rowIn[6];
     const T _t1 = _t0 ? T(0.0) : _grad_loss;
     const T _attr_label_smoothing = _attr[1];
-    const T _t2 = _t1 * _attr_label_smoothing;
-    const T _t3 = fg::div<kFast>(_t2, _D);
-    const T _t4 = -_t3;
-    const T _t5 = T(1.0) - _attr_label_smoothing;
-    const T _t6 = _t1 * _t5;
-    const T _t7 = -_t6;
-    const T _in__saved_stat1 = _rowIn[3];
-    const T _t8 = _t1 * _in__saved_stat1;
-    const T _in__saved_lse = _rowIn[4];
-    const T _t9 = _t1 * _in__saved_lse;
+    const bool _t2 = _attr_label_smoothing > T(0.0);
+    const T _t3 = _t2 ? _t1 : T(0.0);
+    const T _t4 = _t3 * _attr_label_smoothing;
+    const T _t5 = fg::div<kFast>(_t4, _D);
+    const T _t6 = -_t5;
+    const T _t7 = _t4 - _t1;
     const T _attr_z_loss = _attr[2];
-    const T _t10 = _t9 * _attr_z_loss;
-    const T _t11 = _t8 + _t10;
-    const T _t12 = _t11 + _t2;
-    const T _t13 = _t12 + _t6;
+    const bool _t8 = _attr_z_loss > T(0.0);
+    const T _t9 = _t8 ? _t1 : T(0.0);
+    const T _in__saved_stat1 = _rowIn[3];
+    const T _t10 = _t9 * _in__saved_stat1;
+    const T _in__saved_lse = _rowIn[4];
+    const T _t11 = _t9 * _in__saved_lse;
+    const T _t12 = _t11 * _attr_z_loss;
+    const T _t13 = _t10 + _t12;
+    const T _t14 = _t13 + _t1;
     const T _in__saved_stat3 = _rowIn[5];
-    const T _t14 = fg::div<kFast>(_t13, _in__saved_stat3);
+    const T _t15 = fg::div<kFast>(_t14, _in__saved_stat3);
     const T _in__saved_m = _rowIn[2];
     _rv[0] = _in_target;
     _rv[1] = _t0;
     _rv[2] = _grad_loss;
     _rv[3] = _t1;
-    _rv[4] = _t2;
-    _rv[5] = _t3;
-    _rv[6] = _t4;
+    _rv[4] = _t3;
+    _rv[5] = _t4;
+    _rv[6] = _t5;
     _rv[7] = _t6;
     _rv[8] = _t7;
-    _rv[9] = _in__saved_stat1;
-    _rv[10] = _t8;
-    _rv[11] = _in__saved_lse;
-    _rv[12] = _t9;
-    _rv[13] = _t10;
-    _rv[14] = _t11;
-    _rv[15] = _t12;
-    _rv[16] = _t13;
+    _rv[9] = _t9;
+    _rv[10] = _in__saved_stat1;
+    _rv[11] = _t10;
+    _rv[12] = _in__saved_lse;
+    _rv[13] = _t11;
+    _rv[14] = _t12;
+    _rv[15] = _t13;
+    _rv[16] = _t14;
     _rv[17] = _in__saved_stat3;
-    _rv[18] = _t14;
+    _rv[18] = _t15;
     _rv[19] = _in__saved_m;
   }
 
@@ -339,6 +360,16 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_c;
+  }
+
+  // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
+  // condition guarding every use: Program::Stage::guard); the same for every element.
+  template <int kPass, typename T, bool kFast>
+  FG_HD static void guards(const T* _attr, T _D, bool* _g) {
+    (void)_attr;
+    (void)_D;
+    for (int _k = 0; _k < reductions(kPass); ++_k)
+      _g[_k] = true;
   }
 
   // Per row, after pass kPass: its reductions' results and the values that depend on them.
@@ -364,7 +395,7 @@ struct Backward {
     const T _in_target = _rv[0];
     const bool _t1 = _j == _in_target;
     const T _t2 = _t1 ? _rv[8] : T(0.0);
-    const T _t3 = _rv[6] + _t2;
+    const T _t3 = _rv[7] + _t2;
     const T _in_logits = _in[0];
     const T _t4 = _t0 ? _attr_softcap : T(1.0);
     const T _t5 = fg::div<kFast>(_in_logits, _t4);

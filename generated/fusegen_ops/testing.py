@@ -345,8 +345,18 @@ class OpChecks:
                                                                    "bool": True}[a.type])
                 for a in self.spec.attrs}
 
-    def call(self, fn, tensors):
-        out = fn(*tensors, **self.attrs())
+    def other_attrs(self) -> Dict[str, object]:
+        """Attrs away from their defaults, so options that are off by default run too: float
+        attrs 0.25 more (softcap 0.25, label_smoothing 0.25), bools flipped, ints kept (they
+        are often sentinels such as ignore_index)."""
+        out = {}
+        for a in self.spec.attrs:
+            v = self.attrs()[a.name]
+            out[a.name] = (not v) if a.type == "bool" else v + 0.25 if a.type == "float" else v
+        return out
+
+    def call(self, fn, tensors, attrs=None):
+        out = fn(*tensors, **(attrs if attrs is not None else self.attrs()))
         return out if isinstance(out, tuple) else (out,)
 
     def reference64(self, tensors):
@@ -526,6 +536,22 @@ class OpChecks:
         for o, g, w, tol in zip(self.spec.outputs, self.call(self.op, x), want, tols):
             if w is not None:
                 self.close(g, w, tol, f"{self.spec.name}.{o.name} vs independent formula")
+
+    def other_attrs_match_reference(self, device, dtype):
+        """Outputs and gradients with every attr away from its default (other_attrs) against
+        the reference in float64, with the bounds of the same error model."""
+        saved, attrs = self.attrs, self.other_attrs()
+        self.attrs = lambda: attrs  # every check below reads the attrs through self.attrs()
+        try:
+            x = self.inputs((24,), 40, dtype, device)
+            got = self.call(self.op, x)
+            tols, _ = self.tolerances(x, dtype)
+            for o, g, w, tol in zip(self.spec.outputs, got, self.reference64(x), tols):
+                self.close(g, w, tol, f"{self.spec.name}.{o.name} {dtype} attrs {attrs}")
+            gouts = [torch.randn_like(o) for o in got]
+            self.close_grads(self.grads(self.op, x, gouts), x, gouts, dtype, f", attrs {attrs}")
+        finally:
+            self.attrs = saved
 
     def backward_matches_reference(self, device, dtype):
         x = self.inputs((48,), 72, dtype, device)

@@ -85,6 +85,9 @@ template <class P, typename S> struct Runner {
     constexpr int NM = P::reductions(St), NS = P::reductions(St + 1), kLanes = 4;
     RowAcc<T> first[NM][kLanes], sm[NS][kLanes];
     T laneRv[kLanes][P::kRowValues > 0 ? P::kRowValues : 1];
+    bool need[NM], needSum[NS]; // the guards (Program::Stage::guard)
+    P::template guards<St, T, isHalf<S>()>(attr, Dval, need);
+    P::template guards<St + 1, T, isHalf<S>()>(attr, Dval, needSum);
     for (int l = 0; l < kLanes; ++l) {
       for (int i = 0; i < NM; ++i)
         first[i][l] = accIdentity<T>(P::reduceKind(St, i));
@@ -98,7 +101,7 @@ template <class P, typename S> struct Runner {
       elementInputs(row, c, in);
       P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), t);
       for (int i = 0; i < NM; ++i)
-        if (!P::pick(St, i))
+        if (!P::pick(St, i) && need[i])
           accAdd(P::reduceKind(St, i), first[i][c % kLanes], t[i]);
     }
     T laneRed[kLanes][NM];
@@ -113,7 +116,8 @@ template <class P, typename S> struct Runner {
       P::template term<St + 1, T, isHalf<S>()>(in, laneRv[c % kLanes], attr, Dval,
                                                 static_cast<T>(c), t);
       for (int j = 0; j < NS; ++j)
-        accAdd(Reduce::Sum, sm[j][c % kLanes], t[j]);
+        if (needSum[j])
+          accAdd(Reduce::Sum, sm[j][c % kLanes], t[j]);
     }
     addPicks<St>(row, rv, first);
     RowAcc<T> red0[NM], sum[NS];
@@ -148,6 +152,8 @@ template <class P, typename S> struct Runner {
       constexpr int N = P::reductions(St) > 0 ? P::reductions(St) : 1;
       constexpr int kLanes = 4;
       RowAcc<T> acc[N][kLanes];
+      bool need[N]; // the guards (Program::Stage::guard)
+      P::template guards<St, T, isHalf<S>()>(attr, Dval, need);
       for (int j = 0; j < N; ++j)
         for (int l = 0; l < kLanes; ++l)
           acc[j][l] = accIdentity<T>(P::reduceKind(St, j));
@@ -156,7 +162,7 @@ template <class P, typename S> struct Runner {
         elementInputs(row, c, in);
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), t);
         for (int j = 0; j < P::reductions(St); ++j)
-          if (!P::pick(St, j))
+          if (!P::pick(St, j) && need[j])
             accAdd(P::reduceKind(St, j), acc[j][l], t[j]);
       };
       int64_t c = 0;

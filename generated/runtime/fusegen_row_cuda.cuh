@@ -338,6 +338,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   // Adds pass St's terms of this thread's elements of the row into acc[0..reductions(St)).
   template <int St, int N>
   __device__ __forceinline__ void accumulatePass(int64_t row, const T* rv, RowAcc<T> (&acc)[N]) {
+    bool need[N]; // the guards (Program::Stage::guard): uniform, so the branch never diverges
+    P::template guards<St, T, isHalf<S>()>(attr, Dval, need);
     forEachItem([&](int64_t vi, auto item) {
       Vectors x;
       loadVectors(row, vi, item, x);
@@ -348,7 +350,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
         for (int j = 0; j < P::reductions(St); ++j)
-          if (!P::pick(St, j))
+          if (!P::pick(St, j) && need[j])
             accAddTerm(P::reduceKind(St, j), P::plainSum(St, j), acc[j], t[j]);
       }
     });
@@ -397,6 +399,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   template <int St, int NM, int NS>
   __device__ __forceinline__ void accumulateShifted(int64_t row, T* rv, RowAcc<T> (&first)[NM],
                                                     RowAcc<T> (&sm)[NS]) {
+    bool need[NM], needSum[NS]; // the guards (Program::Stage::guard)
+    P::template guards<St, T, isHalf<S>()>(attr, Dval, need);
+    P::template guards<St + 1, T, isHalf<S>()>(attr, Dval, needSum);
     T seen[NM]; // the maxima the row values rv were computed from: none yet
 #pragma unroll
     for (int i = 0; i < NM; ++i)
@@ -412,7 +417,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
         for (int i = 0; i < NM; ++i)
-          if (!P::pick(St, i))
+          if (!P::pick(St, i) && need[i])
             accAddTerm(P::reduceKind(St, i), P::plainSum(St, i), first[i], t[i]);
       }
       bool grew = false;
@@ -444,7 +449,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
                                                   t);
 #pragma unroll
         for (int j = 0; j < NS; ++j)
-          accAddTerm(Reduce::Sum, P::plainSum(St + 1, j), sm[j], t[j]);
+          if (needSum[j])
+            accAddTerm(Reduce::Sum, P::plainSum(St + 1, j), sm[j], t[j]);
       }
     });
   }

@@ -80,6 +80,16 @@ struct Forward {
     (void)_c;
   }
 
+  // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
+  // condition guarding every use: Program::Stage::guard); the same for every element.
+  template <int kPass, typename T, bool kFast>
+  FG_HD static void guards(const T* _attr, T _D, bool* _g) {
+    (void)_attr;
+    (void)_D;
+    for (int _k = 0; _k < reductions(kPass); ++_k)
+      _g[_k] = true;
+  }
+
   // Per row, after pass kPass: its reductions' results and the values that depend on them.
   template <int kPass, typename T, bool kFast>
   FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
@@ -184,6 +194,16 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_c;
+  }
+
+  // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
+  // condition guarding every use: Program::Stage::guard); the same for every element.
+  template <int kPass, typename T, bool kFast>
+  FG_HD static void guards(const T* _attr, T _D, bool* _g) {
+    (void)_attr;
+    (void)_D;
+    for (int _k = 0; _k < reductions(kPass); ++_k)
+      _g[_k] = true;
   }
 
   // Per row, after pass kPass: its reductions' results and the values that depend on them.

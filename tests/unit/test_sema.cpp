@@ -539,6 +539,36 @@ TEST(Plan, OtherSumsAfterAMaximumAreNotShifted) {
     EXPECT_EQ(shift, -1);
 }
 
+// ---- reductions guarded by a uniform condition (skipped when their branch is not taken) ----
+
+// Per reduction of the forward's first pass: 1 guarded when its condition holds, -1 when it
+// fails, 0 not guarded.
+std::vector<int> forwardGuards(const std::string& outputs) {
+  Planned p =
+      planSpec(spec("  x: [..., D]\n", outputs, "attrs:\n  a: {type: float, default: 0.0}\n"));
+  if (!p.plan) throw std::runtime_error("planning failed:\n" + p.messages);
+  const plan::Program::Stage& stage = p.plan->forward.stages.at(0);
+  std::vector<int> out;
+  for (size_t j = 0; j < stage.reductions.size(); ++j)
+    out.push_back(!stage.guard[j] ? 0 : stage.guardWhen[j] ? 1 : -1);
+  return out;
+}
+
+TEST(Plan, ReductionsUsedOnlyUnderAUniformConditionAreGuarded) {
+  // mean(x) is needed only when a > 0: its sum is skipped otherwise; max(x) always.
+  EXPECT_EQ(forwardGuards("  y: max(x) + where(a > 0, a * mean(x), 0)\n"),
+            (std::vector<int>{0, 1}));
+  // In the other branch: needed when the condition fails.
+  EXPECT_EQ(forwardGuards("  y: max(x) + where(a > 0, 0, mean(x))\n"), (std::vector<int>{0, -1}));
+  // Used outside the where too, or under a condition per element: always computed.
+  EXPECT_EQ(forwardGuards("  y: where(a > 0, mean(x), 0) + mean(x)\n"), (std::vector<int>{0}));
+  EXPECT_EQ(forwardGuards("  y: where(x > 0, mean(x), 0)\n"), (std::vector<int>{0}));
+  // An output is used by the caller, and a value saved for the backward by it: never guarded.
+  EXPECT_EQ(forwardGuards("  y: where(a > 0, x + sum(x), x)\n  s: mean(x * x)\n"),
+            (std::vector<int>{1, 0}));
+  EXPECT_EQ(forwardGuards("  y: where(a > 0, x * sum(x), x)\n"), (std::vector<int>{0}));
+}
+
 // ---- sums of terms never below 0 (added plainly on the GPU) ----
 
 // Program::Stage::plain of the forward's passes, in order.

@@ -352,9 +352,9 @@ private:
 
   Target target_;
   const Bindings& bindings_;
-  std::vector<const ir::Node*> nodes_; // what run() prints, in topological order
+  std::vector<const ir::Node*> nodes_;     // what run() prints, in topological order
   std::map<const ir::Node*, Level> owner_; // C++: nodes computed inside a lazy branch
-  std::set<const ir::Node*> lazy_;          // C++: wheres printed as an if
+  std::set<const ir::Node*> lazy_;         // C++: wheres printed as an if
   std::string prefix_;
   std::map<const ir::Node*, std::string> names_;
   std::set<const ir::Node*> pyScalars_; // Python numbers in the Python target

@@ -280,6 +280,15 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
         columns.push_back({"_c[" + std::to_string(j) + "]", p.stages[s].pickColumn[j]});
     }
     x.set("pick_columns", printCpp(columns, 6, rowValuesBefore(attrs, st)));
+    std::vector<Assignment> guards;
+    std::string negate;
+    for (size_t j = 0; j < p.stages[s].reductions.size(); ++j) {
+      const std::string target = "_g[" + std::to_string(j) + "]";
+      if (!p.stages[s].guard[j]) continue;
+      guards.push_back({target, p.stages[s].guard[j]});
+      if (!p.stages[s].guardWhen[j]) negate += "      " + target + " = !" + target + ";\n";
+    }
+    x.set("guards", printCpp(guards, 6, attrs) + negate);
     x.set("term", printCpp(terms, 6, rowValuesBefore(element, st)));
     x.set("after", printCpp(assignRowValues(st), 6, after));
     stages.push_back(x);

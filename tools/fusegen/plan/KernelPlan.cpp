@@ -149,7 +149,6 @@ ir::Expr pickColumnOf(const ir::Node* e) {
   return b->shape() == ir::ShapeClass::Row || b->shape() == ir::ShapeClass::Scalar ? b : nullptr;
 }
 
-
 // Program::Stage::plain: per reduction, a sum whose terms are never below 0, or a pick; and
 // Stage::pick, Stage::pickColumn: the picks (a sum with no finish: not a mean).
 void markPlainSums(Program& p) {
@@ -193,6 +192,70 @@ void markShiftedStages(Program& p) {
       shift.push_back(i);
     }
     if (shift.size() == p.stages[s].reductions.size()) p.stages[s].shift = shift;
+  }
+}
+
+// A where whose condition is uniform over the op: attrs, literals and D only (not a literal
+// itself: those fold).
+bool uniformWhere(const ir::Node* n) {
+  return n->isCall("where") && n->args()[0]->isConstant() &&
+         n->args()[0]->kind() != ir::NodeKind::Const;
+}
+
+// Program::Stage::guard: for each reduction used only inside one branch of a where with a
+// uniform condition (the nodes of that branch's subtree that nothing outside it uses: the
+// same rule as the code printer's lazy branches), that condition and the branch. Outer wheres
+// first, so an inner one's (the nearer) condition wins.
+void markGuards(Program& p, const std::vector<ir::Expr>& roots) {
+  const std::vector<const ir::Node*> order = ir::topoOrder(roots);
+  std::unordered_set<const ir::Node*> external;
+  for (const ir::Expr& r : roots)
+    external.insert(r.get());
+  std::unordered_map<const ir::Node*, std::vector<const ir::Node*>> users;
+  std::unordered_map<const ir::Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) {
+    position[order[i]] = i;
+    for (const ir::Expr& a : order[i]->args())
+      users[a.get()].push_back(order[i]);
+  }
+  std::unordered_map<const ir::Node*, std::pair<ir::Expr, bool>> guardOf;
+  for (size_t w = order.size(); w-- > 0;) {
+    const ir::Node* where = order[w];
+    if (!uniformWhere(where)) continue;
+    for (int k = 1; k <= 2; ++k) {
+      const ir::Node* branch = where->args()[k].get();
+      if (branch == where->args()[3 - k].get() || external.count(branch)) continue;
+      std::unordered_set<const ir::Node*> subtree{branch};
+      std::vector<const ir::Node*> stack{branch};
+      while (!stack.empty()) {
+        const ir::Node* n = stack.back();
+        stack.pop_back();
+        for (const ir::Expr& a : n->args())
+          if (subtree.insert(a.get()).second) stack.push_back(a.get());
+      }
+      std::vector<const ir::Node*> usersFirst(subtree.begin(), subtree.end());
+      std::sort(usersFirst.begin(), usersFirst.end(), [&](const ir::Node* a, const ir::Node* b) {
+        return position.at(a) > position.at(b);
+      });
+      std::unordered_set<const ir::Node*> mine;
+      for (const ir::Node* n : usersFirst) {
+        bool only = !external.count(n);
+        for (const ir::Node* u : users[n])
+          only = only && (mine.count(u) || (n == branch && u == where));
+        if (only) mine.insert(n);
+      }
+      for (const ir::Node* n : mine)
+        guardOf[n] = {where->args()[0], k == 1};
+    }
+  }
+  for (Program::Stage& stage : p.stages) {
+    stage.guard.clear();
+    stage.guardWhen.clear();
+    for (const ir::Expr& r : stage.reductions) {
+      auto g = guardOf.find(r.get());
+      stage.guard.push_back(g == guardOf.end() ? nullptr : g->second.first);
+      stage.guardWhen.push_back(g == guardOf.end() || g->second.second);
+    }
   }
 }
 
@@ -244,6 +307,7 @@ bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Dia
   p.rowValueStage = st;
   markShiftedStages(p);
   markPlainSums(p);
+  markGuards(p, roots);
   for (const ir::Node* n : ir::topoOrder(roots))
     p.usesColumn = p.usesColumn || n->kind() == ir::NodeKind::Column;
   return true;
@@ -439,9 +503,12 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
       out << (s ? "; " : " (") << "pass " << s + 1 << ":";
       for (size_t j = 0; j < p.stages[s].reductions.size(); ++j)
         out << " " << p.stages[s].reductions[j]->prim()->name
-            << (p.stages[s].pick[j]     ? " (a pick: the element at one column, loaded)"
+            << (p.stages[s].pick[j]    ? " (a pick: the element at one column, loaded)"
                 : p.stages[s].plain[j] ? " (of terms >= 0)"
-                                       : "");
+                                       : "")
+            << (!p.stages[s].guard[j]      ? ""
+                : p.stages[s].guardWhen[j] ? " (only when a uniform condition holds)"
+                                           : " (only when a uniform condition fails)");
       if (!p.stages[s].shift.empty() && p.stages[s].shift[0] >= 0)
         out << ", shifted by pass " << s << "'s maxima (one combination with it)";
     }

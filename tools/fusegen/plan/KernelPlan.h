@@ -75,6 +75,12 @@ struct Program {
     // at column r alone (0 where r is not a column), not over the row. `pickColumn` is r.
     std::vector<bool> pick;
     std::vector<ir::Expr> pickColumn; // per reduction: r for a pick, else null
+    // For each reduction: a condition uniform over the op (attrs and literals only) under
+    // which alone its value is used (every use in one branch of a where on it), or null. The
+    // runtime skips its terms when the condition does not hold (`guardWhen`: the branch, true
+    // for the first): cross-entropy's label smoothing costs no sum when it is 0.
+    std::vector<ir::Expr> guard;
+    std::vector<bool> guardWhen;
   };
   std::vector<Input> inputs;
   std::vector<Output> outputs;
