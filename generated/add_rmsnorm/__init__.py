@@ -11,10 +11,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="add_rmsnorm",
@@ -33,6 +35,7 @@ def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-
     """RMSNorm of x + residual; returns the normalized output and the sum."""
     result = torch.ops.fusegen.add_rmsnorm.default(x, residual, weight, eps=eps)
     return tuple(result[:2])
+
 
 
 def reference(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:

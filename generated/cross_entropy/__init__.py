@@ -16,10 +16,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="cross_entropy",
@@ -38,6 +40,15 @@ def cross_entropy(logits: Tensor, target: Tensor, *, ignore_index: int = -100, l
     """per-row cross-entropy of logits against int64 class indices (ignore_index, label smoothing, z-loss, softcap)"""
     result = torch.ops.fusegen.cross_entropy.default(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing, z_loss=z_loss, softcap=softcap)
     return result[0]
+
+
+def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, *, ignore_index: int = -100, label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: float = 0.0, bias: Optional[Tensor] = None, reduction: str = "mean", normalizer=None, rows_per_chunk: Optional[int] = None) -> Tensor:
+    """cross_entropy of the logits hidden @ weight.T (+ bias), reduced over rows: "mean" divides the
+    sum by `normalizer` if given, else by the number of rows; "sum". A 0-dim tensor (float32;
+    float64 for float64 inputs), computed a chunk of rows at a time so the logits never exist
+    whole (the chunked plan: fusegen_ops.chunked). Gradients flow to hidden, weight and bias."""
+    return chunked.linear_loss(SPEC, hidden, weight, [target, ], {"ignore_index": ignore_index, "label_smoothing": label_smoothing, "z_loss": z_loss, "softcap": softcap, }, bias,
+                               reduction, normalizer, rows_per_chunk)
 
 
 def reference(logits: Tensor, target: Tensor, *, ignore_index: int = -100, label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: float = 0.0) -> Tensor:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fusegen_ops import testing
-from fusegen_ops.cross_entropy import SPEC, error_bounds, independent, reference, cross_entropy as op
+from fusegen_ops.cross_entropy import SPEC, error_bounds, independent, reference, cross_entropy as op, linear_cross_entropy
 
 CHECKS = testing.OpChecks(SPEC, op, reference, independent, error_bounds)
 
@@ -117,6 +117,11 @@ def test_odd_sizes_and_unaligned_views(device):
 @pytest.mark.parametrize("device", testing.DEVICES)
 def test_wrong_arguments_raise(device):
     CHECKS.wrong_arguments(device)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
+def test_linear_plan(device):
+    CHECKS.linear_plan(device, linear_cross_entropy)
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)

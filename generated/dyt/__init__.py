@@ -8,10 +8,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="dyt",
@@ -30,6 +32,7 @@ def dyt(x: Tensor, alpha: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     """Dynamic Tanh tanh(alpha * x) * weight + bias, a learnable scalar alpha"""
     result = torch.ops.fusegen.dyt.default(x, alpha, weight, bias)
     return result
+
 
 
 def reference(x: Tensor, alpha: Tensor, weight: Tensor, bias: Tensor) -> Tensor:

@@ -832,6 +832,48 @@ class OpChecks:
                 self.bf16_against_fp32(self.inputs((rows,), D, torch.bfloat16, device),
                                        f"at {rows}x{D}")
 
+    def linear_plan(self, device, linear):
+        """linear_<op> (the chunked plan) against the reference of the op over the whole logits
+        x @ W.T + b, in float64: the reduced loss and the gradients of x, W and b, for chunks of
+        1, 3 and the default number of rows, "mean" and "sum"; and its memory on CUDA: the
+        chunks' logits, not the whole."""
+        rows, H, V = 10, 6, 7
+        g = torch.Generator().manual_seed(3)
+        x = torch.randn(2, rows // 2, H, dtype=torch.float64, generator=g).to(device)
+        w = torch.randn(V, H, dtype=torch.float64, generator=g).to(device)
+        b = torch.randn(V, dtype=torch.float64, generator=g).to(device)
+        logits = x @ w.t() + b
+        others = [t for a, t in zip(self.spec.inputs, self.inputs((2, rows // 2), V, torch.float64,
+                                                                 device))
+                  if a.shape != FULL]
+        attrs = self.attrs()
+        for reduction in ("mean", "sum"):
+            leaves = [_leaf(t) for t in (x, w, b)]
+            full = self.spec.full_input()
+            args = list(others)
+            args.insert(full, leaves[0] @ leaves[1].t() + leaves[2])
+            want = self.call(self.reference, args)[0].sum()
+            if reduction == "mean":
+                want = want / rows
+            want.backward()
+            for chunk in (1, 3, None):
+                got_leaves = [_leaf(t) for t in (x, w, b)]
+                got = linear(got_leaves[0], got_leaves[1], *others, bias=got_leaves[2],
+                             reduction=reduction, rows_per_chunk=chunk, **attrs)
+                assert got.dtype == torch.float64 and got.dim() == 0
+                torch.testing.assert_close(got, want.detach(), rtol=1e-9, atol=1e-9,
+                                           msg=lambda m: f"linear_{self.spec.name} {reduction}, "
+                                                         f"chunks of {chunk}: {m}")
+                got.backward()
+                for name, a, e in zip(("hidden", "weight", "bias"), got_leaves, leaves):
+                    torch.testing.assert_close(
+                        a.grad, e.grad, rtol=1e-9, atol=1e-9,
+                        msg=lambda m: f"linear_{self.spec.name} grad of {name} ({reduction}, "
+                                      f"chunks of {chunk}): {m}")
+        with pytest.raises(RuntimeError, match=rf"linear_{self.spec.name}: argument 'weight' must "
+                                               "have shape"):
+            linear(x, w.t(), *others, **attrs)
+
     def one_output_used(self, device):
         """Backward through each output alone (ops with several): the other outputs'
         gradients are undefined and must count as zeros. An input the reference does not

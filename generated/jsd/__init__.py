@@ -11,10 +11,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="jsd",
@@ -33,6 +35,7 @@ def jsd(log_q: Tensor, log_p: Tensor, *, beta: float = 0.5) -> Tensor:
     """per-row generalized Jensen-Shannon divergence beta KL(P||M) + (1-beta) KL(Q||M), M = beta P + (1-beta) Q, of log-probabilities log_q (student) and log_p (teacher)"""
     result = torch.ops.fusegen.jsd.default(log_q, log_p, beta=beta)
     return result
+
 
 
 def reference(log_q: Tensor, log_p: Tensor, *, beta: float = 0.5) -> Tensor:

@@ -10,10 +10,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="kl_div",
@@ -32,6 +34,7 @@ def kl_div(input: Tensor, target: Tensor, *, log_target: bool = True) -> Tensor:
     """per-row KL divergence sum(target * (log(target) - input)) of log-probabilities input (target as log-probabilities with log_target)"""
     result = torch.ops.fusegen.kl_div.default(input, target, log_target=log_target)
     return result
+
 
 
 def reference(input: Tensor, target: Tensor, *, log_target: bool = True) -> Tensor:

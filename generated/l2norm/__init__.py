@@ -8,10 +8,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="l2norm",
@@ -30,6 +32,7 @@ def l2norm(x: Tensor, *, eps: float = 1e-12) -> Tensor:
     """L2 normalization over the last dim, x / max(||x||_2, eps)."""
     result = torch.ops.fusegen.l2norm.default(x, eps=eps)
     return result[0]
+
 
 
 def reference(x: Tensor, *, eps: float = 1e-12) -> Tensor:

@@ -11,10 +11,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="layernorm",
@@ -33,6 +35,7 @@ def layernorm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) ->
     """LayerNorm, (x - mean) * rsqrt(var + eps) * weight + bias, over the last dim."""
     result = torch.ops.fusegen.layernorm.default(x, weight, bias, eps=eps)
     return result[0]
+
 
 
 def reference(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> Tensor:

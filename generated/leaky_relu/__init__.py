@@ -8,10 +8,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="leaky_relu",
@@ -30,6 +32,7 @@ def leaky_relu(x: Tensor, *, negative_slope: float = 0.01) -> Tensor:
     """Leaky ReLU, x for x > 0 else negative_slope * x."""
     result = torch.ops.fusegen.leaky_relu.default(x, negative_slope=negative_slope)
     return result
+
 
 
 def reference(x: Tensor, *, negative_slope: float = 0.01) -> Tensor:

@@ -9,10 +9,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="logsumexp",
@@ -31,6 +33,15 @@ def logsumexp(x: Tensor) -> Tensor:
     """Log-sum-exp over the last dim, one value per row."""
     result = torch.ops.fusegen.logsumexp.default(x)
     return result[0]
+
+
+def linear_logsumexp(hidden: Tensor, weight: Tensor, *, bias: Optional[Tensor] = None, reduction: str = "mean", normalizer=None, rows_per_chunk: Optional[int] = None) -> Tensor:
+    """logsumexp of the logits hidden @ weight.T (+ bias), reduced over rows: "mean" divides the
+    sum by `normalizer` if given, else by the number of rows; "sum". A 0-dim tensor (float32;
+    float64 for float64 inputs), computed a chunk of rows at a time so the logits never exist
+    whole (the chunked plan: fusegen_ops.chunked). Gradients flow to hidden, weight and bias."""
+    return chunked.linear_loss(SPEC, hidden, weight, [], {}, bias,
+                               reduction, normalizer, rows_per_chunk)
 
 
 def reference(x: Tensor) -> Tensor:

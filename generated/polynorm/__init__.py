@@ -10,10 +10,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="polynorm",
@@ -32,6 +34,7 @@ def polynorm(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: f
     """PolyNorm w0 * norm(x^3) + w1 * norm(x^2) + w2 * norm(x) + b, norm an RMS norm over D."""
     result = torch.ops.fusegen.polynorm.default(x, w0, w1, w2, b, eps=eps)
     return result[0]
+
 
 
 def reference(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: float = 1e-06) -> Tensor:

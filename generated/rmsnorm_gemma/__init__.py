@@ -9,10 +9,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="rmsnorm_gemma",
@@ -31,6 +33,7 @@ def rmsnorm_gemma(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:
     """Gemma RMSNorm, x * rsqrt(mean(x^2) + eps) * (1 + weight)."""
     result = torch.ops.fusegen.rmsnorm_gemma.default(x, weight, eps=eps)
     return result[0]
+
 
 
 def reference(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:

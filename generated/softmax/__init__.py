@@ -10,10 +10,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="softmax",
@@ -32,6 +34,7 @@ def softmax(x: Tensor) -> Tensor:
     """Softmax over the last dim."""
     result = torch.ops.fusegen.softmax.default(x)
     return result[0]
+
 
 
 def reference(x: Tensor) -> Tensor:

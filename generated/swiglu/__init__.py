@@ -8,10 +8,12 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+from typing import Optional  # noqa: F401  (linear_<op>'s signature)
+
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support
+from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="swiglu",
@@ -30,6 +32,7 @@ def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     """SwiGLU, silu(gate) * up."""
     result = torch.ops.fusegen.swiglu.default(gate, up)
     return result
+
 
 
 def reference(gate: Tensor, up: Tensor) -> Tensor:

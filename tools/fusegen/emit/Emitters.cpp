@@ -8,6 +8,7 @@
 #include "plan/OpInterface.h"
 #include "support/Version.h"
 
+#include <set>
 #include <sstream>
 
 namespace fusegen::emit {
@@ -338,6 +339,41 @@ std::string referenceBody(const OpModel& op) {
   return out + printPython(reference, 4);
 }
 
+// The chunked plan's Python function linear_<op> (templates/package/chunked.py): for an op with
+// one [..., D] input (the logits), one per-row output and other inputs per row or 0-dim, whose
+// names leave room for the function's own (hidden, weight, bias, ...).
+void linearPlan(const plan::Signature& fwd, const std::vector<const plan::Arg*>& inputs,
+                const std::vector<const plan::Arg*>& attrs, Data& d) {
+  const std::vector<const plan::Arg*> outputs = plan::argsWith(fwd.results, plan::Role::Output);
+  bool ok = outputs.size() == 1 && outputs[0]->shape == ir::ShapeClass::Row;
+  int full = 0;
+  for (const plan::Arg* a : inputs) {
+    full += a->shape == ir::ShapeClass::Full;
+    ok = ok && a->shape != ir::ShapeClass::Col;
+  }
+  ok = ok && full == 1;
+  const std::set<std::string> own = {"hidden",     "weight",         "bias",   "reduction",
+                                     "normalizer", "rows_per_chunk", "chunked"};
+  std::string params, names, attrParams, attrDict;
+  for (const plan::Arg* a : inputs) {
+    if (a->shape == ir::ShapeClass::Full) continue;
+    ok = ok && !own.count(a->name);
+    params += a->name + ": Tensor, ";
+    names += a->name + ", ";
+  }
+  for (const plan::Arg* a : attrs) {
+    ok = ok && !own.count(a->name);
+    attrParams += a->name + ": " + api::scalarTypeName(a->type) +
+                  (a->defaultValue ? " = " + api::pythonDefault(*a) : "") + ", ";
+    attrDict += "\"" + a->name + "\": " + a->name + ", ";
+  }
+  d.set("linear", ok);
+  d.set("linear_params", params);
+  d.set("linear_inputs", names);
+  d.set("linear_attr_params", attrParams);
+  d.set("linear_attrs", "{" + attrDict + "}");
+}
+
 // Mustache items {name, shape} of tensor arguments.
 Data tensorItems(const std::vector<const plan::Arg*>& args) {
   std::vector<Data> items;
@@ -419,6 +455,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     attrItems.push_back(x);
   }
   d.set("attrs", list(attrItems));
+  linearPlan(fwd, inputs, attrs, d);
   std::vector<std::string> savedStats, savedNames, gradNames, dtypeNames;
   for (const plan::SavedStat& st : op.plan.saved)
     savedStats.push_back(st.name);
@@ -514,7 +551,8 @@ std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
         "fusegen_autograd.h", "fusegen_autograd.cpp", "fusegen_glue.h", "fusegen_glue.cpp"})
     files.push_back({std::string("runtime/") + header,
                      "// " + stamp + templates.read(std::string("runtime/") + header)});
-  for (const char* module : {"_support.py", "testing.py", "benchmark.py", "test_package.py"})
+  for (const char* module :
+       {"_support.py", "testing.py", "benchmark.py", "chunked.py", "test_package.py"})
     files.push_back({std::string("fusegen_ops/") + module,
                      "# " + stamp + templates.read(std::string("package/") + module)});
   return files;
