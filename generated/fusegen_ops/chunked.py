@@ -82,6 +82,7 @@ class _LinearLoss(torch.autograd.Function):
             loss, saved = results[0], results[1:]
             total += loss.to(total.dtype).sum()
             if grad_x is None and grad_w is None and grad_b is None:
+                del logits, results, loss, saved
                 continue
             seed = torch.full_like(loss, scale)
             grads = backward_op(seed, *args, *saved, *attrs.values(), mask)
@@ -92,6 +93,9 @@ class _LinearLoss(torch.autograd.Function):
                 grad_w.addmm_(grad_logits.t(), xc)
             if grad_b is not None:
                 grad_b += grad_logits.sum(0).to(grad_b.dtype)
+            # Freed before the next chunk's logits exist: two chunks of logits at a time, not
+            # three (the names would hold this chunk's until they are bound again).
+            del logits, results, loss, saved, grads, grad_logits
         ctx.save_for_backward(
             grad_x.reshape(x.shape) if grad_x is not None else None, grad_w, grad_b)
         ctx.n_others = len(others)
