@@ -114,7 +114,7 @@ class Rounding:
     Units of u per builtin: + - * / sqrt are correctly rounded (1); the other math functions
     are within 2 ulp (4) and pow within 4 ulp (8), by the CUDA and glibc accuracy tables.
     Half types compute in fp32, on the GPU with its approximate exp, log, tanh and division
-    (fusegen_runtime.h): exp (2 + 1.17 |x|) ulp, log 3 ulp and 2^-21.41 absolute, tanh
+    (fusegen_runtime.h): exp (2 + 1.17 |x|) ulp and 2^-126 absolute (denormals flushed), log 3 ulp and 2^-21.41 absolute, tanh
     2^-10.99 relative, division 2 ulp."""
 
     def __init__(self, dtype, full, device, partial=False, compensated=True):
@@ -175,7 +175,9 @@ class Rounding:
     def exp(self, a):
         a = self._b(a)
         v = a.v.exp()
-        return self._round(v, _times(v, a.e), 4 + 2.35 * a.v.abs() if self.fast else 4)
+        r = self._round(v, _times(v, a.e), 4 + 2.35 * a.v.abs() if self.fast else 4)
+        # the GPU's fast exp flushes denormal results to 0 (fusegen_runtime.h)
+        return Bounded(r.v, r.e + 2.0**-126, self) if self.fast else r
 
     def expm1(self, a):
         a = self._b(a)

@@ -121,9 +121,16 @@ template <int NI, int NO, int NA> struct Args {
 // 2^-10, under the storage's rounding) replace the exact ones. float32 and float64 compute
 // with the exact functions.
 // clang-format off
+// Fast exp is 2^(x log2 e) by the special function unit with denormal results flushed to 0
+// (ex2.approx.ftz: one instruction; __expf's ex2.approx keeps denormals at the cost of a
+// range test and two multiplications around it, per element of a softmax's sum).
 template <bool Fast = false> FG_HD float exp(float x) {
 #ifdef __CUDA_ARCH__
-  if (Fast) return __expf(x);
+  if (Fast) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+    return y;
+  }
 #endif
   return ::expf(x);
 }
