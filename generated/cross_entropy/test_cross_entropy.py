@@ -120,6 +120,11 @@ def test_wrong_arguments_raise(device):
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)
+def test_column_index_limit(device):
+    CHECKS.column_limit(device)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
 def test_linear_plan(device):
     CHECKS.linear_plan(device, linear_cross_entropy)
 

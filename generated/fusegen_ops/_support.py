@@ -39,6 +39,7 @@ class OpInfo:
     saved: List[str] = dataclasses.field(default_factory=list)  # per-row stats for backward
     schema: str = ""  # the op's and its backward's schemas, as fusegen spelled them
     backward_schema: str = ""
+    column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
 
     @property
     def qualname(self) -> str:

@@ -833,6 +833,24 @@ class OpChecks:
                 self.bf16_against_fp32(self.inputs((rows,), D, torch.bfloat16, device),
                                        f"at {rows}x{D}")
 
+    def column_limit(self, device):
+        """An op reading the column index j computes it in the compute type: float32 rows of
+        2^24 columns run (j exact) and of 2^24 + 1 raise a RuntimeError naming the argument
+        that defines D; float64 rows of 2^24 + 1 run."""
+        full = self.spec.full_input()
+        for D, dtype, ok in ((2**24, torch.float32, True), (2**24 + 1, torch.float32, False),
+                             (2**24 + 1, torch.float64, True)):
+            x = self.inputs((1,), D, dtype, device)
+            if ok:
+                for o in self.call(self.op, x):
+                    assert o.shape[0] == 1 and torch.isfinite(o).all(), f"D = {D}, {dtype}"
+            else:
+                name = self.spec.inputs[full].name
+                with pytest.raises(RuntimeError, match=rf"{self.spec.qualname}: the last dim of "
+                                                       rf"'{name}' is {D}; this op reads the "
+                                                       "column index"):
+                    self.call(self.op, x)
+
     def linear_plan(self, device, linear):
         """linear_<op> (the chunked plan) against the reference of the op over the whole logits
         x @ W.T + b, in float64: the reduced loss and the gradients of x, W and b, for chunks of

@@ -493,6 +493,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     independent.push_back(expr);
   }
   d.set("has_independent", anyIndependent);
+  d.set("reads_column", op.plan.forward.usesColumn || op.plan.backward.usesColumn);
   d.set("has_several_outputs", outputs.size() > 1); // (its tags open lines in test_op.py.mustache:
                                                     // kainjow keeps the line of a standalone tag
                                                     // of a false section)
