@@ -82,7 +82,7 @@ class _LinearLoss(torch.autograd.Function):
             loss, saved = results[0], results[1:]
             total += loss.to(total.dtype).sum()
             if grad_x is None and grad_w is None and grad_b is None:
-                del logits, results, loss, saved
+                logits = results = loss = saved = None
                 continue
             seed = torch.full_like(loss, scale)
             grads = backward_op(seed, *args, *saved, *attrs.values(), mask)
@@ -94,8 +94,9 @@ class _LinearLoss(torch.autograd.Function):
             if grad_b is not None:
                 grad_b += grad_logits.sum(0).to(grad_b.dtype)
             # Freed before the next chunk's logits exist: two chunks of logits at a time, not
-            # three (the names would hold this chunk's until they are bound again).
-            del logits, results, loss, saved, grads, grad_logits
+            # three (the names would hold this chunk's until they are bound again). (Rebound
+            # to None, not deleted: torch.compile does not trace `del` of these.)
+            logits = results = loss = saved = grads = grad_logits = None
         ctx.save_for_backward(
             grad_x.reshape(x.shape) if grad_x is not None else None, grad_w, grad_b)
         ctx.n_others = len(others)
@@ -104,7 +105,9 @@ class _LinearLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         grad_x, grad_w, grad_b = ctx.saved_tensors
-        if bool(grad == 1):  # loss.backward(): the gradients as computed, no copy of the weight's
+        # loss.backward(): the gradients as computed, no copy of the weight's. (Under
+        # torch.compile the backward is traced ahead, without the value: always scaled.)
+        if not torch.compiler.is_compiling() and bool(grad == 1):
             return (None, None, None, None, None, grad_x, grad_w, grad_b,
                     *([None] * ctx.n_others))
         scaled = [None if g is None else g * grad.to(g.dtype) for g in (grad_x, grad_w, grad_b)]

@@ -892,6 +892,19 @@ class OpChecks:
         with pytest.raises(RuntimeError, match=rf"linear_{self.spec.name}: argument 'weight' must "
                                                "have shape"):
             linear(x, w.t(), *others, **attrs)
+        # torch.compile(fullgraph=True): the same loss and gradients as eager.
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda *t: linear(*t, rows_per_chunk=3, **attrs), fullgraph=True)
+        for fn in (lambda *t: linear(*t, rows_per_chunk=3, **attrs), compiled):
+            leaves = [_leaf(t) for t in (x, w)]
+            loss = fn(*leaves, *others)
+            loss.backward()
+            if fn is not compiled:
+                want = [loss.detach()] + [t.grad for t in leaves]
+        for g, e, what in zip([loss.detach()] + [t.grad for t in leaves], want,
+                              ("loss", "grad of hidden", "grad of weight")):
+            torch.testing.assert_close(g, e, rtol=1e-12, atol=1e-12,
+                                       msg=lambda m: f"linear_{self.spec.name} compiled, {what}: {m}")
 
     def one_output_used(self, device):
         """Backward through each output alone (ops with several): the other outputs'
