@@ -50,7 +50,7 @@ struct Forward {
   using ReduceKinds =
       fg::Table<fg::Reduce, fg::Reduce::Max, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
   using Shifts = fg::Table<int, -1, -1, -1, 0>;
-  using PlainSums = fg::Table<bool, false, true, false, true>;
+  using PlainSums = fg::Table<bool, false, false, false, true>;
   using Picks = fg::Table<bool, false, true, false, false>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }

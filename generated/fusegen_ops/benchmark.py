@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo
+from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo, random_typed
 
 
 @dataclass
@@ -35,11 +35,8 @@ def make_inputs(spec: OpInfo, rows: int, D: int, dtype, device, requires_grad=Fa
     out = []
     for a in spec.inputs:
         shape = shapes[a.shape]
-        if a.dtype == "bool":
-            out.append(torch.rand(shape, device=device) < 0.5)
-        elif a.dtype is not None:
-            out.append(torch.randint(0, max(D, 1), shape, device=device,
-                                     dtype=getattr(torch, a.dtype)))
+        if a.dtype is not None:
+            out.append(random_typed(a, shape, D, device))
         else:
             out.append(torch.randn(shape, dtype=dtype, device=device)
                        .requires_grad_(requires_grad))

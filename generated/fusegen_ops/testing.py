@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Sequence
 import pytest
 import torch
 
-from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo
+from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo, random_typed
 
 if os.environ.get("FUSEGEN_REQUIRE_CUDA") == "1" and not torch.cuda.is_available():
     raise RuntimeError("FUSEGEN_REQUIRE_CUDA=1 but torch sees no CUDA device")
@@ -327,19 +327,16 @@ class OpChecks:
         return out
 
     def typed_input(self, a, shape, D, generator=None):
-        """An integer input: indices in [0, D) (class indices, positions along the last dim),
-        one in 4 replaced by the value of one of the op's int attrs (a sentinel such as
-        ignore_index); a bool input: fair coin flips."""
-        if a.dtype == "bool":
-            return torch.rand(shape, generator=generator) < 0.5
-        t = torch.randint(0, max(D, 1), shape, generator=generator, dtype=torch.int64)
+        """An integer or bool input (random_typed), integers with one in 4 replaced by the
+        value of one of the op's int attrs (a sentinel such as ignore_index)."""
+        t = random_typed(a, shape, D, generator=generator)
         sentinels = [int(v) for n, v in self.attrs().items()
                      if any(x.name == n and x.type == "int" for x in self.spec.attrs)]
-        if sentinels and t.numel():
-            pick = torch.randint(0, 4 * len(sentinels), shape, generator=generator)
+        if a.dtype != "bool" and sentinels and t.numel():
+            pick = torch.randint(0, 4 * len(sentinels), list(shape), generator=generator)
             for k, v in enumerate(sentinels):
-                t = torch.where(pick == k, v, t)
-        return t.to(getattr(torch, a.dtype))
+                t = torch.where(pick == k, torch.tensor(v, dtype=t.dtype), t)
+        return t
 
     def attrs(self) -> Dict[str, object]:
         # Attrs without a default get a value of their type.

@@ -58,6 +58,16 @@ _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat
                 torch.float64: "float64"}
 
 
+def random_typed(a: Arg, shape: Sequence[int], D: int, device="cpu", generator=None
+                 ) -> torch.Tensor:
+    """Random values of an integer or bool input (the tests' and benchmarks' inputs): integers
+    in [0, D) (class indices, positions along the last dim), bools fair coin flips."""
+    if a.dtype == "bool":
+        return (torch.rand(shape, generator=generator) < 0.5).to(device)
+    return torch.randint(0, max(D, 1), list(shape), generator=generator,
+                         dtype=getattr(torch, a.dtype)).to(device)
+
+
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the kernels compute in and store the saved statistics in (computeType in
     fusegen_torch.h): float32 for the half types."""

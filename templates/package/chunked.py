@@ -3,9 +3,10 @@ computed a chunk of rows at a time, so the [rows, V] logits (and their gradient)
 whole: for a language model's vocabulary (V = 128256) they are 2 GiB in bf16 at 8192 rows,
 against the hidden states' 64 MiB.
 
-Every op whose spec has one [..., D] input (the logits) and one per-row output gets it, as
-`linear_<op>(x, weight, <its other inputs>, *, <attrs>, bias=None, reduction="mean",
-normalizer=None)` in its module: the loss reduced over rows (a sum, or the sum divided by the
+Every op whose spec has one [..., D] input (the logits), one per-row output and its other inputs
+per row or 0-dim gets it (the emitter decides: linearPlan in emit/Emitters.cpp), as
+`linear_<op>(hidden, weight, <its other inputs>, *, <attrs>, bias=None, reduction="mean",
+normalizer=None, rows_per_chunk=None)` in its module: the loss reduced over rows (a sum, or the sum divided by the
 number of rows or by `normalizer`). Per chunk, the logits come from ATen's matmul (cuBLAS),
 the op's forward kernel gives the chunk's losses and the statistics its backward needs, and
 the op's backward kernel at once gives the chunk's logit gradients for the reduction's
@@ -22,21 +23,13 @@ from typing import Dict, Optional, Sequence
 
 import torch
 
-from fusegen_ops._support import FULL, ROW, SCALAR, OpInfo
+from fusegen_ops._support import ROW, OpInfo
 
 
 def chunk_rows(rows: int, hidden: int, vocab: int) -> int:
     """Rows per chunk: the chunk's logits about the size of the hidden states."""
     target = max(1, (rows * hidden) // max(vocab, 1))
     return min(rows, 1 << int(math.floor(math.log2(target)))) if rows else 1
-
-
-def supports(spec: OpInfo) -> bool:
-    """Whether an op can run over a linear layer: one [..., D] input, one per-row output, and
-    the other inputs per row or 0-dim (a chunk of rows takes its rows of them)."""
-    return (sum(a.shape == FULL for a in spec.inputs) == 1
-            and all(a.shape in (FULL, ROW, SCALAR) for a in spec.inputs)
-            and len(spec.outputs) == 1 and spec.outputs[0].shape == ROW)
 
 
 class _LinearLoss(torch.autograd.Function):

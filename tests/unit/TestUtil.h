@@ -5,6 +5,8 @@
 
 #include "autodiff/ReverseMode.h"
 #include "expr/Sema.h"
+#include "opt/Simplify.h"
+#include "plan/KernelPlan.h"
 #include "prims/PrimitiveLibrary.h"
 #include "specfile/SpecLoader.h"
 #include "support/Diagnostics.h"
@@ -93,6 +95,27 @@ inline autodiff::Gradient gradientOf(const ir::Function& fn) {
   if (!g || diags.errorCount() != 0)
     throw std::runtime_error("differentiate failed:\n" + out.str());
   return *g;
+}
+
+// A spec given as text, lowered, differentiated and planned as the pipeline does; the
+// diagnostics of planning in `messages`.
+struct Planned {
+  std::optional<plan::KernelPlan> plan;
+  std::string messages;
+};
+
+inline Planned planSpec(const std::string& text) {
+  Lowered l = lowerSpec(text);
+  if (!l.fn) throw std::runtime_error("lowering failed:\n" + l.messages);
+  std::ostringstream out;
+  Diagnostics diags(out);
+  std::optional<spec::OpSpec> s = spec::loadSpecFromString("t.yaml", text, diags);
+  Planned p;
+  autodiff::Gradient g = gradientOf(*l.fn);
+  ir::Function fn = opt::dropStatedGradients(*l.fn, g.inputGrads); // as the pipeline does
+  p.plan = plan::planOp(*s, fn, g, diags);
+  p.messages = out.str();
+  return p;
 }
 
 } // namespace fusegen::test

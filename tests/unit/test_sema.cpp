@@ -393,25 +393,6 @@ TEST(Sema, ValidSpecLowersToTheExpectedDag) {
 
 // ---- [] inputs next to reductions: the row plan sums their gradients ----
 
-struct Planned {
-  std::optional<plan::KernelPlan> plan;
-  std::string messages;
-};
-
-Planned planSpec(const std::string& text) {
-  Lowered l = lowerSpec(text);
-  if (!l.fn) throw std::runtime_error("lowering failed:\n" + l.messages);
-  std::ostringstream out;
-  Diagnostics diags(out);
-  std::optional<spec::OpSpec> s = spec::loadSpecFromString("t.yaml", text, diags);
-  Planned p;
-  autodiff::Gradient g = gradientOf(*l.fn);
-  ir::Function fn = opt::dropStatedGradients(*l.fn, g.inputGrads); // as the pipeline does
-  p.plan = plan::planOp(*s, fn, g, diags);
-  p.messages = out.str();
-  return p;
-}
-
 const plan::Program::Output& backwardOutput(const Planned& p, const std::string& name) {
   for (const plan::Program::Output& o : p.plan->backward.outputs)
     if (o.name == name) return o;

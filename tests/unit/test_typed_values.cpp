@@ -120,26 +120,15 @@ TEST(TypedValues, GradientOfAPickIsTheOneHotScatter) {
 // The pick rides in the maximum's pass, and the sum shifted by that maximum still runs with
 // it in one combination (cross-entropy's forward reads the row once).
 TEST(TypedValues, APickRidesWithTheMaximumAndKeepsTheShift) {
-  Lowered r = lowerSpec(spec("  mx: detach(max(x))\n  lse: mx + log(sum(exp(x - mx)))\n"
-                             "  picked: sum(where(j == t, x, 0))\n",
-                             "  y: where(m, where(t == k, 0, lse - picked), 0)\n"));
-  ASSERT_TRUE(r.fn) << r.messages;
-  autodiff::Gradient g = gradientOf(*r.fn);
-  std::ostringstream out;
-  Diagnostics diags(out);
-  std::optional<spec::OpSpec> s =
-      spec::loadSpecFromString("t.yaml",
-                               spec("  mx: detach(max(x))\n  lse: mx + log(sum(exp(x - mx)))\n"
-                                    "  picked: sum(where(j == t, x, 0))\n",
-                                    "  y: where(m, where(t == k, 0, lse - picked), 0)\n"),
-                               diags);
-  ASSERT_TRUE(s);
-  std::optional<plan::KernelPlan> p = plan::planOp(*s, *r.fn, g, diags);
-  ASSERT_TRUE(p) << out.str();
+  Planned planned = planSpec(spec("  mx: detach(max(x))\n  lse: mx + log(sum(exp(x - mx)))\n"
+                                  "  picked: sum(where(j == t, x, 0))\n",
+                                  "  y: where(m, where(t == k, 0, lse - picked), 0)\n"));
+  const std::optional<plan::KernelPlan>& p = planned.plan;
+  ASSERT_TRUE(p) << planned.messages;
   ASSERT_EQ(p->forward.stages.size(), 2u);
   EXPECT_EQ(p->forward.stages[0].reductions.size(), 2u); // the maximum and the pick
-  // The pick has one term not 0 per row: a plain sum is exact.
-  EXPECT_EQ(p->forward.stages[0].plain, (std::vector<bool>{false, true}));
+  // The pick is its term at one column, not a sum over the row.
+  EXPECT_EQ(p->forward.stages[0].pick, (std::vector<bool>{false, true}));
   ASSERT_EQ(p->forward.stages[1].shift.size(), 1u);
   EXPECT_GE(p->forward.stages[1].shift[0], 0) << "the sum of exp is not shifted";
   EXPECT_TRUE(p->forward.usesColumn);

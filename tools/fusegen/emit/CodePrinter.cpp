@@ -1,15 +1,16 @@
 // SSA printing of IR for C++ and Python.
 #include "emit/CodePrinter.h"
 
+#include "ir/UniformBranches.h"
 #include "support/Format.h"
 
-#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_set>
 #include <utility>
 
 namespace fusegen::emit {
@@ -89,76 +90,21 @@ private:
     bool operator==(const Level& o) const { return where == o.where && arg == o.arg; }
   };
 
-  // A call of a primitive whose eval is select(cond, a, b) of its parameters (where).
-  static bool isSelect(const ir::Node* n) {
-    if (n->kind() != ir::NodeKind::Call || !n->prim()->eval) return false;
-    const expr::AstPtr& e = n->prim()->eval;
-    if (e->kind != expr::Ast::Kind::Call || e->name != "select" || n->prim()->params.size() != 3)
-      return false;
-    for (size_t i = 0; i < 3; ++i)
-      if (e->args[i]->kind != expr::Ast::Kind::Name ||
-          e->args[i]->name != n->prim()->params[i].name)
-        return false;
-    return true;
-  }
-
   bool opaque(const ir::Node* n) const { return target_ != Target::Python && bindings_.count(n); }
 
   // Lazy branches (C++ only): a where whose condition is the same for every element (attrs,
   // literals and D only, such as softcap > 0) computes the nodes only its taken branch uses
   // inside an if on the condition, so an option that is off costs nothing per element
   // (cross-entropy's softcap: a tanh and a division per element otherwise, the GPU's special
-  // function units' whole budget). Such a branch's nodes are those of its subtree used by
-  // nothing outside it. Outer wheres are planned first; an inner one then takes its own.
+  // function units' whole budget). ir/UniformBranches.h finds those nodes.
   void planLazyBranches(const std::vector<ir::Expr>& roots) {
-    std::set<const ir::Node*> external; // values the assignments read
+    std::unordered_set<const ir::Node*> external; // values the assignments read
     for (const ir::Expr& r : roots)
       external.insert(r.get());
-    std::map<const ir::Node*, std::vector<const ir::Node*>> users;
-    for (const ir::Node* n : nodes_)
-      if (!opaque(n))
-        for (const ir::Expr& a : n->args())
-          users[a.get()].push_back(n);
-    std::map<const ir::Node*, size_t> position;
-    for (size_t i = 0; i < nodes_.size(); ++i)
-      position[nodes_[i]] = i;
-    for (size_t w = nodes_.size(); w-- > 0;) {
-      const ir::Node* where = nodes_[w];
-      if (opaque(where) || !isSelect(where) || !where->args()[0]->isConstant() ||
-          where->args()[0]->kind() == ir::NodeKind::Const)
-        continue;
-      bool any = false;
-      for (int k = 1; k <= 2; ++k) {
-        const ir::Node* branch = where->args()[k].get();
-        if (branch->isLeaf() || branch == where->args()[3 - k].get() || external.count(branch))
-          continue;
-        // The branch's subtree, then its nodes used only inside it, users before arguments.
-        std::set<const ir::Node*> subtree{branch};
-        std::vector<const ir::Node*> stack{branch};
-        while (!stack.empty()) {
-          const ir::Node* n = stack.back();
-          stack.pop_back();
-          if (opaque(n)) continue;
-          for (const ir::Expr& a : n->args())
-            if (subtree.insert(a.get()).second) stack.push_back(a.get());
-        }
-        std::vector<const ir::Node*> inOrder(subtree.begin(), subtree.end());
-        std::sort(inOrder.begin(), inOrder.end(), [&](const ir::Node* a, const ir::Node* b) {
-          return position.at(a) > position.at(b);
-        });
-        std::set<const ir::Node*> mine;
-        for (const ir::Node* n : inOrder) {
-          bool only = !external.count(n);
-          for (const ir::Node* u : users[n])
-            only = only && (mine.count(u) || (n == branch && u == where));
-          if (only) mine.insert(n);
-        }
-        if (!mine.count(branch)) continue;
-        for (const ir::Node* n : mine)
-          owner_[n] = Level{where, k};
-        any = true;
-      }
-      if (any) lazy_.insert(where);
+    for (const auto& [n, owner] : ir::uniformBranchOwners(
+             nodes_, external, [this](const ir::Node* x) { return opaque(x); })) {
+      owner_[n] = Level{owner.where, owner.arg};
+      lazy_.insert(owner.where);
     }
   }
 

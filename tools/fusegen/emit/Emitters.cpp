@@ -45,18 +45,13 @@ bool uses(const std::vector<ir::Expr>& roots, ir::NodeKind kind) {
   return false;
 }
 
-// The Python lines defining _D and _j where the formulas use them (_j: the column index,
-// arange(D), wrapped by `wrap` where the formulas see tensors through it).
-std::string pythonDimAndColumn(const std::vector<ir::Expr>& roots, const std::string& full,
-                               const std::string& wrap = "") {
+// The Python lines defining _D and _j where the formulas use them (_j: the column index).
+std::string pythonDimAndColumn(const std::vector<ir::Expr>& roots, const std::string& full) {
   const bool column = uses(roots, ir::NodeKind::Column);
   std::string out;
   if (column || uses(roots, ir::NodeKind::Dim))
     out += "    _D = " + full + ".shape[-1] if " + full + ".dim() else 1\n";
-  if (column) {
-    const std::string arange = "torch.arange(_D, device=" + full + ".device)";
-    out += "    _j = " + (wrap.empty() ? arange : wrap + "(" + arange + ")") + "\n";
-  }
+  if (column) out += "    _j = torch.arange(_D, device=" + full + ".device)\n";
   return out;
 }
 
@@ -493,6 +488,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     independent.push_back(expr);
   }
   d.set("has_independent", anyIndependent);
+  d.set("has_attrs", !attrs.empty()); // (the test with attrs away from their defaults)
   d.set("reads_column", op.plan.forward.usesColumn || op.plan.backward.usesColumn);
   d.set("has_several_outputs", outputs.size() > 1); // (its tags open lines in test_op.py.mustache:
                                                     // kainjow keeps the line of a standalone tag

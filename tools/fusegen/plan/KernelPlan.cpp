@@ -1,6 +1,7 @@
 // Plan selection, save-vs-recompute, and the staging of programs into passes over rows.
 #include "plan/KernelPlan.h"
 
+#include "ir/UniformBranches.h"
 #include "opt/Simplify.h"
 
 #include <algorithm>
@@ -149,8 +150,8 @@ ir::Expr pickColumnOf(const ir::Node* e) {
   return b->shape() == ir::ShapeClass::Row || b->shape() == ir::ShapeClass::Scalar ? b : nullptr;
 }
 
-// Program::Stage::plain: per reduction, a sum whose terms are never below 0, or a pick; and
-// Stage::pick, Stage::pickColumn: the picks (a sum with no finish: not a mean).
+// Program::Stage::plain: per reduction, a sum whose terms are never below 0; and Stage::pick,
+// Stage::pickColumn: the picks (a sum with no finish: not a mean), which are not summed.
 void markPlainSums(Program& p) {
   std::unordered_map<const ir::Node*, bool> memo;
   for (Program::Stage& stage : p.stages) {
@@ -160,7 +161,7 @@ void markPlainSums(Program& p) {
     for (const ir::Expr& r : stage.reductions) {
       const bool sum = isCombine(r.get(), prims::Combine::Sum);
       ir::Expr column = sum && !r->prim()->finish ? pickColumnOf(r->args()[0].get()) : nullptr;
-      stage.plain.push_back(sum && (nonNegative(r->args()[0].get(), memo) || column));
+      stage.plain.push_back(sum && !column && nonNegative(r->args()[0].get(), memo));
       stage.pick.push_back(column != nullptr);
       stage.pickColumn.push_back(column);
     }
@@ -195,66 +196,22 @@ void markShiftedStages(Program& p) {
   }
 }
 
-// A where whose condition is uniform over the op: attrs, literals and D only (not a literal
-// itself: those fold).
-bool uniformWhere(const ir::Node* n) {
-  return n->isCall("where") && n->args()[0]->isConstant() &&
-         n->args()[0]->kind() != ir::NodeKind::Const;
-}
-
 // Program::Stage::guard: for each reduction used only inside one branch of a where with a
-// uniform condition (the nodes of that branch's subtree that nothing outside it uses: the
-// same rule as the code printer's lazy branches), that condition and the branch. Outer wheres
-// first, so an inner one's (the nearer) condition wins.
+// uniform condition (ir/UniformBranches.h, the code printer's lazy branches), that condition
+// and the branch.
 void markGuards(Program& p, const std::vector<ir::Expr>& roots) {
-  const std::vector<const ir::Node*> order = ir::topoOrder(roots);
   std::unordered_set<const ir::Node*> external;
   for (const ir::Expr& r : roots)
     external.insert(r.get());
-  std::unordered_map<const ir::Node*, std::vector<const ir::Node*>> users;
-  std::unordered_map<const ir::Node*, size_t> position;
-  for (size_t i = 0; i < order.size(); ++i) {
-    position[order[i]] = i;
-    for (const ir::Expr& a : order[i]->args())
-      users[a.get()].push_back(order[i]);
-  }
-  std::unordered_map<const ir::Node*, std::pair<ir::Expr, bool>> guardOf;
-  for (size_t w = order.size(); w-- > 0;) {
-    const ir::Node* where = order[w];
-    if (!uniformWhere(where)) continue;
-    for (int k = 1; k <= 2; ++k) {
-      const ir::Node* branch = where->args()[k].get();
-      if (branch == where->args()[3 - k].get() || external.count(branch)) continue;
-      std::unordered_set<const ir::Node*> subtree{branch};
-      std::vector<const ir::Node*> stack{branch};
-      while (!stack.empty()) {
-        const ir::Node* n = stack.back();
-        stack.pop_back();
-        for (const ir::Expr& a : n->args())
-          if (subtree.insert(a.get()).second) stack.push_back(a.get());
-      }
-      std::vector<const ir::Node*> usersFirst(subtree.begin(), subtree.end());
-      std::sort(usersFirst.begin(), usersFirst.end(), [&](const ir::Node* a, const ir::Node* b) {
-        return position.at(a) > position.at(b);
-      });
-      std::unordered_set<const ir::Node*> mine;
-      for (const ir::Node* n : usersFirst) {
-        bool only = !external.count(n);
-        for (const ir::Node* u : users[n])
-          only = only && (mine.count(u) || (n == branch && u == where));
-        if (only) mine.insert(n);
-      }
-      for (const ir::Node* n : mine)
-        guardOf[n] = {where->args()[0], k == 1};
-    }
-  }
+  const auto owners = ir::uniformBranchOwners(ir::topoOrder(roots), external,
+                                              [](const ir::Node*) { return false; });
   for (Program::Stage& stage : p.stages) {
     stage.guard.clear();
     stage.guardWhen.clear();
     for (const ir::Expr& r : stage.reductions) {
-      auto g = guardOf.find(r.get());
-      stage.guard.push_back(g == guardOf.end() ? nullptr : g->second.first);
-      stage.guardWhen.push_back(g == guardOf.end() || g->second.second);
+      auto o = owners.find(r.get());
+      stage.guard.push_back(o == owners.end() ? nullptr : o->second.where->args()[0]);
+      stage.guardWhen.push_back(o == owners.end() || o->second.arg == 1);
     }
   }
 }

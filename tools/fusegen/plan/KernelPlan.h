@@ -63,12 +63,10 @@ struct Program {
     // stages need one combination across threads instead of two. The previous stage's other
     // reductions (sums, minima) combine alongside.
     std::vector<int> shift;
-    // For each reduction: a sum a plain addition computes accurately, which the GPU adds
-    // plainly instead of compensated (fusegen_program.h; softmax's forward ran 8% faster on
-    // the H100). Either its terms are never below 0 (the primitives' `sign` claims): such a
+    // For each reduction: a sum of terms never below 0 (the primitives' `sign` claims). Such a
     // sum cannot cancel, so its plain sum is accurate to n u relative (n the terms one thread
-    // adds, u the compute type's roundoff). Or it is a pick, sum(where(j == r, x, 0)) with r
-    // one value per row: at most one term is not 0, and adding zeros is exact.
+    // adds, u the compute type's roundoff); the GPU adds it plainly instead of compensated
+    // (fusegen_program.h), which ran softmax's forward 8% faster on the H100.
     std::vector<bool> plain;
     // For each reduction: the row of a pick, sum(where(j == r, x, 0)) with r one value per row
     // (free of j and of this stage), stands for its only term: the runtime evaluates the term
