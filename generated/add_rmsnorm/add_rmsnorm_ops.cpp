@@ -60,8 +60,9 @@ constexpr glue::OpInfo kOp{
                         kForwardCuda),
     glue::plan<Backward>("fusegen::add_rmsnorm_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda),
-    {"fusegen::add_rmsnorm_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/2}};
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::add_rmsnorm_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/2,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

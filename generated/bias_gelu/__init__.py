@@ -8,6 +8,7 @@ Spec:
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
 bounds the rounding errors of the kernels (the tests' tolerances).
 """
+import functools  # noqa: F401  (random ops' independent formulas)
 from typing import Optional  # noqa: F401  (linear_<op>'s signature)
 
 import torch

@@ -52,8 +52,9 @@ constexpr glue::OpInfo kOp{
                         kForwardCuda),
     glue::plan<Backward>("fusegen::leaky_relu_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda),
-    {"fusegen::leaky_relu_backward", /*inputs=*/1, /*attrs=*/1, /*outputs=*/1}};
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::leaky_relu_backward", /*inputs=*/1, /*attrs=*/1, /*outputs=*/1,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

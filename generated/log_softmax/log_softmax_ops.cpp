@@ -54,8 +54,9 @@ constexpr glue::OpInfo kOp{
                         kForwardCuda),
     glue::plan<Backward>("fusegen::log_softmax_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda),
-    {"fusegen::log_softmax_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1}};
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::log_softmax_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

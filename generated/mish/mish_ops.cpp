@@ -40,19 +40,20 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "mish",
-                           "mish(Tensor x) -> Tensor",
-                           "mish_backward",
-                           "mish_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor",
-                           glue::plan<Forward>("fusegen::mish", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda),
-                           glue::plan<Backward>("fusegen::mish_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda),
-                           {"fusegen::mish_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "mish",
+    "mish(Tensor x) -> Tensor",
+    "mish_backward",
+    "mish_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor",
+    glue::plan<Forward>("fusegen::mish", kForwardTensors, /*full=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda),
+    glue::plan<Backward>("fusegen::mish_backward", kBackwardTensors, /*full=*/0, kDtypes,
+                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::mish_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

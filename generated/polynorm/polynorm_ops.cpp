@@ -63,8 +63,9 @@ constexpr glue::OpInfo kOp{
                         kForwardCuda),
     glue::plan<Backward>("fusegen::polynorm_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda),
-    {"fusegen::polynorm_backward", /*inputs=*/5, /*attrs=*/1, /*outputs=*/1}};
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::polynorm_backward", /*inputs=*/5, /*attrs=*/1, /*outputs=*/1,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

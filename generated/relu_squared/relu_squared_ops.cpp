@@ -52,8 +52,9 @@ constexpr glue::OpInfo kOp{
                         kForwardCuda),
     glue::plan<Backward>("fusegen::relu_squared_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda),
-    {"fusegen::relu_squared_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1}};
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::relu_squared_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

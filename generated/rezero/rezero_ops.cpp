@@ -44,20 +44,21 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "rezero",
-                           "rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor",
-                           "rezero_backward",
-                           "rezero_backward(Tensor _grad_y, Tensor x, Tensor h, Tensor alpha, "
-                           "bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
-                           glue::plan<Forward>("fusegen::rezero", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda),
-                           glue::plan<Backward>("fusegen::rezero_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda),
-                           {"fusegen::rezero_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/1}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "rezero",
+    "rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor",
+    "rezero_backward",
+    "rezero_backward(Tensor _grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> "
+    "(Tensor, Tensor, Tensor)",
+    glue::plan<Forward>("fusegen::rezero", kForwardTensors, /*full=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda),
+    glue::plan<Backward>("fusegen::rezero_backward", kBackwardTensors, /*full=*/0, kDtypes,
+                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::rezero_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

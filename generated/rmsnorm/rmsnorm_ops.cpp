@@ -55,8 +55,9 @@ constexpr glue::OpInfo kOp{
                         kForwardCuda),
     glue::plan<Backward>("fusegen::rmsnorm_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda),
-    {"fusegen::rmsnorm_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1}};
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::rmsnorm_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

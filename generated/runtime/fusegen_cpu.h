@@ -34,8 +34,11 @@ template <class P, typename S> struct Runner {
   T attr[atLeastOne<P::kAttrs>()];
   T Dval;
   T scalar[P::kInputs];
+  RngKey key{}; // Random inputs: the call's seed and offset
 
   explicit Runner(const typename P::Args& args) : a(args), Dval(static_cast<T>(args.D)) {
+    if (inputsOf<P>(Bcast::Random) > 0)
+      key = rngKey(a.rng);
     for (int k = 0; k < P::kAttrs; ++k)
       attr[k] = static_cast<T>(a.attr[k]);
     for (int k = 0; k < P::kInputs; ++k)
@@ -53,6 +56,12 @@ template <class P, typename S> struct Runner {
       case Bcast::Col:
         in[k] = toCompute(static_cast<const S*>(a.in[k])[c]);
         break;
+      case Bcast::Random: {
+        T u[1];
+        uniforms<T, 1>(key, inputSlot<P>(k, Bcast::Random), row * a.D + c, u);
+        in[k] = u[0];
+        break;
+      }
       default:
         in[k] = scalar[k];
       }
@@ -269,6 +278,7 @@ template <class P, typename S> void runTyped(const typename P::Args& a) {
 }
 
 template <class P> void run(const typename P::Args& a) {
+  saveRng(a.rng);
   switch (a.dtype) {
   case DType::Float32:
     return runTyped<P, float>(a);

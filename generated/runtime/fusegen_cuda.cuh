@@ -92,9 +92,15 @@ template <class P, typename S> struct PointwiseSetup {
   T attr[atLeastOne<P::kAttrs>()];
   T D;
   T rv[atLeastOne<P::kRowValues>()];
+  RngKey key{}; // Random inputs: the call's seed and offset
 
   __device__ __forceinline__ explicit PointwiseSetup(const typename P::Args& a)
       : D(static_cast<T>(a.D)) {
+    if constexpr (randomStreams<P>() > 0) {
+      key = rngKey(a.rng);
+      if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0)
+        saveRng(a.rng);
+    }
 #pragma unroll
     for (int k = 0; k < P::kAttrs; ++k)
       attr[k] = static_cast<T>(a.attr[k]);
@@ -105,6 +111,14 @@ template <class P, typename S> struct PointwiseSetup {
                  : P::inElem(k) == Elem::Dtype  ? toCompute(static_cast<const S*>(a.in[k])[0])
                                                 : loadTyped<T>(P::inElem(k), a.in[k], 0);
     P::template rowPre<T, isHalf<S>()>(rowIn, attr, D, rv);
+  }
+
+  // The random numbers of elements e0 ... e0 + V - 1, per stream (P's Random inputs).
+  template <int V>
+  __device__ __forceinline__ void draw(int64_t e0, T (&u)[atLeastOne<randomStreams<P>()>()][V]) const {
+#pragma unroll
+    for (int s = 0; s < randomStreams<P>(); ++s)
+      uniforms<T, V>(key, s, e0, u[s]);
   }
 
   // out = elem(in) for one element, of column c (the flat plan runs programs that do not
@@ -144,12 +158,16 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
       if (v >= nvec)
         break;
       Vec<S, V> y[P::kOutputs];
+      T rnd[atLeastOne<randomStreams<P>()>()][V];
+      setup.draw(static_cast<int64_t>(v) * V, rnd);
 #pragma unroll
       for (int l = 0; l < V; ++l) {
         T in[P::kInputs], out[P::kOutputs];
 #pragma unroll
         for (int k = 0; k < P::kInputs; ++k)
-          in[k] = P::inBcast(k) == Bcast::Full ? toCompute(x[u][k].v[l]) : T(0);
+          in[k] = P::inBcast(k) == Bcast::Full     ? toCompute(x[u][k].v[l])
+                  : P::inBcast(k) == Bcast::Random ? rnd[inputSlot<P>(k, Bcast::Random)][l]
+                                                   : T(0);
         setup.elem(in, T(0), out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m)
@@ -163,9 +181,13 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
   }
   for (I i = nvec * V + static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
     T in[P::kInputs], out[P::kOutputs];
+    T rnd[atLeastOne<randomStreams<P>()>()][1];
+    setup.draw(static_cast<int64_t>(i), rnd);
 #pragma unroll
     for (int k = 0; k < P::kInputs; ++k)
-      in[k] = P::inBcast(k) == Bcast::Full ? toCompute(static_cast<const S*>(a.in[k])[i]) : T(0);
+      in[k] = P::inBcast(k) == Bcast::Full     ? toCompute(static_cast<const S*>(a.in[k])[i])
+              : P::inBcast(k) == Bcast::Random ? rnd[inputSlot<P>(k, Bcast::Random)][0]
+                                               : T(0);
     setup.elem(in, T(0), out);
 #pragma unroll
     for (int m = 0; m < P::kOutputs; ++m)
@@ -241,12 +263,16 @@ __global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials)
       for (int k = 0; k < P::kInputs; ++k)
         if (P::inBcast(k) == Bcast::Full)
           x[k] = loadVec<S, V>(a.in[k], off);
+      T rnd[atLeastOne<randomStreams<P>()>()][V];
+      setup.draw(off, rnd);
 #pragma unroll
       for (int l = 0; l < V; ++l) {
         T in[P::kInputs], out[P::kOutputs];
 #pragma unroll
         for (int k = 0; k < P::kInputs; ++k)
-          in[k] = P::inBcast(k) == Bcast::Full ? toCompute(x[k].v[l]) : fixed[k][l];
+          in[k] = P::inBcast(k) == Bcast::Full     ? toCompute(x[k].v[l])
+                  : P::inBcast(k) == Bcast::Random ? rnd[inputSlot<P>(k, Bcast::Random)][l]
+                                                   : fixed[k][l];
         setup.elem(in, static_cast<T>(c + l), out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m) {

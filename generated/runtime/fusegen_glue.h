@@ -9,6 +9,7 @@
 // where <torch/library.h> and ATen's operator headers cost about 6 s of CPU per op.
 #pragma once
 
+#include "fusegen_program.h"
 #include "fusegen_runtime.h"
 
 #include <array>
@@ -28,6 +29,7 @@ struct Call {
   int64_t rows;
   int64_t D;
   void* workspace; // CUDA: set by the glue after asking cudaWorkspace
+  RngArgs rng;     // an op that draws random numbers: where its seed and offset are
 };
 
 using CpuEntry = void (*)(const Call&);
@@ -36,9 +38,9 @@ using CudaEntry = void (*)(const Call&, void* stream);
 
 struct TensorInfo {
   const char* name; // in messages
-  Bcast bcast;
-  int position; // among the schema's tensor arguments
-  Elem elem;    // the dtype of the call, or a fixed integer or bool type
+  Bcast bcast;      // Random: no tensor, the plan draws its elements (position -1)
+  int position;     // among the schema's tensor arguments
+  Elem elem;        // the dtype of the call, or a fixed integer or bool type
 };
 
 // One program of an op (struct Forward or Backward of <op>.h), described to the glue.
@@ -56,6 +58,11 @@ struct PlanInfo {
   CpuEntry cpu;
   CudaWorkspaceEntry cudaWorkspace; // null: no workspace
   CudaEntry cuda;                   // null: built without CUDA
+  // Random streams the program draws (fusegen_runtime.h, Philox). The forward (rngTensor -1)
+  // takes a seed and offset from the generator and returns them as its last result (int64
+  // [2]); the backward reads them from its tensor argument at position rngTensor.
+  int randomStreams;
+  int rngTensor;
 };
 
 struct AutogradInfo {
@@ -63,6 +70,7 @@ struct AutogradInfo {
   int inputs;             // tensor arguments, first in the schema
   int attrs;              // scalar arguments after them
   int outputs;            // differentiable results, first; the rest are saved statistics
+  bool generator;         // a `Generator? generator` follows the attrs (random ops)
 };
 
 struct OpInfo {
@@ -101,6 +109,7 @@ template <class Args> Args argsOf(const Call& c) {
   a.rows = c.rows;
   a.D = c.D;
   a.workspace = c.workspace;
+  a.rng = c.rng;
   return a;
 }
 
@@ -128,7 +137,7 @@ inline constexpr auto kOutKinds = outKinds<P>(std::make_integer_sequence<int, P:
 template <class P, size_t NT, size_t ND>
 constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full,
                         const DType (&dtypes)[ND], CpuEntry cpu, CudaWorkspaceEntry cudaWorkspace,
-                        CudaEntry cuda) {
+                        CudaEntry cuda, int rngTensor = -1) {
   return {op,
           P::kPlan,
           P::kColumn,
@@ -141,7 +150,9 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
           static_cast<int>(ND),
           cpu,
           cudaWorkspace,
-          cuda};
+          cuda,
+          randomStreams<P>(),
+          rngTensor};
 }
 
 } // namespace fg::glue

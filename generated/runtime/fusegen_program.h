@@ -174,6 +174,8 @@ template <class P> FG_HD constexpr int inputSlot(int k, Bcast b) {
   return n;
 }
 template <class P> FG_HD constexpr int inputsOf(Bcast b) { return inputSlot<P>(P::kInputs, b); }
+// The random streams a program draws (its Random inputs; input k's stream is its slot).
+template <class P> FG_HD constexpr int randomStreams() { return inputsOf<P>(Bcast::Random); }
 
 template <class P> FG_HD constexpr int outputSlot(int m, OutKind kind) {
   int n = 0;

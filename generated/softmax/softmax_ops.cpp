@@ -42,20 +42,21 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "softmax",
-                           "softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
-                           "softmax_backward",
-                           "softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor "
-                           "_saved_stat1, bool[1] output_mask) -> Tensor",
-                           glue::plan<Forward>("fusegen::softmax", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda),
-                           glue::plan<Backward>("fusegen::softmax_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda),
-                           {"fusegen::softmax_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "softmax",
+    "softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
+    "softmax_backward",
+    "softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor _saved_stat1, bool[1] "
+    "output_mask) -> Tensor",
+    glue::plan<Forward>("fusegen::softmax", kForwardTensors, /*full=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda),
+    glue::plan<Backward>("fusegen::softmax_backward", kBackwardTensors, /*full=*/0, kDtypes,
+                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::softmax_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

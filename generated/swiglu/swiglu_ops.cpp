@@ -42,20 +42,21 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "swiglu",
-                           "swiglu(Tensor gate, Tensor up) -> Tensor",
-                           "swiglu_backward",
-                           "swiglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] "
-                           "output_mask) -> (Tensor, Tensor)",
-                           glue::plan<Forward>("fusegen::swiglu", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda),
-                           glue::plan<Backward>("fusegen::swiglu_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda),
-                           {"fusegen::swiglu_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "swiglu",
+    "swiglu(Tensor gate, Tensor up) -> Tensor",
+    "swiglu_backward",
+    "swiglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, "
+    "Tensor)",
+    glue::plan<Forward>("fusegen::swiglu", kForwardTensors, /*full=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda),
+    glue::plan<Backward>("fusegen::swiglu_backward", kBackwardTensors, /*full=*/0, kDtypes,
+                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
+                         kBackwardCuda, /*rngTensor=*/-1),
+    {"fusegen::swiglu_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false}};
 
 const glue::Registrar kRegistrar(kOp);
 

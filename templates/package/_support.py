@@ -39,6 +39,7 @@ class OpInfo:
     schema: str = ""  # the op's and its backward's schemas, as fusegen spelled them
     backward_schema: str = ""
     column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
+    random: int = 0  # random streams drawn (rand, dropout): a generator argument, rng state
 
     @property
     def qualname(self) -> str:
@@ -146,7 +147,65 @@ def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
         shape = full_shape[:-1] if o.shape == ROW else full_shape
         outs.append(ref.new_empty(shape))
     outs += [ref.new_empty(full_shape[:-1], dtype=compute_dtype(ref.dtype)) for _ in spec.saved]
+    if spec.random:
+        outs.append(ref.new_empty(2, dtype=torch.int64))  # the seed and offset drawn with
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+# ---- random numbers: the kernels' Philox stream (fusegen_runtime.h), in PyTorch ---------
+# The generated references draw what the kernels draw, so a test compares a dropout's output
+# and gradient element by element: draw_rng takes (seed, offset) from the generator as the
+# C++ glue does (fusegen_torch.h drawRng), uniform computes Philox 4x32-10 of each element.
+_M0, _M1, _W0, _W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
+_MASK32 = 0xFFFFFFFF
+
+
+def draw_rng(spec: OpInfo, like: torch.Tensor, generator=None) -> torch.Tensor:
+    """(seed, offset) as int64 [2] on like's device, taken from `generator` (else the device's
+    default) exactly as the op's forward takes them, advancing the generator the same way."""
+    if like.device.type == "cuda":
+        g = generator if generator is not None else \
+            torch.cuda.default_generators[like.device.index or 0]
+        seed, offset = g.initial_seed(), g.get_offset()
+        g.set_offset(offset + (4 * spec.random + 3) // 4 * 4)
+    else:
+        seed = int(torch.empty((), dtype=torch.int64).random_(generator=generator))
+        offset = 0
+    if seed >= 1 << 63:
+        seed -= 1 << 64
+    return torch.tensor([seed, offset], dtype=torch.int64, device=like.device)
+
+
+def _mulhilo(a: int, b: torch.Tensor):
+    p = b * a  # int64 wraps: the low 64 bits of the product are exact
+    return (p >> 32) & _MASK32, p & _MASK32
+
+
+def uniform(rng: torch.Tensor, stream: int, like: torch.Tensor, first_row: int = 0
+            ) -> torch.Tensor:
+    """Random stream `stream`'s numbers in [0, 1) for the elements of `like` (row-major over
+    the op's [rows, D]; `first_row`: like's rows start there), as the kernels draw them:
+    element e takes word e % 4 of Philox block (counter (offset / 4 + stream, e / 4), key
+    seed), as (word >> 8) 2^-24. float64 (float32 where like is a half type)."""
+    seed, offset = (int(v) for v in rng.cpu())
+    seed &= (1 << 64) - 1
+    D = like.shape[-1] if like.dim() else 1
+    e = torch.arange(like.numel(), dtype=torch.int64, device=like.device) + first_row * D
+    block, lane = e // 4, e % 4
+    c = (offset // 4 + stream) & ((1 << 64) - 1)
+    c0 = torch.full_like(e, c & _MASK32)
+    c1 = torch.full_like(e, c >> 32)
+    c2, c3 = block & _MASK32, (block >> 32) & _MASK32
+    k0, k1 = seed & _MASK32, seed >> 32
+    for _ in range(10):
+        hi0, lo0 = _mulhilo(_M0, c0)
+        hi1, lo1 = _mulhilo(_M1, c2)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0, k1 = (k0 + _W0) & _MASK32, (k1 + _W1) & _MASK32
+    words = torch.stack([c0, c1, c2, c3], -1).gather(-1, lane.unsqueeze(-1)).squeeze(-1)
+    dtype = torch.float64 if like.dtype == torch.float64 or not like.is_floating_point() \
+        else torch.float32
+    return ((words >> 8).to(dtype) * 2.0 ** -24).reshape(like.shape)
 
 
 def fake_forward(spec: OpInfo, tensors: Sequence[torch.Tensor]):
@@ -181,24 +240,31 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
 # transforms see the op itself.
 
 
+RNG = "rng"  # a random op's (seed, offset): returned by the forward, read by the backward
+
+
 def register_vmap(spec: OpInfo) -> None:
-    """Registers the batching rules of fusegen::<op> and fusegen::<op>_backward."""
+    """Registers the batching rules of fusegen::<op> and fusegen::<op>_backward. A random op
+    is called once per sample, in order (torch.vmap's randomness="different"): each sample
+    draws and returns its own seed and offset, and its backward reads them back."""
     ops = torch.ops.fusegen
     inputs = [a.shape for a in spec.inputs]
-    forward_results = [o.shape for o in spec.outputs] + [ROW] * len(spec.saved)
+    rng = [RNG] if spec.random else []
+    forward_results = [o.shape for o in spec.outputs] + [ROW] * len(spec.saved) + rng
     torch.library.register_vmap(
         spec.qualname, functools.partial(_batch_rule, getattr(ops, spec.name).default, inputs,
-                                         forward_results, None))
-    # <op>_backward(output gradients, inputs, saved statistics, attrs, output_mask)
-    backward_args = [o.shape for o in spec.outputs] + inputs + [ROW] * len(spec.saved)
+                                         forward_results, None, spec.random))
+    # <op>_backward(output gradients, inputs, saved statistics, rng, attrs, output_mask)
+    backward_args = [o.shape for o in spec.outputs] + inputs + [ROW] * len(spec.saved) + rng
     torch.library.register_vmap(
         spec.qualname + "_backward",
         functools.partial(_batch_rule, getattr(ops, spec.name + "_backward").default,
-                          backward_args, inputs, len(backward_args) + len(spec.attrs)))
+                          backward_args, inputs, len(backward_args) + len(spec.attrs),
+                          spec.random))
 
 
-def _batch_rule(op, classes: List[str], results: List[str], mask_at, info, in_dims, *args,
-                **kwargs):
+def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int, info, in_dims,
+                *args, **kwargs):
     """The vmap rule of `op`, whose first len(classes) arguments are tensors of those shape
     classes and whose results have the classes `results`; mask_at: the position of the
     backward's output_mask (None for a forward), whose unrequested gradients are empty
@@ -210,10 +276,15 @@ def _batch_rule(op, classes: List[str], results: List[str], mask_at, info, in_di
         mask = [True] * len(results)
     else:
         mask = list(kwargs["output_mask"] if "output_mask" in kwargs else args[mask_at])
+    if random and mask_at is None and info.randomness != "different":
+        raise RuntimeError(f"{op}: vmap of an op that draws random numbers needs "
+                           f"randomness='different' (each sample its own draw), got "
+                           f"randomness='{info.randomness}'")
     full = classes.index(FULL)
     scalar_rank = tensors[full].dim() - (dims[full] is not None) == 0  # a 0-dim [..., D]
     per_sample = (
-        any(d is not None and c in (COL, SCALAR) for c, d in zip(classes, dims))
+        random
+        or any(d is not None and c in (COL, SCALAR) for c, d in zip(classes, dims))
         or (mask_at is not None
             and any(m and c in (COL, SCALAR) for c, m in zip(results, mask)))
         or (scalar_rank and COL in classes)  # the op's error, per sample

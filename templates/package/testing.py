@@ -6,6 +6,7 @@ asserts, within tolerances that follow from one error model (below). Set
 FUSEGEN_REQUIRE_CUDA=1 to make a missing GPU an error instead of a CPU-only run (the GPU
 runner does), so a skipped GPU path is never reported as passed."""
 import contextlib
+import functools
 import math
 import os
 import warnings
@@ -14,7 +15,7 @@ from typing import Callable, Dict, List, Sequence
 import pytest
 import torch
 
-from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo, random_typed
+from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo, draw_rng, random_typed
 
 if os.environ.get("FUSEGEN_REQUIRE_CUDA") == "1" and not torch.cuda.is_available():
     raise RuntimeError("FUSEGEN_REQUIRE_CUDA=1 but torch sees no CUDA device")
@@ -353,9 +354,28 @@ class OpChecks:
             out[a.name] = (not v) if a.type == "bool" else v + 0.25 if a.type == "float" else v
         return out
 
+    RNG_SEED = 20261124  # random ops: every call draws after torch.manual_seed(RNG_SEED)
+
+    def reseed(self):
+        """A random op's calls and its reference's draw the same numbers: each call takes its
+        seed and offset from the generator just reseeded (the op and draw_rng alike), as
+        torch.library.opcheck reseeds before each of its calls."""
+        if self.spec.random:
+            torch.manual_seed(self.RNG_SEED)
+
     def call(self, fn, tensors, attrs=None):
+        self.reseed()
         out = fn(*tensors, **(attrs if attrs is not None else self.attrs()))
         return out if isinstance(out, tuple) else (out,)
+
+    def rng_kwargs(self, like):
+        """error_bounds' random numbers: the draw of a reseeded call."""
+        if not self.spec.random:
+            return {}
+        if getattr(self, "rng_override", None) is not None:  # a given call's draw
+            return {"_rng": self.rng_override}
+        self.reseed()
+        return {"_rng": draw_rng(self.spec, like)}
 
     def reference64(self, tensors):
         """The generated reference in float64 on the same values."""
@@ -374,9 +394,10 @@ class OpChecks:
             gouts = [torch.zeros(_shape_of(o.shape, full[:-1], full[-1]), device=x[0].device)
                      if g is None else g for o, g in zip(self.spec.outputs, gouts)]
         step = max(1, self.BOUND_CHUNK // max(full[-1], 1))
+        rng = self.rng_kwargs(x[self.spec.full_input()])
         if rows <= step and not partial:
             r = Rounding(dtype, full, x[0].device, compensated=compensated)
-            return self.error_bounds(r, gouts, *x, **self.attrs())
+            return self.error_bounds(r, gouts, *x, **self.attrs(), **rng)
 
         def flat(ts, classes):
             return [t.reshape(-1, full[-1]) if c == FULL else t.reshape(-1) if c == ROW else t
@@ -391,7 +412,9 @@ class OpChecks:
                          compensated=compensated)
             cut = [t[a:b] if c in (FULL, ROW) else t for t, c in zip(xs, ins)]
             g = None if gs is None else [t[a:b] for t in gs]
-            parts.append(self.error_bounds(r, g, *cut, **self.attrs()))
+            if rng:
+                rng["_row0"] = getattr(self, "row_base", 0) + a
+            parts.append(self.error_bounds(r, g, *cut, **self.attrs(), **rng))
 
         def join(bounds, cls):  # [D] and [] sums: over the chunks' sums, in order
             if cls in (COL, SCALAR):
@@ -525,6 +548,7 @@ class OpChecks:
 
     def forward_matches_independent(self, device, dtype):
         x = self.inputs((32, 3), 80, dtype, device)
+        self.reseed()
         want = self.independent(*[_cast(t, torch.Tensor.double) for t in x], **self.attrs())
         if want is None:
             pytest.skip("the spec gives no independent `reference:` formula")
@@ -559,14 +583,14 @@ class OpChecks:
     def gradcheck(self, device):
         x = self.inputs((3, 4), 5, torch.float64, device, requires_grad=True)
         attrs = self.attrs()
-        assert torch.autograd.gradcheck(lambda *t: self.op(*t, **attrs), x, eps=1e-6, atol=1e-6)
+        assert torch.autograd.gradcheck(lambda *t: self.call(self.op, t, attrs), x, eps=1e-6, atol=1e-6)
 
     def gradgradcheck(self, device):
         """Second derivatives (the backward's own backward, derived by fusegen) against
         finite differences of the backward, in float64."""
         x = self.inputs((3, 4), 5, torch.float64, device, requires_grad=True)
         attrs = self.attrs()
-        assert torch.autograd.gradgradcheck(lambda *t: self.op(*t, **attrs), x, eps=1e-6,
+        assert torch.autograd.gradgradcheck(lambda *t: self.call(self.op, t, attrs), x, eps=1e-6,
                                             atol=1e-5)
 
     def second_order(self, fn, tensors, grad_outs, vs, wrt):
@@ -598,6 +622,7 @@ class OpChecks:
         got = self.second_order(self.op, x, gouts, vs, wrt)
         names = [a.name for a in self.spec.inputs] + [f"grad_{o.name}" for o in self.spec.outputs]
         oracles = [("reference", self.reference)]
+        self.reseed()
         if self.independent(*x, **self.attrs()) is not None:
             oracles.append(("independent formula", self.independent))
         for label, fn in oracles:
@@ -641,16 +666,29 @@ class OpChecks:
         attrs = self.attrs()
 
         def f(*t):
-            out = self.op(*t, **attrs)
-            out = out if isinstance(out, tuple) else (out,)
+            # (A random op is called once: torch 2.11's CSE of the joint graph merges two equal
+            # calls of a custom op despite its nondeterministic_seeded tag; docs/spec-language.md.)
+            out = _tuple(self.op(*t, **attrs))
             return sum((o * 1.5).sum() for o in out)
 
         compiled = torch.compile(f, fullgraph=True)
         x = self.inputs((8, 4), 24, torch.float32, device)
         leaves_e = [_leaf(t) for t in x]
         leaves_c = [_leaf(t) for t in x]
-        eager, got = f(*leaves_e), compiled(*leaves_c)
+        self.reseed()
+        eager = f(*leaves_e)
+        self.reseed()
+        got = compiled(*leaves_c)
         torch.testing.assert_close(got, eager, rtol=1e-5, atol=1e-5)
+        if self.spec.random:  # and the generator advanced as in eager: the next draws agree
+            self.reseed()
+            f(*[t.detach() for t in x])
+            after_e = _tuple(self.op(*[t.detach() for t in x], **attrs))
+            self.reseed()
+            compiled(*[t.detach() for t in x])
+            after_c = _tuple(self.op(*[t.detach() for t in x], **attrs))
+            for e, c in zip(after_e, after_c):
+                torch.testing.assert_close(c, e, rtol=0, atol=0)
         eager.backward()
         got.backward()
         for a, e, c in zip(self.spec.inputs, leaves_e, leaves_c):
@@ -927,6 +965,19 @@ class OpChecks:
         outs = self.call(self.op, x)
         gouts = [torch.randn_like(o) for o in outs]
         torch.autograd.backward(outs, gouts)
+        # A random op: the chunks' references and bounds draw the call's numbers at their rows.
+        self.rng_override = self.rng_kwargs(x[self.spec.full_input()]).get("_rng")
+        try:
+            self._rows_match(x, outs, gouts, rows, chunk, dtype, device)
+        finally:
+            self.rng_override, self.row_base = None, 0
+
+    def _rows_match(self, x, outs, gouts, rows, chunk, dtype, device):
+        def reference(a):
+            if not self.spec.random:
+                return self.reference
+            self.row_base = a
+            return functools.partial(self.reference, _rng=self.rng_override, _row0=a)
 
         def rows_of(ts, a, b, args):
             return [t.detach()[a:b] if cls in (FULL, ROW) else t.detach()
@@ -942,7 +993,7 @@ class OpChecks:
             xs = [_cast(t, torch.Tensor.float)
                   for t in rows_of(x, a, b, [i.shape for i in self.spec.inputs])]
             gs = [g.float() for g in rows_of(gouts, a, b, out_cls)]
-            want_g = self.grads(self.reference, xs, gs)
+            want_g = self.grads(reference(a), xs, gs)
             edge = a == 0 or b == rows
             if not edge and not reduced:
                 continue
@@ -953,7 +1004,7 @@ class OpChecks:
             if edge:
                 got = [o.detach()[a:b] if cls in (FULL, ROW) else o
                        for o, cls in zip(outs, out_cls)]
-                for o, g, w, tol in zip(self.spec.outputs, got, self.call(self.reference, xs), tols):
+                for o, g, w, tol in zip(self.spec.outputs, got, self.call(reference(a), xs), tols):
                     self.close(g, w, tol, f"{self.spec.name}.{o.name}, rows {a}:{b}")
             for i, (arg, w) in enumerate(zip(self.spec.inputs, want_g)):
                 if w is None:
@@ -987,6 +1038,8 @@ class OpChecks:
         new values, and run under torch.compile(mode="reduce-overhead"), which replays one:
         outputs and gradients equal an eager call's bit for bit (the same kernels, and no
         host work of the op's is frozen into the graph)."""
+        if self.spec.random:
+            return self.cuda_graphs_random(device)
         lead, D = (64,), 512
         attrs = self.attrs()
         static = self.inputs(lead, D, torch.float32, device, requires_grad=True)
@@ -1027,7 +1080,7 @@ class OpChecks:
                 f"grad of {a.name} replayed from a CUDA graph differs"
 
         torch._dynamo.reset()
-        compiled = torch.compile(lambda *t: self.op(*t, **attrs), mode="reduce-overhead",
+        compiled = torch.compile(lambda *t: self.call(self.op, t, attrs), mode="reduce-overhead",
                                  fullgraph=True)
         x = [f.detach() for f in fresh]
         for _ in range(3):  # recorded on a later call, then replayed
@@ -1035,6 +1088,40 @@ class OpChecks:
             got = [g.clone() for g in (got if isinstance(got, tuple) else (got,))]
         for o, g, e in zip(self.spec.outputs, got, expected):
             assert torch.equal(g, e.detach()), f"output {o.name} under reduce-overhead differs"
+
+    def cuda_graphs_random(self, device):
+        """A random op captured into a CUDA graph draws anew at each replay (the generator's
+        offset advances through the graph-safe Philox state), and each replay's outputs are the
+        reference's with the (seed, offset) that replay returned."""
+        lead, D = (64,), 512
+        attrs = self.attrs()
+        raw = getattr(torch.ops.fusegen, self.spec.name).default
+        static = self.inputs(lead, D, torch.float32, device)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                raw(*static, **attrs)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            results = _tuple(raw(*static, **attrs))
+        replays = []
+        for _ in range(2):
+            graph.replay()
+            torch.cuda.synchronize()
+            replays.append([r.clone() for r in results])
+        assert not torch.equal(replays[0][-1], replays[1][-1]), "the replays drew the same numbers"
+        for k, got in enumerate(replays):
+            self.rng_override = got[-1]
+            try:
+                tols, _ = self.tolerances(static, torch.float32)
+            finally:
+                self.rng_override = None
+            want = self.reference(*[_cast(t, torch.Tensor.double) for t in static], **attrs,
+                                  _rng=got[-1])
+            for o, g, w, tol in zip(self.spec.outputs, got, _tuple(want), tols):
+                self.close(g, w, tol, f"{self.spec.name}.{o.name}, CUDA graph replay {k}")
 
     # ---- torch.func transforms ---------------------------------------------------------
     def _vmap_cases(self, x):
@@ -1063,10 +1150,15 @@ class OpChecks:
         return [torch.stack(col, out_dims) for col in zip(*runs)]
 
     def _compare_vmap(self, fn, dims, args, what):
-        """vmap(fn) against the loop, at out_dims 0 and -1, without the per-sample fallback."""
+        """vmap(fn) against the loop, at out_dims 0 and -1, without the per-sample fallback. A
+        random op: vmap with randomness="different" draws per sample in order, as the loop does
+        from the same seed."""
+        random = {"randomness": "different"} if self.spec.random else {}
         for out_dims in (0, -1):
+            self.reseed()
             with _no_vmap_fallback():
-                got = torch.vmap(fn, in_dims=tuple(dims), out_dims=out_dims)(*args)
+                got = torch.vmap(fn, in_dims=tuple(dims), out_dims=out_dims, **random)(*args)
+            self.reseed()
             want = self._loop(fn, dims, args, out_dims)
             for k, (g, w) in enumerate(zip(got, want)):
                 torch.testing.assert_close(
@@ -1077,7 +1169,12 @@ class OpChecks:
         """torch.vmap over the op (every input class batched, at dim 0 and at its last dim)
         equals a loop of per-sample calls, without PyTorch's per-sample fallback."""
         attrs = self.attrs()
-        fn = lambda *t: self.call(self.op, t)  # noqa: E731
+        fn = lambda *t: _tuple(self.op(*t, **attrs))  # noqa: E731
+        if self.spec.random:  # torch.vmap's default randomness="error" refuses a random op
+            x = self.inputs((2, 3), 5, dtype, device)
+            dims = tuple(0 if a.shape == FULL else None for a in self.spec.inputs)
+            with pytest.raises(RuntimeError, match="randomness='different'"):
+                torch.vmap(fn, in_dims=dims)(*x)
         for dims, args in self._vmap_cases(self.inputs((2, 3), 5, dtype, device)):
             self._compare_vmap(fn, dims, args, f"vmap({self.spec.name})")
         raw = getattr(torch.ops.fusegen, self.spec.name).default  # the statistics too
@@ -1097,7 +1194,9 @@ class OpChecks:
 
         def backward(mask):
             def fn(*t):  # (inputs, output gradients)
-                saved = _tuple(fwd(*t[:n_in], **attrs))[n_out:]
+                # A random op: one forward's statistics and (seed, offset) for every sample, so
+                # that fn is a function of t (its per-sample shapes are x's)
+                saved = saved0 if self.spec.random else _tuple(fwd(*t[:n_in], **attrs))[n_out:]
                 return _tuple(bwd(*t[n_in:], *t[:n_in], *saved, *attrs.values(), mask))
             return fn
 
@@ -1108,14 +1207,16 @@ class OpChecks:
                 args = list(t[:n_in])
                 for i, v in zip(floats, f):
                     args[i] = v
-                return self.call(self.op, args)
+                return _tuple(self.op(*args, **attrs))  # (draws in order, as the loop does)
             _, pull = torch.func.vjp(fn, *[t[i] for i in floats])
             return pull(t[n_in:])
 
         def outer_grads(dims, args, vmapped):  # torch.autograd through vmap's result
             leaves = [_leaf(t) for t in args[:n_in]]
-            fn = lambda *t: self.call(self.op, t)  # noqa: E731
-            outs = (torch.vmap(fn, in_dims=tuple(dims[:n_in]))(*leaves) if vmapped
+            fn = lambda *t: _tuple(self.op(*t, **attrs))  # noqa: E731
+            random = {"randomness": "different"} if self.spec.random else {}
+            self.reseed()
+            outs = (torch.vmap(fn, in_dims=tuple(dims[:n_in]), **random)(*leaves) if vmapped
                     else self._loop(fn, dims[:n_in], leaves, 0))
             g = [torch.stack([t] * self.VMAP_BATCH) if d is None else t.movedim(d, 0)
                  for t, d in zip(args[n_in:], dims[n_in:])]
@@ -1125,8 +1226,13 @@ class OpChecks:
 
         x = self.inputs((2, 3), 5, dtype, device)
         gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        saved0 = _tuple(fwd(*x, **attrs))[n_out:]
         for dims, args in self._vmap_cases(x + gouts):
-            if any(d is not None for d in dims[:n_in]):
+            # A random op whose inputs are not all batched runs once under vmap (torch calls a
+            # custom op without its batching rule when no input is batched, one draw for all
+            # samples) but once per sample in the loop: compared where every input is batched.
+            draws = not self.spec.random or all(d is not None for d in dims[:n_in])
+            if any(d is not None for d in dims[:n_in]) and draws:
                 with _no_vmap_fallback():
                     got = outer_grads(dims, args, True)
                 for a, g, w in zip(self.spec.inputs, got, outer_grads(dims, args, False)):
@@ -1135,7 +1241,8 @@ class OpChecks:
             for mask in masks:
                 self._compare_vmap(backward(mask), dims, args,
                                    f"vmap({self.spec.name}_backward), mask {mask}")
-            self._compare_vmap(vjp, dims, args, f"vmap(vjp({self.spec.name}))")
+            if draws:
+                self._compare_vmap(vjp, dims, args, f"vmap(vjp({self.spec.name}))")
 
     def func_transforms(self, device):
         """torch.func.grad, vjp and jacrev of the op against those of its reference (float64);

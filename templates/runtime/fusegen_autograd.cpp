@@ -79,7 +79,7 @@ public:
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                   torch::jit::Stack* stack) {
-    auto args = torch::jit::last(*stack, info_.inputs + info_.attrs);
+    auto args = torch::jit::last(*stack, info_.inputs + info_.attrs + (info_.generator ? 1 : 0));
     std::vector<at::Tensor> inputs;
     bool needsGrad = false;
     for (int k = 0; k < info_.inputs; ++k) {
@@ -101,7 +101,7 @@ public:
       node->set_next_edges(std::move(edges));
       for (const at::Tensor& t : inputs)
         node->saved.emplace_back(t, /*is_output=*/false);
-      for (size_t k = info_.inputs; k < args.size(); ++k)
+      for (int k = info_.inputs; k < info_.inputs + info_.attrs; ++k) // (not the generator)
         node->attrs.push_back(args[k]);
     }
     {

@@ -26,8 +26,13 @@ public:
     c10::SmallVector<const at::Tensor*, 16> tensors;
     c10::SmallVector<double, 8> attrs;
     c10::SmallVector<bool, 8> need;
+    std::optional<at::Generator> generator;
     for (const c10::IValue& v : args) {
-      if (v.isTensor())
+      if (v.isGenerator())
+        generator = v.toGenerator();
+      else if (v.isNone()) // generator=None: the device's default generator
+        continue;
+      else if (v.isTensor())
         tensors.push_back(&v.toTensor());
       else if (v.isDouble())
         attrs.push_back(v.toDouble());
@@ -42,14 +47,16 @@ public:
         TORCH_CHECK(false, plan_.op, ": unexpected argument of type ", v.tagKind());
     }
     if (need.empty()) need.assign(plan_.nResults, true);
-    TORCH_INTERNAL_ASSERT(static_cast<int>(tensors.size()) == plan_.nTensors &&
-                          static_cast<int>(need.size()) == plan_.nResults);
+    TORCH_INTERNAL_ASSERT(static_cast<int>(need.size()) == plan_.nResults);
+    static const at::Tensor kNone; // a Random input's: the plan draws it
     c10::SmallVector<TensorArg, 16> tensorArgs;
     for (int k = 0; k < plan_.nTensors; ++k) {
       const TensorInfo& t = plan_.tensors[k];
-      tensorArgs.push_back(TensorArg{t.name, *tensors[t.position], t.bcast, t.elem});
+      tensorArgs.push_back(
+          TensorArg{t.name, t.position < 0 ? kNone : *tensors.at(t.position), t.bcast, t.elem});
     }
-    std::vector<at::Tensor> results = runPlan(plan_, tensorArgs, attrs, need);
+    const at::Tensor* rngState = plan_.rngTensor >= 0 ? tensors.at(plan_.rngTensor) : nullptr;
+    std::vector<at::Tensor> results = runPlan(plan_, tensorArgs, attrs, need, generator, rngState);
     torch::jit::drop(*stack, n);
     for (at::Tensor& t : results)
       stack->emplace_back(std::move(t));
@@ -74,7 +81,12 @@ void registerOp(const OpInfo& op) {
     return libraries.back().get();
   };
   torch::Library* def = library(torch::Library::FRAGMENT, std::nullopt);
-  def->def(op.schema);
+  // An op that draws random numbers is seeded by torch's generator: torch.compile keeps its
+  // calls in order and does not merge them (torch.Tag.nondeterministic_seeded).
+  if (op.forward.randomStreams > 0)
+    def->def(op.schema, {at::Tag::nondeterministic_seeded});
+  else
+    def->def(op.schema);
   def->def(op.backwardSchema);
   torch::Library* cpu = library(torch::Library::IMPL, c10::DispatchKey::CPU);
   cpu->impl(op.name, planKernel(op.forward));

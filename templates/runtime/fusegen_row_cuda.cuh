@@ -272,9 +272,15 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   T colAcc[atLeastOne<colSumOutputs<P>()>()][kItems][V];
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
+  RngKey key{}; // Random inputs: the call's seed and offset
   int clusterParity = 0, groupParity = 0;
 
   __device__ RowKernel(const typename P::Args& args) : a(args) {
+    if constexpr (randomStreams<P>() > 0) {
+      key = rngKey(a.rng);
+      if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0)
+        saveRng(a.rng);
+    }
 #pragma unroll
     for (int k = 0; k < P::kAttrs; ++k)
       attr[k] = static_cast<T>(a.attr[k]);
@@ -297,10 +303,12 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   // The vectors of the inputs the elements at vector index vi read: the full inputs' from
   // the row cache, or from global memory where the row is re-read per pass (ITEMS == 0); the
   // [D] inputs' from global memory (read-only path), once per vector and pass. Whole vectors
-  // either way: reading re-read rows element by element issued V loads per vector.
+  // either way: reading re-read rows element by element issued V loads per vector. Random
+  // inputs: drawn per vector and pass (only where a pass reads them: the rest is dead code).
   struct Vectors {
     Vec<S, V> full[atLeastOne<inputsOf<P>(Bcast::Full)>()];
     Vec<S, V> col[atLeastOne<inputsOf<P>(Bcast::Col)>()];
+    T rnd[atLeastOne<randomStreams<P>()>()][V];
   };
 
   template <class I>
@@ -317,6 +325,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
         else
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVec<S, V>(a.in[k], vi * V);
+      } else if constexpr (P::inBcast(k) == Bcast::Random) {
+        uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), row * a.D + vi * V,
+                       x.rnd[inputSlot<P>(k, Bcast::Random)]);
       }
     });
   }
@@ -329,6 +340,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         in[k] = toCompute(x.full[inputSlot<P>(k, Bcast::Full)].v[l]);
       else if constexpr (P::inBcast(k) == Bcast::Col)
         in[k] = toCompute(x.col[inputSlot<P>(k, Bcast::Col)].v[l]);
+      else if constexpr (P::inBcast(k) == Bcast::Random)
+        in[k] = x.rnd[inputSlot<P>(k, Bcast::Random)][l];
       else
         in[k] = scalar[k]; // Row inputs are read by rowPre only
     });
@@ -378,7 +391,11 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
             in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + row * a.D + col));
           else if constexpr (P::inBcast(k) == Bcast::Col)
             in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + col));
-          else
+          else if constexpr (P::inBcast(k) == Bcast::Random) {
+            T u[1];
+            uniforms<T, 1>(key, inputSlot<P>(k, Bcast::Random), row * a.D + col, u);
+            in[k] = u[0];
+          } else
             in[k] = scalar[k];
         });
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, c[j], t);

@@ -29,7 +29,9 @@ enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 // statistic the backward reads from its forward, broadcast like Row
 // but stored in the compute type (float for half types), not the dtype: the backward compares
 // and computes with it as the forward computed it (a max is equal to its maximal elements).
-enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3, Stat = 4 };
+// Random: no tensor; one uniform random number per element, drawn by the plan (fg::uniforms),
+// the input's slot among the Random ones being its stream.
+enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3, Stat = 4, Random = 5 };
 
 // What an input's elements are stored as (P::inElem(k)): the call's dtype, or an integer or
 // bool type the spec declares. Integer and bool inputs are per-row or 0-dim (read once per
@@ -102,6 +104,108 @@ enum class Plan : int { Flat = 0, Colwise = 1, Row = 2 };
 //          added in a fixed order
 enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4 };
 
+// ---- random numbers: Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1,
+// 2, 3", SC 2011), counter-based, so a value depends on (seed, offset, stream, element) alone
+// and not on the launch geometry: the backward, any plan and the CPU redraw the same numbers.
+// The layout is curand's and ATen's: key = seed; counter = (offset / 4 + stream, element / 4)
+// as two 64-bit halves, so a call that reserves 4 x streams of the generator's offset never
+// meets the numbers of another call (ATen's kernels use counters (offset / 4 + i, thread)).
+// Element e takes word e % 4 of the block of e / 4, as u = (word >> 8) 2^-24 in [0, 1): 24
+// random bits, exact in float32. fusegen_ops._support.uniform is the same in PyTorch.
+
+// Where a call's seed and offset are (fusegen_torch.h fills it): as values, or in device or
+// host memory (a backward reads its forward's; a CUDA graph replays the generator's), plus
+// `offset`. `save`, if set, receives (seed, offset) as two int64: the forward's for its
+// backward. seedPtr null: no random numbers.
+struct RngArgs {
+  uint64_t seed, offset;
+  const int64_t* seedPtr;
+  const int64_t* offsetPtr;
+  int64_t* save;
+};
+
+struct RngKey {
+  uint32_t k0, k1;  // the seed
+  uint64_t counter; // offset / 4: the first counter's high half
+};
+
+FG_HD RngKey rngKey(const RngArgs& r) {
+  const uint64_t seed = r.seedPtr ? static_cast<uint64_t>(*r.seedPtr) : r.seed;
+  const uint64_t offset = (r.offsetPtr ? static_cast<uint64_t>(*r.offsetPtr) : 0) + r.offset;
+  return RngKey{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), offset / 4};
+}
+
+// The forward's (seed, offset) for its backward: written once per call.
+FG_HD void saveRng(const RngArgs& r) {
+  if (!r.save)
+    return;
+  r.save[0] = static_cast<int64_t>(r.seedPtr ? static_cast<uint64_t>(*r.seedPtr) : r.seed);
+  r.save[1] =
+      static_cast<int64_t>((r.offsetPtr ? static_cast<uint64_t>(*r.offsetPtr) : 0) + r.offset);
+}
+
+FG_HD void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
+#ifdef __CUDA_ARCH__
+  hi = __umulhi(a, b);
+  lo = a * b;
+#else
+  const uint64_t p = static_cast<uint64_t>(a) * b;
+  hi = static_cast<uint32_t>(p >> 32);
+  lo = static_cast<uint32_t>(p);
+#endif
+}
+
+// The four words of block `block` of stream `stream`.
+FG_HD void philox(const RngKey& key, int stream, uint64_t block, uint32_t (&w)[4]) {
+  const uint64_t c = key.counter + static_cast<uint64_t>(stream);
+  uint32_t c0 = static_cast<uint32_t>(c), c1 = static_cast<uint32_t>(c >> 32);
+  uint32_t c2 = static_cast<uint32_t>(block), c3 = static_cast<uint32_t>(block >> 32);
+  uint32_t k0 = key.k0, k1 = key.k1;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+  for (int round = 0; round < 10; ++round) {
+    uint32_t hi0, lo0, hi1, lo1;
+    mulhilo(0xD2511F53u, c0, hi0, lo0);
+    mulhilo(0xCD9E8D57u, c2, hi1, lo1);
+    const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  w[0] = c0;
+  w[1] = c1;
+  w[2] = c2;
+  w[3] = c3;
+}
+
+template <typename T> FG_HD T uniformOf(uint32_t word) {
+  return static_cast<T>(word >> 8) * static_cast<T>(5.9604644775390625e-08); // 2^-24
+}
+
+// The numbers of stream `stream` at elements e0 ... e0 + N - 1 (row-major over [rows, D]):
+// one Philox block per 4 of them where e0 is a multiple of 4, else one per element.
+template <typename T, int N> FG_HD void uniforms(const RngKey& key, int stream, int64_t e0,
+                                                 T (&u)[N]) {
+  uint32_t w[4];
+  if (N % 4 == 0 && e0 % 4 == 0) {
+    for (int g = 0; g < N / 4; ++g) {
+      philox(key, stream, static_cast<uint64_t>(e0 / 4 + g), w);
+      for (int l = 0; l < 4; ++l)
+        u[4 * g + l] = uniformOf<T>(w[l]);
+    }
+  } else {
+    for (int l = 0; l < N; ++l) {
+      const uint64_t e = static_cast<uint64_t>(e0 + l);
+      philox(key, stream, e / 4, w);
+      u[l] = uniformOf<T>(w[e % 4]);
+    }
+  }
+}
+
 // One call of a program: its tensors as contiguous [rows, D] views (fusegen_torch.h).
 template <int NI, int NO, int NA> struct Args {
   static constexpr int kInputs = NI, kOutputs = NO, kAttrs = NA;
@@ -113,6 +217,7 @@ template <int NI, int NO, int NA> struct Args {
   int64_t rows; // product of the leading dims
   int64_t D;    // the last dim (1 for a 0-dim tensor)
   void* workspace; // CUDA: partial sums of ColSum and Total outputs
+  RngArgs rng;     // programs with Random inputs: the seed and offset
 };
 
 // ---- math builtins (templates/primitives.yaml `eval` formulas call these) ----

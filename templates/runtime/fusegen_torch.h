@@ -11,14 +11,23 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/DeviceGuard.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/ArrayRef.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 #ifdef FUSEGEN_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
+
+#include <mutex>
+#include <optional>
 
 #include <string>
 #include <vector>
@@ -119,6 +128,8 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
   for (const TensorArg& a : args)
     hasCol = hasCol || a.bcast == Bcast::Col;
   for (const TensorArg& a : args) {
+    if (a.bcast == Bcast::Random) // no tensor: the plan draws its elements
+      continue;
     TORCH_CHECK(a.tensor.defined(), op, ": argument '", a.name, "' is an undefined tensor");
     if (a.elem != Elem::Dtype) { // an integer or bool input: its own dtype, as the spec says
       TORCH_CHECK(a.tensor.scalar_type() == elemScalarType(a.elem), op, ": argument '", a.name,
@@ -180,6 +191,9 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
       TORCH_CHECK(t.dim() == 0, op, ": argument '", a.name,
                   "' must be a 0-dim tensor, but has shape ", shapeString(t.sizes()));
       break;
+    case Bcast::Random:
+      p.tensors.emplace_back();
+      continue;
     }
     p.tensors.push_back(t.contiguous());
   }
@@ -219,10 +233,59 @@ inline at::ScalarType toScalarType(DType t) {
   }
 }
 
+// A random op's forward: a seed and offset from the generator (`generator`, else the device's
+// default), reserving `increment` of its offset. CUDA: the generator's Philox state, as ATen's
+// own random kernels take it (under CUDA graph capture, pointers the replays advance). CPU: a
+// 63-bit seed drawn by random_() of an int64 tensor, offset 0; fusegen_ops._support.draw_rng
+// takes the same two in Python.
+inline RngArgs drawRng(const at::Device& device, const std::optional<at::Generator>& generator,
+                       uint64_t increment) {
+  RngArgs r{};
+#ifdef FUSEGEN_WITH_CUDA
+  if (device.is_cuda()) {
+    auto* gen = at::get_generator_or_default<at::CUDAGeneratorImpl>(
+        generator, at::cuda::detail::getDefaultCUDAGenerator(device.index()));
+    at::PhiloxCudaState s;
+    {
+      std::lock_guard<std::mutex> lock(gen->mutex_);
+      s = gen->philox_cuda_state(increment);
+    }
+    if (s.captured_) {
+      r.seedPtr = s.seed_.ptr;
+      r.offsetPtr = s.offset_.ptr;
+      r.offset = s.offset_intragraph_;
+    } else {
+      r.seed = s.seed_.val;
+      r.offset = s.offset_.val;
+    }
+    return r;
+  }
+#endif
+  (void)increment;
+  TORCH_CHECK(device.is_cpu(), "fusegen: random numbers on ", device.str(), " are not supported");
+  at::Tensor seed = at::empty({}, at::TensorOptions().dtype(at::kLong));
+  seed.random_(generator);
+  r.seed = static_cast<uint64_t>(seed.item<int64_t>());
+  return r;
+}
+
+// The (seed, offset) a backward reads, as its forward returned it.
+inline void checkRngState(const char* op, const at::Tensor& t, const at::Device& device) {
+  TORCH_CHECK(t.defined() && t.scalar_type() == at::kLong && t.dim() == 1 && t.size(0) == 2 &&
+                  t.is_contiguous(),
+              op, ": argument '_saved_rng' must be the int64 [2] tensor (seed, offset) the "
+              "forward returned");
+  TORCH_CHECK(t.device() == device, op, ": argument '_saved_rng' is on ", t.device().str(),
+              ", but the op's tensors are on ", device.str());
+}
+
 // Runs one plan of an op (fusegen_glue.h): checks and prepares the tensors, allocates the
-// results (skipping those not in `need`) and calls the plan for the tensors' device.
+// results (skipping those not in `need`) and calls the plan for the tensors' device. A random
+// op's forward draws a seed and offset and returns them last; its backward reads `rngState`.
 inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<TensorArg> args,
-                                       c10::ArrayRef<double> attrs, c10::ArrayRef<bool> need) {
+                                       c10::ArrayRef<double> attrs, c10::ArrayRef<bool> need,
+                                       const std::optional<at::Generator>& generator,
+                                       const at::Tensor* rngState) {
   c10::SmallVector<at::ScalarType, 4> dtypes;
   for (int k = 0; k < plan.nDtypes; ++k)
     dtypes.push_back(toScalarType(plan.dtypes[k]));
@@ -256,13 +319,36 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
     resultData.push_back(need[m] ? t.data_ptr() : nullptr);
     results.push_back(t);
   }
+  RngArgs rng{};
+  if (plan.randomStreams > 0 && plan.rngTensor < 0) { // a forward: draw, and return the draw
+    // Four numbers of the generator's offset per stream and element (the counter layout of
+    // fusegen_runtime.h's Philox): the next call's streams start past this one's.
+    rng = drawRng(p.device, generator, 4 * static_cast<uint64_t>(plan.randomStreams));
+    at::Tensor state = at::empty({2}, options.dtype(at::kLong));
+    rng.save = state.data_ptr<int64_t>();
+    if (empty) { // no kernel runs to write it
+      const at::TensorOptions longs = options.dtype(at::kLong);
+      const at::Tensor seed = rng.seedPtr ? at::from_blob(const_cast<int64_t*>(rng.seedPtr), {1}, longs)
+                                          : at::full({1}, static_cast<int64_t>(rng.seed), longs);
+      const at::Tensor offset =
+          (rng.offsetPtr ? at::from_blob(const_cast<int64_t*>(rng.offsetPtr), {1}, longs)
+                         : at::zeros({1}, longs))
+              .add(static_cast<int64_t>(rng.offset));
+      state.copy_(at::cat({seed, offset}));
+    }
+    results.push_back(state);
+  } else if (plan.randomStreams > 0) { // a backward: the forward's draw
+    checkRngState(plan.op, *rngState, p.device);
+    rng.seedPtr = rngState->data_ptr<int64_t>();
+    rng.offsetPtr = rng.seedPtr + 1;
+  }
   if (empty)
     return results;
   c10::SmallVector<const void*, 16> tensorData;
   for (const at::Tensor& t : p.tensors)
-    tensorData.push_back(t.data_ptr());
+    tensorData.push_back(t.defined() ? t.data_ptr() : nullptr);
   Call c{toDType(p.dtype), tensorData.data(), resultData.data(), need.data(), attrs.data(),
-         p.rows,           p.D,               nullptr};
+         p.rows,           p.D,               nullptr,           rng};
   if (p.device.is_cuda()) {
     TORCH_CHECK(plan.cuda != nullptr, plan.op, ": this package was built without CUDA");
     const at::Tensor workspace =

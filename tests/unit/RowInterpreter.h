@@ -25,6 +25,7 @@ struct RowEnv {
   std::map<std::string, std::vector<double>> inputs; // D values (repeated for [...] and [])
   std::map<std::string, double> attrs;
   std::map<std::string, std::vector<double>> gradOuts;
+  std::map<int, std::vector<double>> random; // D values per random stream
 };
 
 // A reduction's `finish` formula over builtins, with `acc` and `D` in scope.
@@ -71,6 +72,9 @@ inline std::vector<double> evalRow(const ir::Expr& root, const RowEnv& env) {
       out.resize(D);
       for (size_t j = 0; j < D; ++j)
         out[j] = static_cast<double>(j);
+      break;
+    case ir::NodeKind::Random:
+      out = env.random.at(n->index());
       break;
     case ir::NodeKind::Call: {
       const prims::Primitive& p = *n->prim();

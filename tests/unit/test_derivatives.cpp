@@ -83,6 +83,7 @@ std::map<std::string, Domain> domains() {
   // Non-integer and negative exponents need x > 0.
   d["pow"] = Domain{positive, {2.0, 3.0, -1.0, 0.5, 2.5, -1.5}};
   d["leaky_relu"].consts = {0.01, 0.2};
+  d["dropout"].consts = {0.1, 0.7}; // kept and dropped at the interpreter's draw of 0.5
   return d;
 }
 
@@ -125,6 +126,9 @@ ir::Function applyOnInputs(const prims::Primitive& p, bool constAsLiteral, doubl
       }
       break;
     }
+    case prims::ParamKind::Random: // the interpreter draws 0.5 (ir::Env::random)
+      args.push_back(ir::Node::makeRandom(static_cast<int>(i)));
+      break;
     }
   }
   fn.outputs.push_back({"y", ir::Node::makeCall(&p, args)});

@@ -217,6 +217,8 @@ private:
       return "_D";
     case ir::NodeKind::Column:
       return "_j";
+    case ir::NodeKind::Random:
+      return n->name(); // _u<stream>: the Python bodies draw them first; C++ binds them
     case ir::NodeKind::Call:
       break;
     }

@@ -45,13 +45,32 @@ bool uses(const std::vector<ir::Expr>& roots, ir::NodeKind kind) {
   return false;
 }
 
-// The Python lines defining _D and _j where the formulas use them (_j: the column index).
-std::string pythonDimAndColumn(const std::vector<ir::Expr>& roots, const std::string& full) {
+// The random streams the formulas read, in stream order.
+std::vector<int> randomStreams(const std::vector<ir::Expr>& roots) {
+  std::set<int> streams;
+  for (const ir::Node* n : ir::topoOrder(roots))
+    if (n->kind() == ir::NodeKind::Random) streams.insert(n->index());
+  return {streams.begin(), streams.end()};
+}
+
+// The Python lines defining _D, _j (the column index) and _u<k> (random stream k's numbers,
+// drawn with the (seed, offset) tensor `rng`; `wrap` around each, as "_r.exact(%)") where the
+// formulas use them.
+std::string pythonLeaves(const std::vector<ir::Expr>& roots, const std::string& full,
+                         const std::string& rng, const std::string& wrapBefore = "",
+                         const std::string& wrapAfter = "", const std::string& firstRow = "",
+                         bool defineD = true) {
   const bool column = uses(roots, ir::NodeKind::Column);
   std::string out;
-  if (column || uses(roots, ir::NodeKind::Dim))
+  if (defineD && (column || uses(roots, ir::NodeKind::Dim)))
     out += "    _D = " + full + ".shape[-1] if " + full + ".dim() else 1\n";
-  if (column) out += "    _j = torch.arange(_D, device=" + full + ".device)\n";
+  if (column)
+    out += "    _j = " + wrapBefore + "torch.arange(_D, device=" + full + ".device)" + wrapAfter +
+           "\n";
+  for (int k : randomStreams(roots))
+    out += "    _u" + std::to_string(k) + " = " + wrapBefore + "_support.uniform(" + rng + ", " +
+           std::to_string(k) + ", " + full + (firstRow.empty() ? "" : ", " + firstRow) + ")" +
+           wrapAfter + "\n";
   return out;
 }
 
@@ -69,8 +88,10 @@ std::string boundsBody(const OpModel& op) {
     all.push_back(o.value);
   for (const ir::Expr& g : op.grad.inputGrads)
     if (g) all.push_back(g);
-  if (uses(all, ir::NodeKind::Column))
-    out += "    _j = _r.exact(torch.arange(_D, device=" + full + ".device))\n";
+  if (op.plan.randomStreams)
+    out +=
+        "    _rng = _support.draw_rng(SPEC, " + full + ", generator) if _rng is None else _rng\n";
+  out += pythonLeaves(all, full, "_rng", "_r.exact(", ")", "_row0", /*defineD=*/false);
   // Bool inputs are conditions, not bounded numbers.
   for (const ir::FunctionInput& in : fn.inputs) {
     const std::string value = in.name + (in.shape == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "");
@@ -184,7 +205,8 @@ std::string secondOrderBody(const OpModel& op) {
     add(g2.inputGrads[k], fn.inputs[k].shape);
   for (size_t i = 0; i < op.plan.saved.size() + fn.attrs.size() + 1; ++i)
     results.push_back("None");
-  out += pythonDimAndColumn(roots, full);
+  if (op.plan.randomStreams) results.push_back("None"); // (_saved_rng)
+  out += pythonLeaves(roots, full, "ctx.rng");
   out += printPython(assignments, 4);
   out += "    _full = list(" + full + ".shape)\n";
   return out + "    return (" + join(results, ",\n            ") + ",)\n";
@@ -202,10 +224,12 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   for (size_t k = 0; k < p.inputs.size(); ++k) {
     const plan::Program::Input& in = p.inputs[k];
     Data x;
-    x.set("bcast", api::bcastEnumerator(in.shape, in.stat));
+    x.set("bcast", in.random ? "fg::Bcast::Random" : api::bcastEnumerator(in.shape, in.stat));
     x.set("elem", api::elemEnumerator(in.type));
-    x.set("description",
-          in.name + " " + spec::shapeClassSpelling(in.shape) + (in.stat ? " (compute type)" : ""));
+    x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
+                             (in.stat     ? " (compute type)"
+                              : in.random ? " (random stream " + in.name.substr(2) + ", drawn)"
+                                          : ""));
     inputs.push_back(x);
     // [...] and [] inputs are read per row (rowPre), the others per element.
     if (in.shape == ir::ShapeClass::Row || in.shape == ir::ShapeClass::Scalar)
@@ -330,7 +354,11 @@ std::string referenceBody(const OpModel& op) {
     reference.push_back({o.name, o.value});
     roots.push_back(o.value);
   }
-  out += pythonDimAndColumn(roots, fn.inputs[op.plan.fullInput].name);
+  const std::string full = fn.inputs[op.plan.fullInput].name;
+  if (op.plan.randomStreams)
+    out +=
+        "    _rng = _support.draw_rng(SPEC, " + full + ", generator) if _rng is None else _rng\n";
+  out += pythonLeaves(roots, full, "_rng", "", "", op.plan.randomStreams ? "_row0" : "");
   return out + printPython(reference, 4);
 }
 
@@ -430,6 +458,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("backward_tensors", stringItems(api::tensorTable(bwd)));
   d.set("dtypes", stringItems(api::dtypeTable(api.dtypes)));
   d.set("full_input", std::to_string(fwd.full));
+  d.set("full_input_name", fn.inputs[op.plan.fullInput].name);
   d.set("n_inputs", std::to_string(inputs.size()));
   d.set("n_attrs", std::to_string(attrs.size()));
   d.set("n_outputs", std::to_string(outputs.size()));
@@ -464,8 +493,20 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("saved_names", stringItems(savedNames));
   d.set("grad_names", stringItems(gradNames));
   d.set("dtype_names", stringItems(dtypeNames));
+  const bool random = op.plan.randomStreams > 0;
+  d.set("random", random);
+  d.set("random_cpp", random ? "true" : "false");
+  d.set("random_streams", std::to_string(op.plan.randomStreams));
+  int rngTensor = -1, position = 0;
+  for (const plan::Arg& a : bwd.params) {
+    if (a.role == plan::Role::RngState) rngTensor = position;
+    position += a.isTensor();
+  }
+  d.set("backward_rng_tensor", std::to_string(rngTensor));
   d.set("n_backward_saved", std::to_string(outputs.size() + inputs.size()));
-  d.set("backward_attrs_begin", std::to_string(outputs.size() + inputs.size() + saved.size()));
+  d.set("backward_rng_index", std::to_string(outputs.size() + inputs.size() + saved.size()));
+  d.set("backward_attrs_begin",
+        std::to_string(outputs.size() + inputs.size() + saved.size() + (random ? 1 : 0)));
 
   // The Python bodies printed from the IR: the reference, the error bounds, the backward's
   // backward.

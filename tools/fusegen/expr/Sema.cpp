@@ -94,18 +94,17 @@ bool Sema::enterCall(const AstPtr& ast, std::vector<CallFrame>& stack) {
     return false;
   }
   const prims::Primitive* prim = lib_.find(ast->name, ast->args.size());
-  std::sort(overloads.begin(), overloads.end(),
-            [](const prims::Primitive* a, const prims::Primitive* b) {
-              return a->params.size() < b->params.size();
-            });
+  std::sort(
+      overloads.begin(), overloads.end(),
+      [](const prims::Primitive* a, const prims::Primitive* b) { return a->arity() < b->arity(); });
   if (!prim) {
     std::string counts, signatures;
     for (size_t i = 0; i < overloads.size(); ++i) {
       const char* sep = i == 0 ? "" : i + 1 == overloads.size() ? " or " : ", ";
-      counts += sep + std::to_string(overloads[i]->params.size());
+      counts += sep + std::to_string(overloads[i]->arity());
       signatures += (i ? ", " : "") + overloads[i]->signature();
     }
-    bool one = overloads.size() == 1 && overloads[0]->params.size() == 1;
+    bool one = overloads.size() == 1 && overloads[0]->arity() == 1;
     diags_.error(ast->loc, "'" + ast->name + "' takes " + counts + " argument" + (one ? "" : "s") +
                                ", got " + std::to_string(ast->args.size()) + "; " +
                                (overloads.size() == 1 ? "signature is " : "signatures are ") +
@@ -150,6 +149,9 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
 
 ir::Expr Sema::finishCall(CallFrame& frame) {
   if (frame.function) return inlineFunction(*frame.function, frame.ast, std::move(frame.args));
+  // Each call's random parameters get streams of their own: two dropouts drop independently.
+  for (size_t i = frame.args.size(); i < frame.prim->params.size(); ++i)
+    frame.args.push_back(ir::Node::makeRandom(randomStreams_++));
   return ir::Node::makeCall(frame.prim, std::move(frame.args));
 }
 

@@ -44,6 +44,7 @@ private:
   Diagnostics& diags_;
   const cxx::UserFunctions* functions_;
   int inlineDepth_ = 0;
+  int randomStreams_ = 0; // random parameters filled so far (ir::Node::makeRandom)
 };
 
 // `functions`: the spec's C++ functions (see cxx/FunctionImporter.h), inlined where called.

@@ -64,6 +64,11 @@ double evaluate(const Expr& root, const Env& env) {
     case NodeKind::Column:
       v = env.j;
       break;
+    case NodeKind::Random: {
+      auto it = env.random.find(n->index());
+      v = it == env.random.end() ? 0.5 : it->second;
+      break;
+    }
     case NodeKind::Call: {
       std::vector<double> args;
       for (const Expr& a : n->args())

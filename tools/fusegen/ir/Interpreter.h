@@ -16,6 +16,7 @@ struct Env {
   std::map<std::string, double> gradOuts; // by output name
   double D = 1;                           // the length of the last dim
   double j = 0;                           // the column index
+  std::map<int, double> random;           // by random stream (absent: 0.5)
 };
 
 // Evaluates an elementwise expression; reductions are rejected (they need a row).

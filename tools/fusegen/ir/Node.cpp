@@ -104,6 +104,17 @@ Expr Node::makeColumn() {
   return n;
 }
 
+Expr Node::makeRandom(int stream) {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::Random;
+  n->shape_ = ShapeClass::Full;
+  n->name_ = "_u" + std::to_string(stream);
+  n->index_ = stream;
+  n->constant_ = false; // one value per element
+  n->finish();
+  return n;
+}
+
 Expr Node::makeCall(const prims::Primitive* prim, std::vector<Expr> args) {
   auto n = std::shared_ptr<Node>(new Node());
   n->kind_ = NodeKind::Call;
@@ -209,6 +220,9 @@ std::string printDag(const std::vector<std::pair<std::string, Expr>>& roots) {
       continue;
     case NodeKind::Column:
       names[n] = "j";
+      continue;
+    case NodeKind::Random:
+      names[n] = "rand" + std::to_string(n->index());
       continue;
     case NodeKind::Call:
       break;

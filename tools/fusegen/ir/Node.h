@@ -23,6 +23,7 @@ enum class NodeKind {
   GradOut, // the incoming gradient of an output (backward only)
   Dim,     // D, the length of the last dim (uniform over the op, like an attr)
   Column,  // j, the column index 0 ... D-1 (shape [D], an integer)
+  Random,  // a uniform random number in [0, 1) per element, of random stream index()
   Call,    // a primitive applied to arguments
 };
 
@@ -65,6 +66,10 @@ public:
   static Expr makeGradOut(const std::string& name, int index, ShapeClass shape);
   static Expr makeDim();
   static Expr makeColumn();
+  // Stream `stream` of the op's random numbers ([..., D]; prims::ParamKind::Random): one
+  // value per element, drawn from Philox by (seed, offset, stream, element) at run time, so
+  // the backward regenerates what the forward drew. Never constant, never differentiated.
+  static Expr makeRandom(int stream);
   bool isLeaf() const { return kind_ != NodeKind::Call; }
   // Shape: reductions give Row; elementwise calls the join of their arguments' shapes. Type:
   // Bool for a primitive returning a condition; Int for one closed over integers whose value

@@ -43,6 +43,9 @@ struct Program {
     ir::Expr leaf;        // the Input / GradOut node it binds
     bool stat = false;    // a statistic saved by the forward (OutKind::Stat): compute type
     spec::InputType type = spec::InputType::Dtype; // its elements: the dtype, or int/bool
+    // A random stream (ir::NodeKind::Random, `leaf`): no tensor; the runtime draws its
+    // elements (fg::Bcast::Random). Streams follow the op's inputs, in stream order.
+    bool random = false;
   };
   // What a Total output's value is. Elements: an element value, summed over rows and columns
   // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row
@@ -106,9 +109,16 @@ inline std::string gradArgName(const std::string& out) {
 inline std::string savedArgName(const std::string& stat) {
   return "_saved_" + stat;
 }
+// The seed and offset a random op's forward drew with, for its backward (int64 [2]).
+inline std::string rngArgName() {
+  return "_saved_rng";
+}
 
 struct KernelPlan {
-  int fullInput = -1;           // the first [..., D] input: defines D and the output shape
+  int fullInput = -1; // the first [..., D] input: defines D and the output shape
+  // Random streams the op draws (1 + the largest stream read): the forward takes a seed and
+  // offset from torch's generator and returns them; the backward reads them back.
+  int randomStreams = 0;
   std::vector<SavedStat> saved; // per-row values the forward returns for the backward
   Program forward;
   Program backward;

@@ -1,6 +1,8 @@
 // The layout of an op's and its backward's arguments, decided once here:
 //   <op>(inputs, *, attrs) -> (outputs, saved)
 //   <op>_backward(output gradients, inputs, saved, attrs, bool[n] output_mask) -> input grads
+// An op that draws random numbers also takes `generator` (last, keyword-only) and returns the
+// seed and offset it drew with after the saved values, which its backward takes after them.
 // The backward's attrs are positional and without defaults: only autograd calls it.
 #include "plan/OpInterface.h"
 
@@ -72,8 +74,14 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
     a.keywordOnly = true; // so an attr without a default may follow one with a default
     f.params.push_back(a);
   }
+  const bool random = plan.randomStreams > 0;
+  Arg generator = arg("generator", Role::Generator, ElemType::Generator);
+  generator.keywordOnly = true;
+  const Arg rng = tensor(rngArgName(), Role::RngState, ElemType::Int64, ir::ShapeClass::Col, false);
+  if (random) f.params.push_back(generator);
   f.results = outputs;
   f.results.insert(f.results.end(), saved.begin(), saved.end());
+  if (random) f.results.push_back(rng);
   f.program = &plan.forward;
   f.full = plan.fullInput;
 
@@ -82,6 +90,7 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
   b.params = outputGrads;
   b.params.insert(b.params.end(), inputs.begin(), inputs.end());
   b.params.insert(b.params.end(), saved.begin(), saved.end());
+  if (random) b.params.push_back(rng);
   for (Arg a : attrs) {
     a.defaultValue.reset();
     b.params.push_back(a);

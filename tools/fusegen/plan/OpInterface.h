@@ -25,6 +25,9 @@ enum class Role {
   OutputGrad, // the backward's incoming gradient of an output
   InputGrad,  // a backward result: the gradient of an input
   OutputMask, // the backward's bool[n]: which input gradients are wanted
+  Generator,  // an op that draws random numbers: the forward's `Generator? generator=None`
+  RngState,   // ... and the seed and offset it drew with (int64 [2]), returned after the saved
+              // values and passed back to the backward after them
 };
 
 // An argument's element type.
@@ -36,7 +39,8 @@ enum class ElemType {
   Bool,  // a bool attr, or a tensor of bools (a spec's bool input)
   Int64, // tensors of a spec's integer inputs
   Int32,
-  BoolList, // the output mask
+  BoolList,  // the output mask
+  Generator, // a torch.Generator or None
 };
 
 struct Arg {
@@ -49,7 +53,9 @@ struct Arg {
   std::optional<double> defaultValue; // attrs only
   int length = 0;                     // BoolList only
 
-  bool isTensor() const { return role != Role::Attr && role != Role::OutputMask; }
+  bool isTensor() const {
+    return role != Role::Attr && role != Role::OutputMask && role != Role::Generator;
+  }
 };
 
 struct Signature {

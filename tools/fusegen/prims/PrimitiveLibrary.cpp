@@ -24,12 +24,20 @@ int Primitive::paramIndex(const std::string& n) const {
   return -1;
 }
 
+size_t Primitive::arity() const {
+  size_t n = 0;
+  for (const Param& p : params)
+    n += p.kind != ParamKind::Random;
+  return n;
+}
+
 std::string Primitive::signature() const {
   std::string s = name + "(";
   for (size_t i = 0; i < params.size(); ++i) {
     s += (i ? ", " : "") + params[i].name;
     if (params[i].kind == ParamKind::Bool) s += ": bool";
     if (params[i].kind == ParamKind::Const) s += ": const";
+    if (params[i].kind == ParamKind::Random) s += ": random";
   }
   return s + ")";
 }
@@ -66,9 +74,14 @@ bool parseSignature(const std::string& text, Primitive& p) {
         param.kind = ParamKind::Bool;
       else if (kind == "const")
         param.kind = ParamKind::Const;
+      else if (kind == "random")
+        param.kind = ParamKind::Random;
       else
         return false;
     }
+    if (param.kind != ParamKind::Random && !p.params.empty() &&
+        p.params.back().kind == ParamKind::Random)
+      return false; // random parameters come last: the caller passes the others
     if (!isIdentifier(param.name)) return false;
     p.params.push_back(param);
     if (comma == std::string::npos) break;
@@ -159,8 +172,10 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       if (key == "name") {
         named = parseSignature(v.Scalar(), *p);
         if (!named)
-          diags.error(vloc, "malformed signature '" + v.Scalar() +
-                                "'; expected name(a, b: bool, p: const)");
+          diags.error(
+              vloc,
+              "malformed signature '" + v.Scalar() +
+                  "'; expected name(a, b: bool, p: const, u: random), random parameters last");
         p->loc = vloc;
       } else if (key == "doc") {
         p->doc = v.Scalar();
@@ -214,8 +229,8 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       }
     }
     if (!named) continue;
-    if (lib.find(p->name, p->params.size())) {
-      diags.error(p->loc, "primitive '" + p->name + "' with " + std::to_string(p->params.size()) +
+    if (lib.find(p->name, p->arity())) {
+      diags.error(p->loc, "primitive '" + p->name + "' with " + std::to_string(p->arity()) +
                               " parameter(s) is defined twice");
       continue;
     }
@@ -236,7 +251,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
   auto primArity = [&](const std::string& n) {
     auto it = lib.byName_.find(n);
     if (it == lib.byName_.end()) return -1;
-    return it->second.size() == 1 ? static_cast<int>(it->second.front()->params.size()) : -2;
+    return it->second.size() == 1 ? static_cast<int>(it->second.front()->arity()) : -2;
   };
   auto builtinArity = [](const std::string& n) {
     const Builtin* b = findBuiltin(n);
@@ -268,7 +283,8 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
           continue;
         }
         if (p->params[idx].kind != ParamKind::Value) {
-          diags.error(kloc, "'" + param + "' is not differentiable (bool or const); drop its rule");
+          diags.error(kloc, "'" + param +
+                                "' is not differentiable (bool, const or random); drop its rule");
           continue;
         }
         ruleGiven.insert(idx);
@@ -312,7 +328,7 @@ const Primitive* PrimitiveLibrary::find(const std::string& name) const {
 
 const Primitive* PrimitiveLibrary::find(const std::string& name, size_t arity) const {
   for (const Primitive* p : overloads(name))
-    if (p->params.size() == arity) return p;
+    if (p->arity() == arity) return p;
   return nullptr;
 }
 

@@ -20,6 +20,10 @@ enum class ParamKind {
   Value, // a differentiable tensor value
   Bool,  // a condition (result of a comparison); no gradient
   Const, // must not depend on tensors (a literal or an attr); no gradient
+  // A uniform random number in [0, 1) per element, which the caller does not pass: each call
+  // gets a stream of its own (ir::Node::makeRandom), so dropout(x, p) is a primitive whose
+  // `eval` and derivative rule read the same draw. Last in the signature; no gradient.
+  Random,
 };
 
 struct Param {
@@ -67,6 +71,8 @@ struct Primitive {
   SourceLoc loc;
 
   int paramIndex(const std::string& n) const;
+  // The arguments a formula passes: the parameters but the Random ones.
+  size_t arity() const;
   std::string signature() const; // e.g. "where(cond: bool, a, b)"
 };
 
@@ -77,7 +83,8 @@ public:
   static std::optional<PrimitiveLibrary>
   loadFromString(const std::string& path, const std::string& text, Diagnostics& diags);
 
-  // The overload of `name` taking `arity` arguments (null if none); find(name) is the first.
+  // The overload of `name` a formula calls with `arity` arguments (Primitive::arity; null if
+  // none); find(name) is the first.
   const Primitive* find(const std::string& name, size_t arity) const;
   const Primitive* find(const std::string& name) const;
   std::vector<const Primitive*> overloads(const std::string& name) const;

@@ -77,6 +77,10 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
   std::vector<std::string> rows;
   // In the program's order; the shape class and element type are the interface's.
   for (const plan::Program::Input& in : sig.program->inputs) {
+    if (in.random) { // drawn by the runtime: no tensor
+      rows.push_back("{\"" + in.name + "\", fg::Bcast::Random, -1, fg::Elem::Dtype}");
+      continue;
+    }
     int position = 0;
     const plan::Arg* arg = nullptr;
     for (const plan::Arg& a : sig.params) {

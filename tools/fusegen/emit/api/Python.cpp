@@ -9,6 +9,7 @@ namespace {
 
 std::string annotation(const plan::Arg& a) {
   if (a.isTensor()) return "Tensor";
+  if (a.type == plan::ElemType::Generator) return "Optional[torch.Generator]";
   return a.type == plan::ElemType::BoolList ? "list[bool]" : scalarTypeName(a.type);
 }
 
@@ -37,6 +38,7 @@ std::string pythonParams(const plan::Signature& sig, bool annotated) {
     }
     out += a.name;
     if (annotated) out += ": " + annotation(a);
+    if (a.type == plan::ElemType::Generator) out += annotated ? " = None" : "=None";
     if (a.defaultValue) out += (annotated ? " = " : "=") + pythonDefault(a);
   }
   return out;

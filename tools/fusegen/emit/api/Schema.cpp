@@ -11,6 +11,7 @@ namespace {
 std::string typeName(const plan::Arg& a) {
   if (a.isTensor()) return "Tensor";
   if (a.type == plan::ElemType::BoolList) return "bool[" + std::to_string(a.length) + "]";
+  if (a.type == plan::ElemType::Generator) return "Generator?";
   return scalarTypeName(a.type);
 }
 
@@ -55,8 +56,10 @@ std::string schema(const plan::Signature& sig) {
       params += "*, ";
       keywords = true;
     }
-    params +=
-        typeName(a) + " " + a.name + (a.defaultValue ? "=" + defaultLiteral(a, schemaFloat) : "");
+    params += typeName(a) + " " + a.name +
+              (a.type == plan::ElemType::Generator ? "=None"
+               : a.defaultValue                    ? "=" + defaultLiteral(a, schemaFloat)
+                                                   : "");
   }
   std::string results;
   for (const plan::Arg& r : sig.results)
