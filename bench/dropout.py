@@ -4,7 +4,10 @@ torch.compile of the same eager code, bf16, p = 0.1, forward and forward+backwar
 peak memory of forward+backward and the device-to-device copy bandwidth of the same run.
 Bandwidth counts the minimum bytes: forward reads x (x0) and the residual and writes the
 output(s); the backward reads the output gradient(s) and writes the input gradients (the
-weight's and bias's [D] sums are negligible). Writes bench.json and bench.md to --out.
+weight's and bias's [D] sums are negligible) but not the residual's of bias_dropout_add, which
+is the output's gradient itself; dropout_add_rmsnorm's backward reads the new residual.
+Forward+backward is the forward and torch.autograd.grad of every input (all implementations
+alike: no .grad accumulation). Writes bench.json and bench.md to --out.
 
     python3 bench/dropout.py --out bench/results/DIR [--shapes 16384x4096,8192x8192]
 """
@@ -33,10 +36,10 @@ def eager_darms(x0, residual, weight):
 
 
 CASES = {
-    # name: (impls, full inputs, [D] inputs, outputs; full tensors read+written fwd / bwd)
+    # name: (impls, inputs, full tensors read and written at least, forward / backward)
     "bias_dropout_add": ({"fusegen": lambda x, b, r: bias_dropout_add(x, b, r, p=P),
                           "torch.compile": torch.compile(eager_bda), "eager": eager_bda},
-                         ["x", "bias", "residual"], (3, 3)),
+                         ["x", "bias", "residual"], (3, 2)),
     "dropout_add_rmsnorm": ({"fusegen": lambda x, r, w: dropout_add_rmsnorm(x, r, w, p=P),
                              "torch.compile": torch.compile(eager_darms), "eager": eager_darms},
                             ["x0", "residual", "weight"], (4, 5)),
@@ -63,9 +66,9 @@ def main():
                 outs = out if isinstance(out, tuple) else (out,)
                 gouts = [torch.randn_like(o) for o in outs]
 
-                def step():
-                    o = fn(*leaves)
-                    torch.autograd.backward(o if isinstance(o, tuple) else (o,), gouts)
+                def step():  # (grad, not backward: no AccumulateGrad copy of a passed-on
+                    o = fn(*leaves)  # gradient, such as the residual's, into .grad)
+                    torch.autograd.grad(o if isinstance(o, tuple) else (o,), leaves, gouts)
                 fwd = benchmark._time(lambda: fn(*xs))
                 both = benchmark._time(step, grad_to_none=leaves)
                 torch.cuda.synchronize()
@@ -95,7 +98,7 @@ def main():
     with open(os.path.join(args.out, "bench.md"), "w") as f:
         f.write(f"# fused dropouts, {meta['gpu']}, torch {meta['torch']}, {meta['date']}\n\n"
                 f"bf16, p = {P}; copy {copy:.0f} GB/s. % of copy by the minimum bytes "
-                "(bias_dropout_add: 3 full tensors forward, 3 more backward; "
+                "(bias_dropout_add: 3 full tensors forward, 2 more backward; "
                 "dropout_add_rmsnorm: 4 forward, 5 more backward). Peak: memory allocated "
                 "during forward+backward above what was allocated before it.\n\n"
                 "| op | shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy | "

@@ -152,9 +152,9 @@ struct Backward {
   // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
   // addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
-                             /* x [..., D] */ fg::Bcast::Full,
-                             /* bias [D] */ fg::Bcast::Col,
-                             /* residual [..., D] */ fg::Bcast::Full,
+                             /* x [..., D] (not read) */ fg::Bcast::Unread,
+                             /* bias [D] (not read) */ fg::Bcast::Unread,
+                             /* residual [..., D] (not read) */ fg::Bcast::Unread,
                              /* _u0 [..., D] (random stream 0, drawn) */ fg::Bcast::Random,
                              /* _grad_y [..., D] */ fg::Bcast::Full>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype,

@@ -28,17 +28,29 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype},
-    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype},
-    {"residual", fg::Bcast::Full, 2, fg::Elem::Dtype},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype, true},
+    {"residual", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype},
-    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, false},
+    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, false},
+    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, false},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+};
+// Per input: whether the backward reads it (else autograd saves a placeholder), and the output
+// whose incoming gradient is its gradient unchanged (-1: none).
+constexpr bool kSaveInputs[] = {
+    false,
+    false,
+    false,
+};
+constexpr int kPassthrough[] = {
+    -1,
+    -1,
+    0,
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
@@ -62,7 +74,7 @@ constexpr glue::OpInfo kOp{
                          kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
                          kBackwardCudaWorkspace, kBackwardCuda, /*rngTensor=*/4),
     {"fusegen::bias_dropout_add_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/1,
-     /*generator=*/true}};
+     /*generator=*/true, kSaveInputs, kPassthrough}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -28,17 +28,27 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"logits", fg::Bcast::Full, 0, fg::Elem::Dtype},
-    {"target", fg::Bcast::Row, 1, fg::Elem::Int64},
+    {"logits", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"target", fg::Bcast::Row, 1, fg::Elem::Int64, true},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"logits", fg::Bcast::Full, 1, fg::Elem::Dtype},
-    {"target", fg::Bcast::Row, 2, fg::Elem::Int64},
-    {"_saved_m", fg::Bcast::Stat, 3, fg::Elem::Dtype},
-    {"_saved_stat1", fg::Bcast::Stat, 4, fg::Elem::Dtype},
-    {"_saved_lse", fg::Bcast::Stat, 5, fg::Elem::Dtype},
-    {"_saved_stat3", fg::Bcast::Stat, 6, fg::Elem::Dtype},
-    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype},
+    {"logits", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"target", fg::Bcast::Row, 2, fg::Elem::Int64, true},
+    {"_saved_m", fg::Bcast::Stat, 3, fg::Elem::Dtype, true},
+    {"_saved_stat1", fg::Bcast::Stat, 4, fg::Elem::Dtype, true},
+    {"_saved_lse", fg::Bcast::Stat, 5, fg::Elem::Dtype, true},
+    {"_saved_stat3", fg::Bcast::Stat, 6, fg::Elem::Dtype, true},
+    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype, true},
+};
+// Per input: whether the backward reads it (else autograd saves a placeholder), and the output
+// whose incoming gradient is its gradient unchanged (-1: none).
+constexpr bool kSaveInputs[] = {
+    true,
+    true,
+};
+constexpr int kPassthrough[] = {
+    -1,
+    -1,
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
@@ -64,7 +74,7 @@ constexpr glue::OpInfo kOp{
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
                          kBackwardCuda, /*rngTensor=*/-1),
     {"fusegen::cross_entropy_backward", /*inputs=*/2, /*attrs=*/4, /*outputs=*/1,
-     /*generator=*/false}};
+     /*generator=*/false, kSaveInputs, kPassthrough}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -213,7 +213,7 @@ struct Backward {
                              /* x0 [..., D] */ fg::Bcast::Full,
                              /* residual [..., D] */ fg::Bcast::Full,
                              /* weight [D] */ fg::Bcast::Col,
-                             /* bias [D] */ fg::Bcast::Col,
+                             /* bias [D] (not read) */ fg::Bcast::Unread,
                              /* _u0 [..., D] (random stream 0, drawn) */ fg::Bcast::Random,
                              /* _saved_mu [...] (compute type) */ fg::Bcast::Stat,
                              /* _saved_rstd [...] (compute type) */ fg::Bcast::Stat,

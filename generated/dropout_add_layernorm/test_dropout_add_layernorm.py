@@ -120,6 +120,11 @@ def test_wrong_arguments_raise(device):
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)
+def test_seeds_reproduce_draws(device):
+    CHECKS.seeds_reproduce(device)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
 def test_gradient_through_one_output(device):
     CHECKS.one_output_used(device)
 

@@ -28,19 +28,31 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x0", fg::Bcast::Full, 0, fg::Elem::Dtype},
-    {"residual", fg::Bcast::Full, 1, fg::Elem::Dtype},
-    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype},
+    {"x0", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"residual", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x0", fg::Bcast::Full, 2, fg::Elem::Dtype},
-    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype},
-    {"weight", fg::Bcast::Col, 4, fg::Elem::Dtype},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype},
-    {"_saved_rstd", fg::Bcast::Stat, 5, fg::Elem::Dtype},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
-    {"_grad_residual_out", fg::Bcast::Full, 1, fg::Elem::Dtype},
+    {"x0", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
+    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, true},
+    {"weight", fg::Bcast::Col, 4, fg::Elem::Dtype, true},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
+    {"_saved_rstd", fg::Bcast::Stat, 5, fg::Elem::Dtype, true},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"_grad_residual_out", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+};
+// Per input: whether the backward reads it (else autograd saves a placeholder), and the output
+// whose incoming gradient is its gradient unchanged (-1: none).
+constexpr bool kSaveInputs[] = {
+    true,
+    true,
+    true,
+};
+constexpr int kPassthrough[] = {
+    -1,
+    -1,
+    -1,
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
@@ -66,7 +78,7 @@ constexpr glue::OpInfo kOp{
                          kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
                          kBackwardCudaWorkspace, kBackwardCuda, /*rngTensor=*/6),
     {"fusegen::dropout_add_rmsnorm_backward", /*inputs=*/3, /*attrs=*/2, /*outputs=*/2,
-     /*generator=*/true}};
+     /*generator=*/true, kSaveInputs, kPassthrough}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -157,7 +157,7 @@ struct Backward {
                              /* x [..., D] */ fg::Bcast::Full,
                              /* alpha [] */ fg::Bcast::Scalar,
                              /* weight [D] */ fg::Bcast::Col,
-                             /* bias [D] */ fg::Bcast::Col,
+                             /* bias [D] (not read) */ fg::Bcast::Unread,
                              /* _grad_y [..., D] */ fg::Bcast::Full>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype,
                             fg::Elem::Dtype, fg::Elem::Dtype>;

@@ -662,6 +662,41 @@ class OpChecks:
             registered = getattr(torch.ops.fusegen, name).default._schema
             assert str(registered) == "fusegen::" + text, (str(registered), text)
 
+    def seeds_reproduce(self, device):
+        """A random op: torch.manual_seed reproduces a call; the next call draws anew (the
+        generator advanced); a `generator` argument is drawn from instead of the default one,
+        which it leaves untouched; and the (seed, offset) returned are what the reference
+        needs to redraw the call exactly."""
+        attrs = self.attrs()
+        raw = getattr(torch.ops.fusegen, self.spec.name).default
+        x = self.inputs((16,), 64, torch.float32, device)
+        torch.manual_seed(3)
+        first, second = _tuple(raw(*x, **attrs)), _tuple(raw(*x, **attrs))
+        torch.manual_seed(3)
+        again = _tuple(raw(*x, **attrs))
+        for a, b in zip(first, again):
+            assert torch.equal(a, b), "a call after torch.manual_seed did not reproduce"
+        assert not torch.equal(first[-1], second[-1]), "two calls drew with one (seed, offset)"
+        assert not all(torch.equal(a, b) for a, b in zip(first[:len(self.spec.outputs)],
+                                                         second)), "two calls drew alike"
+        torch.manual_seed(3)
+        mine = [_tuple(raw(*x, **attrs, generator=torch.Generator(device).manual_seed(9)))
+                for _ in range(2)]
+        after = _tuple(raw(*x, **attrs))
+        for a, b in zip(mine[0], mine[1]):
+            assert torch.equal(a, b), "a fresh generator of one seed drew differently"
+        for a, b in zip(after, first):
+            assert torch.equal(a, b), "a generator argument advanced the default generator"
+        want = _tuple(self.reference(*[_cast(t, torch.Tensor.double) for t in x], **attrs,
+                                     _rng=second[-1]))
+        self.rng_override = second[-1]
+        try:
+            tols, _ = self.tolerances(x, torch.float32)
+        finally:
+            self.rng_override = None
+        for o, g, w, tol in zip(self.spec.outputs, second, want, tols):
+            self.close(g, w, tol, f"{self.spec.name}.{o.name} redrawn from its (seed, offset)")
+
     def compile_fullgraph(self, device):
         torch._dynamo.reset()
         attrs = self.attrs()

@@ -27,13 +27,23 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"log_q", fg::Bcast::Full, 0, fg::Elem::Dtype},
-    {"log_p", fg::Bcast::Full, 1, fg::Elem::Dtype},
+    {"log_q", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"log_p", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"log_q", fg::Bcast::Full, 1, fg::Elem::Dtype},
-    {"log_p", fg::Bcast::Full, 2, fg::Elem::Dtype},
-    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype},
+    {"log_q", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"log_p", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
+    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype, true},
+};
+// Per input: whether the backward reads it (else autograd saves a placeholder), and the output
+// whose incoming gradient is its gradient unchanged (-1: none).
+constexpr bool kSaveInputs[] = {
+    true,
+    true,
+};
+constexpr int kPassthrough[] = {
+    -1,
+    -1,
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
@@ -56,7 +66,7 @@ constexpr glue::OpInfo kOp{
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
                          kBackwardCuda, /*rngTensor=*/-1),
     {"fusegen::jsd_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
-     /*generator=*/false}};
+     /*generator=*/false, kSaveInputs, kPassthrough}};
 
 const glue::Registrar kRegistrar(kOp);
 

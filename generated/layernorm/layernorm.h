@@ -189,7 +189,7 @@ struct Backward {
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full,
                              /* weight [D] */ fg::Bcast::Col,
-                             /* bias [D] */ fg::Bcast::Col,
+                             /* bias [D] (not read) */ fg::Bcast::Unread,
                              /* _saved_mu [...] (compute type) */ fg::Bcast::Stat,
                              /* _saved_rstd [...] (compute type) */ fg::Bcast::Stat,
                              /* _grad_y [..., D] */ fg::Bcast::Full>;

@@ -27,17 +27,29 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype},
-    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true},
+    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype},
-    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype},
-    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype},
-    {"_saved_mu", fg::Bcast::Stat, 4, fg::Elem::Dtype},
-    {"_saved_rstd", fg::Bcast::Stat, 5, fg::Elem::Dtype},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
+    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype, false},
+    {"_saved_mu", fg::Bcast::Stat, 4, fg::Elem::Dtype, true},
+    {"_saved_rstd", fg::Bcast::Stat, 5, fg::Elem::Dtype, true},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+};
+// Per input: whether the backward reads it (else autograd saves a placeholder), and the output
+// whose incoming gradient is its gradient unchanged (-1: none).
+constexpr bool kSaveInputs[] = {
+    true,
+    true,
+    false,
+};
+constexpr int kPassthrough[] = {
+    -1,
+    -1,
+    -1,
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
@@ -61,7 +73,7 @@ constexpr glue::OpInfo kOp{
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
                          kBackwardCuda, /*rngTensor=*/-1),
     {"fusegen::layernorm_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/1,
-     /*generator=*/false}};
+     /*generator=*/false, kSaveInputs, kPassthrough}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -27,11 +27,19 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+};
+// Per input: whether the backward reads it (else autograd saves a placeholder), and the output
+// whose incoming gradient is its gradient unchanged (-1: none).
+constexpr bool kSaveInputs[] = {
+    true,
+};
+constexpr int kPassthrough[] = {
+    -1,
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
@@ -53,7 +61,7 @@ constexpr glue::OpInfo kOp{
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
                          kBackwardCuda, /*rngTensor=*/-1),
     {"fusegen::mish_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
-     /*generator=*/false}};
+     /*generator=*/false, kSaveInputs, kPassthrough}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -217,7 +217,7 @@ struct Backward {
                              /* w0 [] */ fg::Bcast::Scalar,
                              /* w1 [] */ fg::Bcast::Scalar,
                              /* w2 [] */ fg::Bcast::Scalar,
-                             /* b [] */ fg::Bcast::Scalar,
+                             /* b [] (not read) */ fg::Bcast::Unread,
                              /* _saved_stat0 [...] (compute type) */ fg::Bcast::Stat,
                              /* _saved_stat1 [...] (compute type) */ fg::Bcast::Stat,
                              /* _saved_stat2 [...] (compute type) */ fg::Bcast::Stat,

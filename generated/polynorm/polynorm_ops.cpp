@@ -27,20 +27,30 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype},    {"w0", fg::Bcast::Scalar, 1, fg::Elem::Dtype},
-    {"w1", fg::Bcast::Scalar, 2, fg::Elem::Dtype}, {"w2", fg::Bcast::Scalar, 3, fg::Elem::Dtype},
-    {"b", fg::Bcast::Scalar, 4, fg::Elem::Dtype},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"w0", fg::Bcast::Scalar, 1, fg::Elem::Dtype, true},
+    {"w1", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true},
+    {"w2", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true},
+    {"b", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype},
-    {"w0", fg::Bcast::Scalar, 2, fg::Elem::Dtype},
-    {"w1", fg::Bcast::Scalar, 3, fg::Elem::Dtype},
-    {"w2", fg::Bcast::Scalar, 4, fg::Elem::Dtype},
-    {"b", fg::Bcast::Scalar, 5, fg::Elem::Dtype},
-    {"_saved_stat0", fg::Bcast::Stat, 6, fg::Elem::Dtype},
-    {"_saved_stat1", fg::Bcast::Stat, 7, fg::Elem::Dtype},
-    {"_saved_stat2", fg::Bcast::Stat, 8, fg::Elem::Dtype},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"w0", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true},
+    {"w1", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true},
+    {"w2", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true},
+    {"b", fg::Bcast::Scalar, 5, fg::Elem::Dtype, false},
+    {"_saved_stat0", fg::Bcast::Stat, 6, fg::Elem::Dtype, true},
+    {"_saved_stat1", fg::Bcast::Stat, 7, fg::Elem::Dtype, true},
+    {"_saved_stat2", fg::Bcast::Stat, 8, fg::Elem::Dtype, true},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+};
+// Per input: whether the backward reads it (else autograd saves a placeholder), and the output
+// whose incoming gradient is its gradient unchanged (-1: none).
+constexpr bool kSaveInputs[] = {
+    true, true, true, true, false,
+};
+constexpr int kPassthrough[] = {
+    -1, -1, -1, -1, -1,
 };
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
@@ -65,7 +75,7 @@ constexpr glue::OpInfo kOp{
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
                          kBackwardCuda, /*rngTensor=*/-1),
     {"fusegen::polynorm_backward", /*inputs=*/5, /*attrs=*/1, /*outputs=*/1,
-     /*generator=*/false}};
+     /*generator=*/false, kSaveInputs, kPassthrough}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -149,7 +149,7 @@ struct Backward {
   // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
   // addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
-                             /* x [..., D] */ fg::Bcast::Full,
+                             /* x [..., D] (not read) */ fg::Bcast::Unread,
                              /* h [..., D] */ fg::Bcast::Full,
                              /* alpha [] */ fg::Bcast::Scalar,
                              /* _grad_y [..., D] */ fg::Bcast::Full>;

@@ -53,8 +53,8 @@ public:
     c10::SmallVector<TensorArg, 16> tensorArgs;
     for (int k = 0; k < plan_.nTensors; ++k) {
       const TensorInfo& t = plan_.tensors[k];
-      tensorArgs.push_back(
-          TensorArg{t.name, t.position < 0 ? kNone : *tensors.at(t.position), t.bcast, t.elem});
+      tensorArgs.push_back(TensorArg{t.name, t.position < 0 ? kNone : *tensors.at(t.position),
+                                     t.bcast, t.elem, t.read});
     }
     const at::Tensor* rngState = plan_.rngTensor >= 0 ? tensors.at(plan_.rngTensor) : nullptr;
     std::vector<at::Tensor> results = runPlan(plan_, tensorArgs, attrs, need, generator, rngState);

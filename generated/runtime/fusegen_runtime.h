@@ -31,8 +31,10 @@ enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 // but stored in the compute type (float for half types), not the dtype: the backward compares
 // and computes with it as the forward computed it (a max is equal to its maximal elements).
 // Random: no tensor; one uniform random number per element, drawn by the plan (fg::uniforms),
-// the input's slot among the Random ones being its stream.
-enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3, Stat = 4, Random = 5 };
+// the input's slot among the Random ones being its stream. Unread: an argument the program
+// does not read (a backward's input that its gradients do not depend on): no loads, and the
+// autograd node passes a placeholder of its shape (fusegen_autograd.cpp).
+enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3, Stat = 4, Random = 5, Unread = 6 };
 
 // What an input's elements are stored as (P::inElem(k)): the call's dtype, or an integer or
 // bool type the spec declares. Integer and bool inputs are per-row or 0-dim (read once per

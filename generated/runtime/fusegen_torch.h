@@ -40,6 +40,7 @@ struct TensorArg {
   const at::Tensor& tensor;
   Bcast bcast;
   Elem elem;
+  bool read; // the plan reads its elements (else it may be a placeholder of its shape)
 };
 
 inline at::ScalarType elemScalarType(Elem e) {
@@ -193,10 +194,11 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
                   "' must be a 0-dim tensor, but has shape ", shapeString(t.sizes()));
       break;
     case Bcast::Random:
+    case Bcast::Unread: // (programs' tables only: an argument's is its shape's)
       p.tensors.emplace_back();
       continue;
     }
-    p.tensors.push_back(t.contiguous());
+    p.tensors.push_back(a.read ? t.contiguous() : at::Tensor()); // (an unread placeholder)
   }
   return p;
 }
@@ -297,7 +299,7 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
               "; this op reads the column index, which is exact in float32 up to 2^24 = 16777216 "
               "columns (float64 inputs have no such limit)");
   const at::OptionalDeviceGuard guard(p.device);
-  const auto options = p.tensors[plan.full].options();
+  const auto options = args[plan.full].tensor.options(); // (p.tensors: undefined where unread)
   std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (p.fullShape.empty() ? 0 : 1));
   // A row plan's rows exist with D == 0 too: their reductions are empty (a sum is 0, a max
   // -inf). A flat or colwise program has nothing to compute without elements.

@@ -22,3 +22,48 @@ def test_refuses_another_torch_version():
     assert "fusegen_ops was built for torch" in result.stderr
     assert "but torch 0.0.1+other" in result.stderr
     assert "fusegen --build --install" in result.stderr
+
+
+# ---- the random numbers of rand() and dropout() (fusegen_ops._support.uniform, which the
+# generated tests hold the kernels to, element by element) ----------------------------------
+def _draws(n=1 << 20, stream=0, seed=1234, offset=8):
+    import torch
+
+    from fusegen_ops import _support
+
+    rng = torch.tensor([seed, offset], dtype=torch.int64)
+    return _support.uniform(rng, stream, torch.empty(n // 1024, 1024, dtype=torch.float64))
+
+
+def test_philox_matches_the_published_known_answer():
+    # Random123's known-answer test for Philox4x32-10: key (0, 0), counter (0, 0, 0, 0) gives
+    # 6627e8d5 e169c58d bc57ac4c 9b00dbd8 (kat_vectors). Element e takes word e % 4 of
+    # block e / 4, >> 8, times 2^-24.
+    import torch
+
+    from fusegen_ops import _support
+
+    u = _support.uniform(torch.tensor([0, 0]), 0, torch.empty(4, dtype=torch.float64))
+    words = [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    assert u.tolist() == [(w >> 8) * 2.0 ** -24 for w in words]
+
+
+def test_uniform_numbers_are_uniform():
+    u = _draws()
+    n = u.numel()
+    assert 0 <= float(u.min()) and float(u.max()) < 1
+    assert abs(float(u.mean()) - 0.5) < 6 * (1 / 12 / n) ** 0.5
+    for p in (0.01, 0.1, 0.5, 0.9):  # a dropout's rate, within 6 binomial sigmas
+        rate = float((u < p).double().mean())
+        assert abs(rate - p) < 6 * (p * (1 - p) / n) ** 0.5, (p, rate)
+    hist = (u * 16).long().reshape(-1).bincount(minlength=16).double()
+    chi2 = float(((hist - n / 16) ** 2 / (n / 16)).sum())
+    assert chi2 < 60, chi2  # 15 degrees of freedom: P(chi2 > 60) < 1e-6
+
+
+def test_streams_seeds_and_offsets_are_independent():
+    base = _draws()
+    for other in (_draws(stream=1), _draws(seed=1235), _draws(offset=12)):
+        both = float(((base < 0.5) & (other < 0.5)).double().mean())
+        assert abs(both - 0.25) < 6 * (0.25 * 0.75 / base.numel()) ** 0.5, both
+    assert _draws().equal(base)  # and the same key draws the same numbers

@@ -4,6 +4,7 @@
 #include "fusegen_autograd.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
@@ -16,6 +17,19 @@
 
 namespace fg::glue {
 namespace {
+
+// A tensor of a torch.func transform, functionalization or a Python subclass, or any tensor
+// while a torch.func transform runs: placeholders and passed-on gradients are kept to plain
+// tensors outside transforms (vmap mishandled a passed-on unbatched gradient at out_dims=-1).
+bool wrapped(const at::Tensor& t) {
+  // (functorch includes its dynamic layer keys in the thread's dispatch keys while it runs)
+  return c10::impl::tls_is_dispatch_key_included(
+             c10::DispatchKey::FuncTorchDynamicLayerFrontMode) ||
+         (t.defined() &&
+          t.key_set().has_any(c10::DispatchKeySet(
+              {c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchGradWrapper,
+               c10::DispatchKey::Functionalize, c10::DispatchKey::Python})));
+}
 
 using torch::autograd::SavedVariable;
 using torch::autograd::variable_list;
@@ -30,10 +44,18 @@ public:
   variable_list apply(variable_list&& grads) override {
     variable_list result(info_.inputs);
     c10::List<bool> mask;
+    std::vector<bool> asked; // (mask moves to the stack)
     bool any = false;
     for (int k = 0; k < info_.inputs; ++k) {
-      mask.push_back(should_compute_output(k));
-      any = any || mask.get(k);
+      // The gradient of an output, unchanged (see wrapped(): else the backward op copies it).
+      const int same =
+          info_.passthrough[k] >= 0 && !wrapped(grads[info_.passthrough[k]]) ? info_.passthrough[k]
+                                                                             : -1;
+      if (same >= 0 && should_compute_output(k))
+        result[k] = grads[same]; // (undefined: no gradient, as for an unused output)
+      asked.push_back(same < 0 && should_compute_output(k));
+      mask.push_back(asked.back());
+      any = any || asked.back();
     }
     if (!any)
       return result;
@@ -55,7 +77,7 @@ public:
       backward_.callBoxed(&stack);
     }
     for (int k = 0; k < info_.inputs; ++k)
-      if (should_compute_output(k))
+      if (asked[k])
         result[k] = stack[k].toTensor();
     return result;
   }
@@ -99,8 +121,16 @@ public:
       for (const at::Tensor& t : inputs)
         edges.push_back(torch::autograd::impl::gradient_edge(t));
       node->set_next_edges(std::move(edges));
-      for (const at::Tensor& t : inputs)
-        node->saved.emplace_back(t, /*is_output=*/false);
+      // An input the backward does not read: a placeholder with its dtype, device and shape
+      // (one element, expanded), which the backward op checks but does not read. (Not for a
+      // torch.func transform's wrapped tensor: the transform batches what the node saves.)
+      for (int k = 0; k < info_.inputs; ++k) {
+        const at::Tensor& t = inputs[k];
+        node->saved.emplace_back(info_.saveInput[k] || wrapped(t)
+                                     ? t
+                                     : t.new_zeros({}).expand(t.sizes()),
+                                 /*is_output=*/false);
+      }
       for (int k = info_.inputs; k < info_.inputs + info_.attrs; ++k) // (not the generator)
         node->attrs.push_back(args[k]);
     }

@@ -40,6 +40,7 @@ struct TensorInfo {
   Bcast bcast;      // Random: no tensor, the plan draws its elements (position -1)
   int position;     // among the schema's tensor arguments
   Elem elem;        // the dtype of the call, or a fixed integer or bool type
+  bool read;        // the program reads its elements (else only its shape is checked)
 };
 
 // One program of an op (struct Forward or Backward of <op>.h), described to the glue.
@@ -70,6 +71,11 @@ struct AutogradInfo {
   int attrs;              // scalar arguments after them
   int outputs;            // differentiable results, first; the rest are saved statistics
   bool generator;         // a `Generator? generator` follows the attrs (random ops)
+  // Per input: whether the backward reads it (else the node saves a placeholder of its shape,
+  // not the tensor), and the output whose incoming gradient is its gradient unchanged (-1:
+  // none; the node passes that gradient on instead of asking the backward op for a copy).
+  const bool* saveInput;
+  const int* passthrough;
 };
 
 struct OpInfo {

@@ -249,12 +249,28 @@ template <class P, typename S> constexpr int rowCacheWordsPerItem() {
          4;
 }
 
+// ... and the random numbers of the item, where the cache keeps them (drawn once per row, not
+// once per pass): rowShape gives them room where the row still fits, and a kernel keeps them
+// when its items have that room (the budgets of itemsWithinBudget), else redraws them per pass.
+template <class P, typename S> constexpr int rowRandomWordsPerItem() {
+  return randomStreams<P>() * vecWidth<S>() * static_cast<int>(sizeof(compute_t<S>)) / 4;
+}
+template <class P, typename S, int ITEMS> constexpr bool rowCachesRandom() {
+  return ITEMS > 0 && randomStreams<P>() > 0 &&
+         ITEMS * (rowCacheWordsPerItem<P, S>() + rowRandomWordsPerItem<P, S>()) <=
+             (colSumOutputs<P>() > 0 ? 32 : 24);
+}
+template <class P, typename S, int ITEMS> constexpr int rowCachedWords() {
+  return ITEMS * (rowCacheWordsPerItem<P, S>() +
+                  (rowCachesRandom<P, S, ITEMS>() ? rowRandomWordsPerItem<P, S>() : 0));
+}
+
 // The register budget of a variant, as threads resident per SM: 1536 (40 registers) for
 // float-computed row caches of at most 8 words, which fit without spilling (nvcc -Xptxas -v
 // on every shipped row program), else 1024 (64 registers).
 // (Total accumulators take one more register each.)
 template <class P, typename S, int ITEMS> constexpr int rowThreadsPerSm() {
-  return ITEMS > 0 && ITEMS * rowCacheWordsPerItem<P, S>() + totalOutputs<P>() <= 8 &&
+  return ITEMS > 0 && rowCachedWords<P, S, ITEMS>() + totalOutputs<P>() <= 8 &&
                  sizeof(compute_t<S>) == 4
              ? 1536
              : 1024;
@@ -269,6 +285,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   T attr[atLeastOne<P::kAttrs>()];
   T Dval;
   Vec<S, V> cache[atLeastOne<inputsOf<P>(Bcast::Full)>()][kItems]; // the row (ITEMS > 0)
+  static constexpr bool kCacheRandom = rowCachesRandom<P, S, ITEMS>();
+  T drawn[atLeastOne<randomStreams<P>()>()][kCacheRandom ? kItems : 1][V]; // its random numbers
   T colAcc[atLeastOne<colSumOutputs<P>()>()][kItems][V];
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
@@ -304,7 +322,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   // the row cache, or from global memory where the row is re-read per pass (ITEMS == 0); the
   // [D] inputs' from global memory (read-only path), once per vector and pass. Whole vectors
   // either way: reading re-read rows element by element issued V loads per vector. Random
-  // inputs: drawn per vector and pass (only where a pass reads them: the rest is dead code).
+  // inputs: from the numbers drawn with the row cache, or drawn per vector and pass where the
+  // row is re-read (only where a pass reads them: the rest is dead code).
   struct Vectors {
     Vec<S, V> full[atLeastOne<inputsOf<P>(Bcast::Full)>()];
     Vec<S, V> col[atLeastOne<inputsOf<P>(Bcast::Col)>()];
@@ -326,8 +345,14 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         else
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVec<S, V>(a.in[k], vi * V);
       } else if constexpr (P::inBcast(k) == Bcast::Random) {
-        uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), row * a.D + vi * V,
-                       x.rnd[inputSlot<P>(k, Bcast::Random)]);
+        constexpr int s = inputSlot<P>(k, Bcast::Random);
+        if constexpr (kCacheRandom) {
+#pragma unroll
+          for (int l = 0; l < V; ++l)
+            x.rnd[s][l] = drawn[s][I::value][l];
+        } else {
+          uniforms<T, V>(key, s, row * a.D + vi * V, x.rnd[s]);
+        }
       }
     });
   }
@@ -676,6 +701,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
               if constexpr (P::inBcast(k) == Bcast::Full)
                 cache[inputSlot<P>(k, Bcast::Full)][item.value] =
                     loadVec<S, V>(a.in[k], row * a.D + vi * V);
+              else if constexpr (P::inBcast(k) == Bcast::Random && kCacheRandom)
+                uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), row * a.D + vi * V,
+                               drawn[inputSlot<P>(k, Bcast::Random)][item.value]);
             });
           });
       }
@@ -981,7 +1009,8 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   const int maxCluster = aligned ? rowMaxCluster<P, S>() : 1;
   RowGeometry g{};
   static_cast<RowShape&>(g) =
-      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0}, a.D, V, aligned, maxCluster);
+      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0, rowRandomWordsPerItem<P, S>()},
+               a.D, V, aligned, maxCluster);
   if (aligned) {
     applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);
     g.rowsPerBlock = rowsPerBlockFor(colSumOutputs<P>() > 0, g.group, g.items, g.cluster);

@@ -1,8 +1,8 @@
 // The row plan's geometry (templates/runtime/fusegen_row_geometry.h), checked on the host over
 // the whole range of row lengths, with and without thread block clusters: every shape it picks
 // is one the row kernel can run (a power of two of threads per row below a warp, whole warps
-// from one on, within the plan's limits; blocks of at most 1024 threads, a row that fits the registers it claims, the smallest group
-// and cluster that cover the row).
+// from one on, within the plan's limits; blocks of at most 1024 threads, a row that fits the
+// registers it claims, the smallest group and cluster that cover the row).
 #include "fusegen_row_geometry.h"
 
 #include <gtest/gtest.h>
@@ -112,6 +112,19 @@ TEST(RowGeometry, RowsInRegistersTakeWholeWarps) {
   g = fg::cuda::rowShape({4, false}, 13824, 8, true);
   EXPECT_EQ(g.items, 4);
   EXPECT_EQ(g.group, 448);
+}
+
+// A row's random numbers are kept with it where it still fits (dropout_add_rmsnorm's forward,
+// bf16: 8 words of inputs and 8 of numbers per item), else it is held without them.
+TEST(RowGeometry, RandomNumbersAreKeptWhereTheRowStillFits) {
+  RowShape g = fg::cuda::rowShape({8, false, 8}, 4096, 8, true);
+  EXPECT_EQ(g.items, 1); // 16 words: 1 item x 512 threads
+  EXPECT_EQ(g.group, 512);
+  g = fg::cuda::rowShape({8, false, 8}, 8192, 8, true);
+  EXPECT_EQ(g.items, 2); // 1 item of 16 words covers 512 vectors of 1024: held without them
+  EXPECT_EQ(g.group, 512);
+  g = fg::cuda::rowShape({8, false, 8}, 4100, 8, false);
+  EXPECT_EQ(g.items, 0); // unaligned rows are re-read either way
 }
 
 // The shapes the H100 sweeps tuned (see the header) come out as tuned.

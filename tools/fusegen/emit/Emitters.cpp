@@ -224,11 +224,14 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   for (size_t k = 0; k < p.inputs.size(); ++k) {
     const plan::Program::Input& in = p.inputs[k];
     Data x;
-    x.set("bcast", in.random ? "fg::Bcast::Random" : api::bcastEnumerator(in.shape, in.stat));
+    x.set("bcast", in.random  ? "fg::Bcast::Random"
+                   : !in.read ? "fg::Bcast::Unread"
+                              : api::bcastEnumerator(in.shape, in.stat));
     x.set("elem", api::elemEnumerator(in.type));
     x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
                              (in.stat     ? " (compute type)"
                               : in.random ? " (random stream " + in.name.substr(2) + ", drawn)"
+                              : !in.read  ? " (not read)"
                                           : ""));
     inputs.push_back(x);
     // [...] and [] inputs are read per row (rowPre), the others per element.
@@ -503,6 +506,13 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     position += a.isTensor();
   }
   d.set("backward_rng_tensor", std::to_string(rngTensor));
+  std::vector<std::string> saveInputs, passthrough;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    saveInputs.push_back(op.plan.backward.inputs[k].read ? "true" : "false");
+    passthrough.push_back(std::to_string(op.plan.passthrough[k]));
+  }
+  d.set("save_inputs", stringItems(saveInputs));
+  d.set("passthrough", stringItems(passthrough));
   d.set("n_backward_saved", std::to_string(outputs.size() + inputs.size()));
   d.set("backward_rng_index", std::to_string(outputs.size() + inputs.size() + saved.size()));
   d.set("backward_attrs_begin",

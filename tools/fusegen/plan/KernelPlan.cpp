@@ -477,6 +477,17 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     return std::nullopt;
   f.plan = runtimePlanOf(f);
   b.plan = runtimePlanOf(b);
+  std::unordered_set<const ir::Node*> readByBackward;
+  for (const ir::Node* n : ir::topoOrder(values(b.outputs)))
+    readByBackward.insert(n);
+  for (Program::Input& in : b.inputs)
+    in.read = readByBackward.count(in.leaf.get()) > 0;
+  for (size_t i = 0; i < fn.inputs.size(); ++i) {
+    const ir::Expr& g = b.outputs[i].value;
+    const bool same = g && g->kind() == ir::NodeKind::GradOut &&
+                      fn.outputs[g->index()].value->shape() == fn.inputs[i].shape;
+    plan.passthrough.push_back(same ? g->index() : -1);
+  }
   return plan;
 }
 

@@ -46,6 +46,9 @@ struct Program {
     // A random stream (ir::NodeKind::Random, `leaf`): no tensor; the runtime draws its
     // elements (fg::Bcast::Random). Streams follow the op's inputs, in stream order.
     bool random = false;
+    // Whether the program reads it. An input the backward does not read is not saved by the
+    // forward's autograd node (a placeholder of its shape stands for it: memory).
+    bool read = true;
   };
   // What a Total output's value is. Elements: an element value, summed over rows and columns
   // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row
@@ -119,6 +122,10 @@ struct KernelPlan {
   // Random streams the op draws (1 + the largest stream read): the forward takes a seed and
   // offset from torch's generator and returns them; the backward reads them back.
   int randomStreams = 0;
+  // Per input: the output whose incoming gradient is this input's gradient as it is (grad_y for
+  // residual in y = residual + ...), which autograd then passes on without a kernel writing a
+  // copy of it; -1 for the others.
+  std::vector<int> passthrough;
   std::vector<SavedStat> saved; // per-row values the forward returns for the backward
   Program forward;
   Program backward;

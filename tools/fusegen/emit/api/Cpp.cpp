@@ -78,7 +78,7 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
   // In the program's order; the shape class and element type are the interface's.
   for (const plan::Program::Input& in : sig.program->inputs) {
     if (in.random) { // drawn by the runtime: no tensor
-      rows.push_back("{\"" + in.name + "\", fg::Bcast::Random, -1, fg::Elem::Dtype}");
+      rows.push_back("{\"" + in.name + "\", fg::Bcast::Random, -1, fg::Elem::Dtype, true}");
       continue;
     }
     int position = 0;
@@ -92,7 +92,8 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
     }
     rows.push_back("{\"" + in.name + "\", " +
                    bcastEnumerator(arg->shape, arg->type == plan::ElemType::ComputeType) + ", " +
-                   std::to_string(position) + ", " + elemEnumerator(in.type) + "}");
+                   std::to_string(position) + ", " + elemEnumerator(in.type) + ", " +
+                   (in.read ? "true" : "false") + "}");
   }
   return rows;
 }
