@@ -243,6 +243,21 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
 RNG = "rng"  # a random op's (seed, offset): returned by the forward, read by the backward
 
 
+def register_random(spec: OpInfo) -> None:
+    """A random op's forward is an ordered side effect for torch.compile: each call is kept, in
+    order, with a token threaded through the graph. The nondeterministic_seeded tag the op is
+    registered with is not enough under torch 2.11: AOTAutograd's common-subexpression pass
+    exempts only ATen's random ops from merging (torch/_functorch/compile_utils.py), so two
+    equal calls in one graph that needs gradients returned the first call's draw twice."""
+    if not spec.random:
+        return
+    from torch._library.effects import EffectType
+    register = getattr(torch.library, "_register_effectful_op", None)
+    if register is None:  # (torch before 2.10 has it only here)
+        from torch._higher_order_ops.effects import _register_effectful_op as register
+    register(getattr(torch.ops.fusegen, spec.name).default, EffectType.ORDERED)
+
+
 def register_vmap(spec: OpInfo) -> None:
     """Registers the batching rules of fusegen::<op> and fusegen::<op>_backward. A random op
     is called once per sample, in order (torch.vmap's randomness="different"): each sample
