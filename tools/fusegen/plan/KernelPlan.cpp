@@ -533,10 +533,17 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
   if (plan.randomStreams)
     out << "  random streams: " << plan.randomStreams
         << " (Philox; the forward returns its seed and offset, the backward redraws)\n";
-  out << "  saved for backward: inputs";
+  std::string unread;
+  for (size_t i = 0; i < fn.inputs.size(); ++i)
+    if (!plan.backward.inputs[i].read) unread += (unread.empty() ? "" : ", ") + fn.inputs[i].name;
+  out << "  saved for backward: inputs" << (unread.empty() ? "" : " but " + unread);
   for (const SavedStat& s : plan.saved)
     out << ", " << s.name << " [...]";
   out << "; every elementwise value is recomputed\n";
+  for (size_t i = 0; i < plan.passthrough.size(); ++i)
+    if (plan.passthrough[i] >= 0)
+      out << "  gradient of " << fn.inputs[i].name << ": the gradient of "
+          << fn.outputs[plan.passthrough[i]].name << ", passed on\n";
   return out.str();
 }
 
