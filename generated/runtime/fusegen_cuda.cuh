@@ -165,9 +165,11 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
         T in[P::kInputs], out[P::kOutputs];
 #pragma unroll
         for (int k = 0; k < P::kInputs; ++k)
-          in[k] = P::inBcast(k) == Bcast::Full     ? toCompute(x[u][k].v[l])
-                  : P::inBcast(k) == Bcast::Random ? rnd[inputSlot<P>(k, Bcast::Random)][l]
-                                                   : T(0);
+          in[k] = P::inBcast(k) == Bcast::Full      ? toCompute(x[u][k].v[l])
+                  : P::inBcast(k) == Bcast::Random  ? rnd[inputSlot<P>(k, Bcast::Random)][l]
+                  : P::inBcast(k) == Bcast::TypedFull ? loadTyped<T>(P::inElem(k), a.in[k],
+                                                                     static_cast<int64_t>(v) * V + l)
+                                                      : T(0);
         setup.elem(in, T(0), out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m)
@@ -185,9 +187,10 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
     setup.draw(static_cast<int64_t>(i), rnd);
 #pragma unroll
     for (int k = 0; k < P::kInputs; ++k)
-      in[k] = P::inBcast(k) == Bcast::Full     ? toCompute(static_cast<const S*>(a.in[k])[i])
-              : P::inBcast(k) == Bcast::Random ? rnd[inputSlot<P>(k, Bcast::Random)][0]
-                                               : T(0);
+      in[k] = P::inBcast(k) == Bcast::Full        ? toCompute(static_cast<const S*>(a.in[k])[i])
+              : P::inBcast(k) == Bcast::Random    ? rnd[inputSlot<P>(k, Bcast::Random)][0]
+              : P::inBcast(k) == Bcast::TypedFull ? loadTyped<T>(P::inElem(k), a.in[k], i)
+                                                  : T(0);
     setup.elem(in, T(0), out);
 #pragma unroll
     for (int m = 0; m < P::kOutputs; ++m)
@@ -246,9 +249,10 @@ __global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials)
   for (int k = 0; k < P::kInputs; ++k)
 #pragma unroll
     for (int l = 0; l < V; ++l)
-      fixed[k][l] = active && P::inBcast(k) == Bcast::Col
-                        ? toCompute(static_cast<const S*>(a.in[k])[c + l])
-                        : T(0);
+      fixed[k][l] = !active                          ? T(0)
+                    : P::inBcast(k) == Bcast::Col      ? toCompute(static_cast<const S*>(a.in[k])[c + l])
+                    : P::inBcast(k) == Bcast::TypedCol ? loadTyped<T>(P::inElem(k), a.in[k], c + l)
+                                                       : T(0);
 #pragma unroll
   for (int m = 0; m < P::kOutputs; ++m)
 #pragma unroll
@@ -270,9 +274,10 @@ __global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials)
         T in[P::kInputs], out[P::kOutputs];
 #pragma unroll
         for (int k = 0; k < P::kInputs; ++k)
-          in[k] = P::inBcast(k) == Bcast::Full     ? toCompute(x[k].v[l])
-                  : P::inBcast(k) == Bcast::Random ? rnd[inputSlot<P>(k, Bcast::Random)][l]
-                                                   : fixed[k][l];
+          in[k] = P::inBcast(k) == Bcast::Full        ? toCompute(x[k].v[l])
+                  : P::inBcast(k) == Bcast::Random    ? rnd[inputSlot<P>(k, Bcast::Random)][l]
+                  : P::inBcast(k) == Bcast::TypedFull ? loadTyped<T>(P::inElem(k), a.in[k], off + l)
+                                                      : fixed[k][l];
         setup.elem(in, static_cast<T>(c + l), out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m) {

@@ -329,6 +329,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
     Vec<S, V> full[atLeastOne<inputsOf<P>(Bcast::Full)>()];
     Vec<S, V> col[atLeastOne<inputsOf<P>(Bcast::Col)>()];
     T rnd[atLeastOne<randomStreams<P>()>()][V];
+    T typed[P::kInputs][V]; // integer and bool [..., D] and [D] inputs (only theirs are used)
   };
 
   template <class I>
@@ -345,6 +346,11 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
         else
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVec<S, V>(a.in[k], vi * V);
+      } else if constexpr (P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::TypedCol) {
+        const int64_t e0 = (P::inBcast(k) == Bcast::TypedFull ? row * a.D : 0) + vi * V;
+#pragma unroll
+        for (int l = 0; l < V; ++l)
+          x.typed[k][l] = loadTyped<T>(P::inElem(k), a.in[k], e0 + l);
       } else if constexpr (P::inBcast(k) == Bcast::Random) {
         constexpr int s = inputSlot<P>(k, Bcast::Random);
         if constexpr (kCacheRandom) {
@@ -368,6 +374,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         in[k] = toCompute(x.col[inputSlot<P>(k, Bcast::Col)].v[l]);
       else if constexpr (P::inBcast(k) == Bcast::Random)
         in[k] = x.rnd[inputSlot<P>(k, Bcast::Random)][l];
+      else if constexpr (P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::TypedCol)
+        in[k] = x.typed[k][l];
       else
         in[k] = scalar[k]; // Row inputs are read by rowPre only
     });
@@ -421,7 +429,11 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
             T u[1];
             uniforms<T, 1>(key, inputSlot<P>(k, Bcast::Random), row * a.D + col, u);
             in[k] = u[0];
-          } else
+          } else if constexpr (P::inBcast(k) == Bcast::TypedFull)
+            in[k] = loadTyped<T>(P::inElem(k), a.in[k], row * a.D + col);
+          else if constexpr (P::inBcast(k) == Bcast::TypedCol)
+            in[k] = loadTyped<T>(P::inElem(k), a.in[k], col);
+          else
             in[k] = scalar[k];
         });
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, c[j], t);

@@ -197,6 +197,9 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
     case Bcast::Unread: // (programs' tables only: an argument's is its shape's)
       p.tensors.emplace_back();
       continue;
+    case Bcast::TypedFull:
+    case Bcast::TypedCol:
+      break; // (programs' tables only)
     }
     p.tensors.push_back(a.read ? t.contiguous() : at::Tensor()); // (an unread placeholder)
   }

@@ -49,7 +49,8 @@ class OpInfo:
         return [getattr(torch, d) for d in self.dtypes]
 
     def full_input(self) -> int:
-        return next(i for i, a in enumerate(self.inputs) if a.shape == FULL)
+        """The first float [..., D] input: its shape is the outputs', its dtype the op's."""
+        return next(i for i, a in enumerate(self.inputs) if a.shape == FULL and a.dtype is None)
 
     def attr_defaults(self) -> dict:
         return {a.name: a.default for a in self.attrs if a.default is not None}

@@ -61,6 +61,12 @@ template <class P, typename S> struct Runner {
         in[k] = u[0];
         break;
       }
+      case Bcast::TypedFull:
+        in[k] = loadTyped<T>(P::inElem(k), a.in[k], row * a.D + c);
+        break;
+      case Bcast::TypedCol:
+        in[k] = loadTyped<T>(P::inElem(k), a.in[k], c);
+        break;
       default:
         in[k] = scalar[k];
       }

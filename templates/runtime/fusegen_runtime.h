@@ -32,14 +32,25 @@ enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 // Random: no tensor; one uniform random number per element, drawn by the plan (fg::uniforms),
 // the input's slot among the Random ones being its stream. Unread: an argument the program
 // does not read (a backward's input that its gradients do not depend on): no loads, and the
-// autograd node passes a placeholder of its shape (fusegen_autograd.cpp).
-enum class Bcast : int { Full = 0, Col = 1, Row = 2, Scalar = 3, Stat = 4, Random = 5, Unread = 6 };
+// autograd node passes a placeholder of its shape (fusegen_autograd.cpp). TypedFull, TypedCol:
+// an integer or bool input of shape [..., D] or [D] (P::inElem(k)), read element by element
+// in its own type (not through the 128-bit vectors and the row cache of the dtype's inputs).
+enum class Bcast : int {
+  Full = 0,
+  Col = 1,
+  Row = 2,
+  Scalar = 3,
+  Stat = 4,
+  Random = 5,
+  Unread = 6,
+  TypedFull = 7,
+  TypedCol = 8
+};
 
 // What an input's elements are stored as (P::inElem(k)): the call's dtype, or an integer or
-// bool type the spec declares. Integer and bool inputs are per-row or 0-dim (read once per
-// row) and reach the program in the compute type: exact for integers up to 2^24 in float32,
-// which covers class indices (the glue checks that a program reading the column index j has
-// D <= 2^24, so j == target compares exactly).
+// bool type the spec declares. Integer and bool inputs reach the program in the compute type:
+// exact for integers up to 2^24 in float32, which covers class indices (the glue checks that
+// a program reading the column index j has D <= 2^24, so j == target compares exactly).
 enum class Elem : int { Dtype = 0, Int64 = 1, Int32 = 2, Bool = 3 };
 
 // Element i of an integer or bool input, in the compute type T.

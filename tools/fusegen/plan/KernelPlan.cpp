@@ -394,14 +394,16 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
                                  const autodiff::Gradient& grad, Diagnostics& diags) {
   KernelPlan plan;
   int errorsBefore = diags.errorCount();
+  // The first float [..., D] input: its shape is the outputs', its dtype the op's.
   for (size_t i = 0; i < fn.inputs.size(); ++i)
-    if (fn.inputs[i].shape == ir::ShapeClass::Full && plan.fullInput < 0)
+    if (fn.inputs[i].shape == ir::ShapeClass::Full && fn.inputs[i].type == spec::InputType::Dtype &&
+        plan.fullInput < 0)
       plan.fullInput = static_cast<int>(i);
   if (plan.fullInput < 0)
     diags.error(spec.inputs.front().loc,
                 "op '" + spec.name +
-                    "' needs at least one input of shape [..., D]: it defines the "
-                    "shape of the outputs");
+                    "' needs at least one float input of shape [..., D]: it defines the "
+                    "shape and the dtype of the outputs");
   const std::vector<int> uses = scalarUses(fn);
   for (size_t i = 0; i < fn.inputs.size(); ++i)
     if (uses[i] == kBothUses)

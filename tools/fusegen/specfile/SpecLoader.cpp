@@ -289,14 +289,6 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
                      (!shape ? "a 'shape'" : "a 'dtype' (int64, int32 or bool)"));
     return std::nullopt;
   }
-  if (*shape == ShapeClass::Full || *shape == ShapeClass::Col) {
-    r.error(n, key,
-            std::string(inputTypeName(*type)) + " input '" + name + "' has shape " +
-                shapeClassSpelling(*shape) +
-                "; integer and bool inputs are per-row [...] or 0-dim [] (per-element ones are "
-                "not supported yet)");
-    return std::nullopt;
-  }
   return Input{name, *shape, r.loc(key), *type};
 }
 
