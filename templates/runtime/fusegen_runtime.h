@@ -65,6 +65,32 @@ template <typename T> FG_HD T loadTyped(Elem e, const void* p, int64_t i) {
   }
 }
 
+// Bytes per element of an integer or bool input.
+FG_HD constexpr int elemBytes(Elem e) {
+  return e == Elem::Int64 ? 8 : e == Elem::Int32 ? 4 : 1;
+}
+
+// Elements i ... i + N - 1 of an integer or bool input, in the compute type T, as one load of
+// N x elemBytes(e) bytes: the caller has checked that p + i is aligned to that many bytes.
+template <typename E, int N> struct alignas(sizeof(E) * N) ElemPack {
+  E v[N];
+};
+template <typename T, typename E, int N> FG_HD void loadPack(const void* p, int64_t i, T (&out)[N]) {
+  const ElemPack<E, N> x = reinterpret_cast<const ElemPack<E, N>*>(static_cast<const E*>(p) + i)[0];
+  for (int l = 0; l < N; ++l)
+    out[l] = static_cast<T>(x.v[l]);
+}
+template <typename T, int N> FG_HD void loadTypedVec(Elem e, const void* p, int64_t i, T (&out)[N]) {
+  switch (e) {
+  case Elem::Int64:
+    return loadPack<T, int64_t, N>(p, i, out);
+  case Elem::Int32:
+    return loadPack<T, int32_t, N>(p, i, out);
+  default:
+    return loadPack<T, bool, N>(p, i, out);
+  }
+}
+
 template <int N> constexpr int atLeastOne() { return N > 0 ? N : 1; }
 
 // A constant table the generated programs carry (input broadcasts, output kinds, reductions
