@@ -42,7 +42,7 @@ struct Forward {
   using Reductions = fg::Table<int, 1, 1>;
   using FirstReduction = fg::Table<int, 0, 1>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Max, fg::Reduce::Sum>;
-  using Shifts = fg::Table<int, -1, -1>;
+  using Shifts = fg::Table<int, -1, 0>;
   using PlainSums = fg::Table<bool, false, true>;
   using Picks = fg::Table<bool, false, false>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }

@@ -136,5 +136,27 @@ TEST(TypedValues, APickRidesWithTheMaximumAndKeepsTheShift) {
   EXPECT_TRUE(p->backward.stages.empty());
 }
 
+// A softmax over the elements a bool mask keeps is shifted by its masked maximum (online
+// max-and-sum: one combination across threads), written either way: the exponent masked with
+// a constant whose exp is 0, or the term masked with 0. A term masked with 1 is not: it does not
+// scale with the maximum.
+TEST(TypedValues, AMaskedSoftmaxIsShiftedByItsMaskedMaximum) {
+  auto shifted = [](const std::string& term) {
+    Planned planned =
+        planSpec("op: t\ninputs:\n  x: [..., D]\n  mask: {shape: [..., D], dtype: bool}\n"
+                 "let:\n  m: detach(max(where(mask, x, -1.0e30)))\n  e: " +
+                 term + "\noutputs:\n  y: e / sum(e)\n");
+    EXPECT_TRUE(planned.plan) << planned.messages;
+    const plan::Program& f = planned.plan->forward;
+    return f.stages.size() == 2 && f.stages[1].shift.size() == 1 && f.stages[1].shift[0] == 0;
+  };
+  EXPECT_TRUE(shifted("exp(where(mask, x - m, -1.0e30))"));
+  EXPECT_TRUE(shifted("where(mask, exp(x - m), 0)"));
+  EXPECT_TRUE(shifted("where(mask, 0, exp(x - m))"));
+  EXPECT_FALSE(shifted("where(mask, exp(x - m), 1)"));        // 1 does not scale with m
+  EXPECT_FALSE(shifted("exp(where(mask, x - m, -1.0))"));     // exp(-1) is not 0
+  EXPECT_FALSE(shifted("exp(where(x > 0, x - m, -1.0e30))")); // not the maximum's mask
+}
+
 } // namespace
 } // namespace fusegen::test

@@ -14,6 +14,10 @@ namespace fusegen::plan {
 
 namespace {
 
+// exp(L) is exactly 0 for L at or below this, in float32 and in float64 (whose least
+// subnormal is about exp(-744.4)).
+constexpr double kExpIsZeroBelow = -746;
+
 constexpr int kMaxStages =
     16; // passes over a row the planner stages (the runtime unrolls any number; each adds code)
 
@@ -67,15 +71,38 @@ int shiftOf(const ir::Node* e, const std::vector<ir::Expr>& maxima,
             std::unordered_map<const ir::Node*, bool>& memo) {
   auto free = [&](const ir::Expr& a) { return !reaches(a.get(), stageNodes, memo); };
   const std::vector<ir::Expr>& args = e->args();
-  if (e->isCall("exp") && args[0]->isCall("sub")) {
-    const ir::Node* g = args[0]->args()[0].get();
-    const ir::Node* m = args[0]->args()[1].get();
+  // exp(g - m), or exp(where(c, g - m, L)) with exp(L) = 0 (a masked softmax's terms, 0 where
+  // c fails at any m); m the maximum of g, or of where(c, g, L') (a masked maximum: the terms
+  // it shifts that c keeps are still at most exp(0)).
+  const ir::Node* exponent = e->isCall("exp") ? args[0].get() : nullptr;
+  const ir::Node* mask = nullptr;
+  if (exponent && exponent->isCall("where") && free(exponent->args()[0]) &&
+      exponent->args()[2]->kind() == ir::NodeKind::Const &&
+      exponent->args()[2]->value() <= kExpIsZeroBelow) {
+    mask = exponent->args()[0].get();
+    exponent = exponent->args()[1].get();
+  }
+  if (exponent && exponent->isCall("sub")) {
+    const ir::Node* g = exponent->args()[0].get();
+    const ir::Node* m = exponent->args()[1].get();
     while (m->isCall("detach"))
       m = m->args()[0].get();
+    auto maximumOfG = [&](const ir::Node* a) {
+      if (a == g) return true;
+      return a->isCall("where") && a->args()[1].get() == g &&
+             a->args()[2]->kind() == ir::NodeKind::Const &&
+             (mask == nullptr || a->args()[0].get() == mask);
+    };
     for (size_t i = 0; i < maxima.size(); ++i)
-      if (maxima[i].get() == m && isCombine(m, prims::Combine::Max) && m->args()[0].get() == g &&
-          free(args[0]->args()[0]))
+      if (maxima[i].get() == m && isCombine(m, prims::Combine::Max) &&
+          maximumOfG(m->args()[0].get()) && free(exponent->args()[0]))
         return static_cast<int>(i);
+    return -1;
+  }
+  // where(c, e, 0) or where(c, 0, e) of a shifted e: 0 at any m.
+  if (e->isCall("where") && free(args[0])) {
+    if (args[2]->isConst(0)) return shiftOf(args[1].get(), maxima, stageNodes, memo);
+    if (args[1]->isConst(0)) return shiftOf(args[2].get(), maxima, stageNodes, memo);
     return -1;
   }
   if (e->isCall("mul")) {
