@@ -32,7 +32,7 @@ constexpr int kMaxPortableCluster = 8;
 struct RowTraits {
   int wordsPerItem;       // 32-bit registers the row cache takes per item and thread
   bool colSums;           // the program has ColSum outputs
-  int randomWordsPerItem = 0; // ... and its random numbers, if it keeps them (0: none drawn)
+  int extraWordsPerItem = 0; // ... and its random numbers and typed elements, if kept (0: none)
 };
 
 struct RowShape {
@@ -115,11 +115,12 @@ inline int itemsWithinRegisters(const RowTraits& t, int64_t nv) {
 // that are not held, or are unaligned, are re-read per pass (ITEMS == 0) by one block, which
 // was 1.3-5x slower wherever the row fit.
 inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int maxCluster = 1) {
-  // A row whose random numbers are kept with it where it fits so (drawn once, not once per
-  // pass: dropout_add_rmsnorm's forward at 16384 x 4096 bf16 ran at 79% of copy against 74%),
-  // else held without them, redrawn per pass (at 8192 x 8192, 73% against 63% re-read).
-  if (t.randomWordsPerItem > 0) {
-    const RowTraits with{t.wordsPerItem + t.randomWordsPerItem, t.colSums, 0};
+  // A row whose random numbers and integer or bool elements are kept with it where it fits so
+  // (drawn and read once, not once per pass: dropout_add_rmsnorm's forward at 16384 x 4096 bf16
+  // ran at 79% of copy against 74%), else held without them, redrawn and re-read per pass (at
+  // 8192 x 8192, 73% against 63% re-read).
+  if (t.extraWordsPerItem > 0) {
+    const RowTraits with{t.wordsPerItem + t.extraWordsPerItem, t.colSums, 0};
     const RowShape s = rowShape(with, D, V, aligned, maxCluster);
     if (s.items > 0 || !aligned)
       return s;

@@ -249,20 +249,22 @@ template <class P, typename S> constexpr int rowCacheWordsPerItem() {
          4;
 }
 
-// ... and the random numbers of the item, where the cache keeps them (drawn once per row, not
-// once per pass): rowShape gives them room where the row still fits, and a kernel keeps them
-// when its items have that room (the budgets of itemsWithinBudget), else redraws them per pass.
-template <class P, typename S> constexpr int rowRandomWordsPerItem() {
-  return randomStreams<P>() * vecWidth<S>() * static_cast<int>(sizeof(compute_t<S>)) / 4;
+// ... and the item's random numbers and integer and bool [..., D] elements, in the compute type,
+// where the cache keeps them (drawn and read once per row, not once per pass): rowShape gives
+// them room where the row still fits, and a kernel keeps them when its items have that room
+// (the budgets of itemsWithinBudget), else draws and reads them per pass.
+template <class P, typename S> constexpr int rowExtraWordsPerItem() {
+  return (randomStreams<P>() + inputsOf<P>(Bcast::TypedFull)) * vecWidth<S>() *
+         static_cast<int>(sizeof(compute_t<S>)) / 4;
 }
-template <class P, typename S, int ITEMS> constexpr bool rowCachesRandom() {
-  return ITEMS > 0 && randomStreams<P>() > 0 &&
-         ITEMS * (rowCacheWordsPerItem<P, S>() + rowRandomWordsPerItem<P, S>()) <=
+template <class P, typename S, int ITEMS> constexpr bool rowCachesExtras() {
+  return ITEMS > 0 && rowExtraWordsPerItem<P, S>() > 0 &&
+         ITEMS * (rowCacheWordsPerItem<P, S>() + rowExtraWordsPerItem<P, S>()) <=
              (colSumOutputs<P>() > 0 ? 32 : 24);
 }
 template <class P, typename S, int ITEMS> constexpr int rowCachedWords() {
   return ITEMS * (rowCacheWordsPerItem<P, S>() +
-                  (rowCachesRandom<P, S, ITEMS>() ? rowRandomWordsPerItem<P, S>() : 0));
+                  (rowCachesExtras<P, S, ITEMS>() ? rowExtraWordsPerItem<P, S>() : 0));
 }
 
 // The register budget of a variant, as threads resident per SM: 1536 (40 registers) for
@@ -285,8 +287,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   T attr[atLeastOne<P::kAttrs>()];
   T Dval;
   Vec<S, V> cache[atLeastOne<inputsOf<P>(Bcast::Full)>()][kItems]; // the row (ITEMS > 0)
-  static constexpr bool kCacheRandom = rowCachesRandom<P, S, ITEMS>();
-  T drawn[atLeastOne<randomStreams<P>()>()][kCacheRandom ? kItems : 1][V]; // its random numbers
+  static constexpr bool kCacheExtras = rowCachesExtras<P, S, ITEMS>();
+  T drawn[atLeastOne<randomStreams<P>()>()][kCacheExtras ? kItems : 1][V]; // its random numbers
+  T typedRow[atLeastOne<inputsOf<P>(Bcast::TypedFull)>()][kCacheExtras ? kItems : 1][V]; // and
+                                                    // its integer and bool [..., D] elements
   T colAcc[atLeastOne<colSumOutputs<P>()>()][kItems][V];
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
@@ -349,10 +353,16 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         // One load of the V elements (rowGeometry checked their alignment): byte-wise loads of
         // a bool mask: masked_softmax 0.166 ms against 0.163 forward, 16384x4096 bf16 on the H100.
         const int64_t e0 = (P::inBcast(k) == Bcast::TypedFull ? row * a.D : 0) + vi * V;
-        loadTypedVec<T, V>(P::inElem(k), a.in[k], e0, x.typed[k]);
+        if constexpr (P::inBcast(k) == Bcast::TypedFull && kCacheExtras) {
+#pragma unroll
+          for (int l = 0; l < V; ++l)
+            x.typed[k][l] = typedRow[inputSlot<P>(k, Bcast::TypedFull)][I::value][l];
+        } else {
+          loadTypedVec<T, V>(P::inElem(k), a.in[k], e0, x.typed[k]);
+        }
       } else if constexpr (P::inBcast(k) == Bcast::Random) {
         constexpr int s = inputSlot<P>(k, Bcast::Random);
-        if constexpr (kCacheRandom) {
+        if constexpr (kCacheExtras) {
 #pragma unroll
           for (int l = 0; l < V; ++l)
             x.rnd[s][l] = drawn[s][I::value][l];
@@ -713,9 +723,12 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
               if constexpr (P::inBcast(k) == Bcast::Full)
                 cache[inputSlot<P>(k, Bcast::Full)][item.value] =
                     loadVec<S, V>(a.in[k], row * a.D + vi * V);
-              else if constexpr (P::inBcast(k) == Bcast::Random && kCacheRandom)
+              else if constexpr (P::inBcast(k) == Bcast::Random && kCacheExtras)
                 uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), row * a.D + vi * V,
                                drawn[inputSlot<P>(k, Bcast::Random)][item.value]);
+              else if constexpr (P::inBcast(k) == Bcast::TypedFull && kCacheExtras)
+                loadTypedVec<T, V>(P::inElem(k), a.in[k], row * a.D + vi * V,
+                                   typedRow[inputSlot<P>(k, Bcast::TypedFull)][item.value]);
             });
           });
       }
@@ -1023,7 +1036,7 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   const int maxCluster = aligned ? rowMaxCluster<P, S>() : 1;
   RowGeometry g{};
   static_cast<RowShape&>(g) =
-      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0, rowRandomWordsPerItem<P, S>()},
+      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0, rowExtraWordsPerItem<P, S>()},
                a.D, V, aligned, maxCluster);
   if (aligned) {
     applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);
