@@ -254,9 +254,16 @@ template <class P, typename S> constexpr int rowCacheWordsPerItem() {
 // where the cache keeps them (drawn and read once per row, not once per pass): rowShape gives
 // them room where the row still fits, and a kernel keeps them when its items have that room
 // (the budgets of itemsWithinBudget), else draws and reads them per pass.
+template <class P> FG_HD constexpr int rowExtras() {
+  return randomStreams<P>() + inputsOf<P>(Bcast::TypedFull);
+}
+// Input k's slot among them (a Random or TypedFull input).
+template <class P> FG_HD constexpr int rowExtraSlot(int k) {
+  return P::inBcast(k) == Bcast::Random ? inputSlot<P>(k, Bcast::Random)
+                                        : randomStreams<P>() + inputSlot<P>(k, Bcast::TypedFull);
+}
 template <class P, typename S> constexpr int rowExtraWordsPerItem() {
-  return (randomStreams<P>() + inputsOf<P>(Bcast::TypedFull)) * vecWidth<S>() *
-         static_cast<int>(sizeof(compute_t<S>)) / 4;
+  return rowExtras<P>() * vecWidth<S>() * static_cast<int>(sizeof(compute_t<S>)) / 4;
 }
 template <class P, typename S, int ITEMS> constexpr bool rowCachesExtras() {
   return ITEMS > 0 && rowExtraWordsPerItem<P, S>() > 0 &&
@@ -289,9 +296,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   T Dval;
   Vec<S, V> cache[atLeastOne<inputsOf<P>(Bcast::Full)>()][kItems]; // the row (ITEMS > 0)
   static constexpr bool kCacheExtras = rowCachesExtras<P, S, ITEMS>();
-  T drawn[atLeastOne<randomStreams<P>()>()][kCacheExtras ? kItems : 1][V]; // its random numbers
-  T typedRow[atLeastOne<inputsOf<P>(Bcast::TypedFull)>()][kCacheExtras ? kItems : 1][V]; // and
-                                                    // its integer and bool [..., D] elements
+  // its random numbers and integer and bool [..., D] elements (rowExtraSlot)
+  T extras[atLeastOne<rowExtras<P>()>()][kCacheExtras ? kItems : 1][V];
   T colAcc[atLeastOne<colSumOutputs<P>()>()][kItems][V];
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
@@ -332,9 +338,19 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   struct Vectors {
     Vec<S, V> full[atLeastOne<inputsOf<P>(Bcast::Full)>()];
     Vec<S, V> col[atLeastOne<inputsOf<P>(Bcast::Col)>()];
-    T rnd[atLeastOne<randomStreams<P>()>()][V];
-    T typed[P::kInputs][V]; // integer and bool [..., D] and [D] inputs (only theirs are used)
+    T extra[P::kInputs][V]; // Random, TypedFull and TypedCol inputs (only theirs are used)
   };
+
+  // Input k's V elements at vector index vi of the row, for a Random input (drawn) or an integer
+  // or bool one (one load of the V elements: rowGeometry checked their alignment; byte-wise
+  // loads of a bool mask: masked_softmax 0.166 ms against 0.163 forward, 16384x4096 bf16).
+  template <int k> __device__ __forceinline__ void drawOrLoad(int64_t row, int64_t vi, T (&out)[V]) const {
+    if constexpr (P::inBcast(k) == Bcast::Random)
+      uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), row * a.D + vi * V, out);
+    else
+      loadTypedVec<T, V>(P::inElem(k), a.in[k],
+                         (P::inBcast(k) == Bcast::TypedFull ? row * a.D : 0) + vi * V, out);
+  }
 
   template <class I>
   __device__ __forceinline__ void loadVectors(int64_t row, int64_t vi, I, Vectors& x) const {
@@ -350,26 +366,14 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
         else
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVec<S, V>(a.in[k], vi * V);
-      } else if constexpr (P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::TypedCol) {
-        // One load of the V elements (rowGeometry checked their alignment): byte-wise loads of
-        // a bool mask: masked_softmax 0.166 ms against 0.163 forward, 16384x4096 bf16 on the H100.
-        const int64_t e0 = (P::inBcast(k) == Bcast::TypedFull ? row * a.D : 0) + vi * V;
-        if constexpr (P::inBcast(k) == Bcast::TypedFull && kCacheExtras) {
+      } else if constexpr ((P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::Random) &&
+                           kCacheExtras) {
 #pragma unroll
-          for (int l = 0; l < V; ++l)
-            x.typed[k][l] = typedRow[inputSlot<P>(k, Bcast::TypedFull)][I::value][l];
-        } else {
-          loadTypedVec<T, V>(P::inElem(k), a.in[k], e0, x.typed[k]);
-        }
-      } else if constexpr (P::inBcast(k) == Bcast::Random) {
-        constexpr int s = inputSlot<P>(k, Bcast::Random);
-        if constexpr (kCacheExtras) {
-#pragma unroll
-          for (int l = 0; l < V; ++l)
-            x.rnd[s][l] = drawn[s][I::value][l];
-        } else {
-          uniforms<T, V>(key, s, row * a.D + vi * V, x.rnd[s]);
-        }
+        for (int l = 0; l < V; ++l)
+          x.extra[k][l] = extras[rowExtraSlot<P>(k)][I::value][l];
+      } else if constexpr (P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::TypedCol ||
+                           P::inBcast(k) == Bcast::Random) {
+        drawOrLoad<k>(row, vi, x.extra[k]);
       }
     });
   }
@@ -382,10 +386,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         in[k] = toCompute(x.full[inputSlot<P>(k, Bcast::Full)].v[l]);
       else if constexpr (P::inBcast(k) == Bcast::Col)
         in[k] = toCompute(x.col[inputSlot<P>(k, Bcast::Col)].v[l]);
-      else if constexpr (P::inBcast(k) == Bcast::Random)
-        in[k] = x.rnd[inputSlot<P>(k, Bcast::Random)][l];
-      else if constexpr (P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::TypedCol)
-        in[k] = x.typed[k][l];
+      else if constexpr (P::inBcast(k) == Bcast::Random || P::inBcast(k) == Bcast::TypedFull ||
+                         P::inBcast(k) == Bcast::TypedCol)
+        in[k] = x.extra[k][l];
       else
         in[k] = scalar[k]; // Row inputs are read by rowPre only
     });
@@ -724,12 +727,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
               if constexpr (P::inBcast(k) == Bcast::Full)
                 cache[inputSlot<P>(k, Bcast::Full)][item.value] =
                     loadVec<S, V>(a.in[k], row * a.D + vi * V);
-              else if constexpr (P::inBcast(k) == Bcast::Random && kCacheExtras)
-                uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), row * a.D + vi * V,
-                               drawn[inputSlot<P>(k, Bcast::Random)][item.value]);
-              else if constexpr (P::inBcast(k) == Bcast::TypedFull && kCacheExtras)
-                loadTypedVec<T, V>(P::inElem(k), a.in[k], row * a.D + vi * V,
-                                   typedRow[inputSlot<P>(k, Bcast::TypedFull)][item.value]);
+              else if constexpr ((P::inBcast(k) == Bcast::Random ||
+                                  P::inBcast(k) == Bcast::TypedFull) &&
+                                 kCacheExtras)
+                drawOrLoad<k>(row, vi, extras[rowExtraSlot<P>(k)][item.value]);
             });
           });
       }

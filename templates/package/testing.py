@@ -312,6 +312,9 @@ class OpChecks:
                  error_bounds: Callable):
         self.spec, self.op, self.reference, self.independent = spec, op, reference, independent
         self.error_bounds = error_bounds
+        # A random op's error bounds draw what a given call drew (drawn_with), at the rows of
+        # the larger tensor a chunk of rows starts at; None: the draw of a reseeded call.
+        self.rng_override, self.row_base = None, 0
 
     # ---- inputs ----------------------------------------------------------------------
     def inputs(self, lead, D, dtype, device, requires_grad=False, scale=1.0, generator=None):
@@ -372,10 +375,19 @@ class OpChecks:
         """error_bounds' random numbers: the draw of a reseeded call."""
         if not self.spec.random:
             return {}
-        if getattr(self, "rng_override", None) is not None:  # a given call's draw
+        if self.rng_override is not None:  # a given call's draw
             return {"_rng": self.rng_override}
         self.reseed()
         return {"_rng": draw_rng(self.spec, like)}
+
+    @contextlib.contextmanager
+    def drawn_with(self, rng):
+        """Within it, error bounds use the numbers drawn with (seed, offset) `rng`."""
+        self.rng_override = rng
+        try:
+            yield
+        finally:
+            self.rng_override, self.row_base = None, 0
 
     def reference64(self, tensors):
         """The generated reference in float64 on the same values."""
@@ -413,7 +425,7 @@ class OpChecks:
             cut = [t[a:b] if c in (FULL, ROW) else t for t, c in zip(xs, ins)]
             g = None if gs is None else [t[a:b] for t in gs]
             if rng:
-                rng["_row0"] = getattr(self, "row_base", 0) + a
+                rng["_row0"] = self.row_base + a
             parts.append(self.error_bounds(r, g, *cut, **self.attrs(), **rng))
 
         def join(bounds, cls):  # [D] and [] sums: over the chunks' sums, in order
@@ -691,11 +703,8 @@ class OpChecks:
             assert torch.equal(a, b), "a generator argument advanced the default generator"
         want = _tuple(self.reference(*[_cast(t, torch.Tensor.double) for t in x], **attrs,
                                      _rng=second[-1]))
-        self.rng_override = second[-1]
-        try:
+        with self.drawn_with(second[-1]):
             tols, _ = self.tolerances(x, torch.float32)
-        finally:
-            self.rng_override = None
         for o, g, w, tol in zip(self.spec.outputs, second, want, tols):
             self.close(g, w, tol, f"{self.spec.name}.{o.name} redrawn from its (seed, offset)")
 
@@ -1007,11 +1016,8 @@ class OpChecks:
         gouts = [torch.randn_like(o) for o in outs]
         torch.autograd.backward(outs, gouts)
         # A random op: the chunks' references and bounds draw the call's numbers at their rows.
-        self.rng_override = self.rng_kwargs(x[self.spec.full_input()]).get("_rng")
-        try:
+        with self.drawn_with(self.rng_kwargs(x[self.spec.full_input()]).get("_rng")):
             self._rows_match(x, outs, gouts, rows, chunk, dtype, device)
-        finally:
-            self.rng_override, self.row_base = None, 0
 
     def _rows_match(self, x, outs, gouts, rows, chunk, dtype, device):
         def reference(a):
@@ -1154,11 +1160,8 @@ class OpChecks:
             replays.append([r.clone() for r in results])
         assert not torch.equal(replays[0][-1], replays[1][-1]), "the replays drew the same numbers"
         for k, got in enumerate(replays):
-            self.rng_override = got[-1]
-            try:
+            with self.drawn_with(got[-1]):
                 tols, _ = self.tolerances(static, torch.float32)
-            finally:
-                self.rng_override = None
             want = self.reference(*[_cast(t, torch.Tensor.double) for t in static], **attrs,
                                   _rng=got[-1])
             for o, g, w, tol in zip(self.spec.outputs, got, _tuple(want), tols):

@@ -33,8 +33,9 @@ enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 // the input's slot among the Random ones being its stream. Unread: an argument the program
 // does not read (a backward's input that its gradients do not depend on): no loads, and the
 // autograd node passes a placeholder of its shape (fusegen_autograd.cpp). TypedFull, TypedCol:
-// an integer or bool input of shape [..., D] or [D] (P::inElem(k)), read element by element
-// in its own type (not through the 128-bit vectors and the row cache of the dtype's inputs).
+// an integer or bool input of shape [..., D] or [D] (P::inElem(k)), read in its own type, not
+// through the dtype's 128-bit vectors: by the row plan V elements at a time (loadTypedVec; kept
+// with the row cache where the row fits with them), by the other plans element by element.
 enum class Bcast : int {
   Full = 0,
   Col = 1,
@@ -168,19 +169,24 @@ struct RngKey {
   uint64_t counter; // offset / 4: the first counter's high half
 };
 
+FG_HD uint64_t rngSeed(const RngArgs& r) {
+  return r.seedPtr ? static_cast<uint64_t>(*r.seedPtr) : r.seed;
+}
+FG_HD uint64_t rngOffset(const RngArgs& r) {
+  return (r.offsetPtr ? static_cast<uint64_t>(*r.offsetPtr) : 0) + r.offset;
+}
+
 FG_HD RngKey rngKey(const RngArgs& r) {
-  const uint64_t seed = r.seedPtr ? static_cast<uint64_t>(*r.seedPtr) : r.seed;
-  const uint64_t offset = (r.offsetPtr ? static_cast<uint64_t>(*r.offsetPtr) : 0) + r.offset;
-  return RngKey{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), offset / 4};
+  const uint64_t seed = rngSeed(r);
+  return RngKey{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), rngOffset(r) / 4};
 }
 
 // The forward's (seed, offset) for its backward: written once per call.
 FG_HD void saveRng(const RngArgs& r) {
   if (!r.save)
     return;
-  r.save[0] = static_cast<int64_t>(r.seedPtr ? static_cast<uint64_t>(*r.seedPtr) : r.seed);
-  r.save[1] =
-      static_cast<int64_t>((r.offsetPtr ? static_cast<uint64_t>(*r.offsetPtr) : 0) + r.offset);
+  r.save[0] = static_cast<int64_t>(rngSeed(r));
+  r.save[1] = static_cast<int64_t>(rngOffset(r));
 }
 
 FG_HD void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {

@@ -224,13 +224,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   for (size_t k = 0; k < p.inputs.size(); ++k) {
     const plan::Program::Input& in = p.inputs[k];
     Data x;
-    const bool typed = in.type != spec::InputType::Dtype;
-    x.set("bcast", in.random                                   ? "fg::Bcast::Random"
-                   : !in.read                                  ? "fg::Bcast::Unread"
-                   : typed && in.shape == ir::ShapeClass::Full ? "fg::Bcast::TypedFull"
-                   : typed && in.shape == ir::ShapeClass::Col
-                       ? "fg::Bcast::TypedCol"
-                       : api::bcastEnumerator(in.shape, in.stat));
+    x.set("bcast", api::programBcastEnumerator(in));
     x.set("elem", api::elemEnumerator(in.type));
     x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
                              (in.stat     ? " (compute type)"

@@ -150,8 +150,10 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
 ir::Expr Sema::finishCall(CallFrame& frame) {
   if (frame.function) return inlineFunction(*frame.function, frame.ast, std::move(frame.args));
   // Each call's random parameters get streams of their own: two dropouts drop independently.
-  for (size_t i = frame.args.size(); i < frame.prim->params.size(); ++i)
-    frame.args.push_back(ir::Node::makeRandom(randomStreams_++));
+  for (size_t i = frame.args.size(); i < frame.prim->params.size(); ++i) {
+    randomStreams_.push_back(ir::Node::makeRandom(static_cast<int>(randomStreams_.size())));
+    frame.args.push_back(randomStreams_.back());
+  }
   return ir::Node::makeCall(frame.prim, std::move(frame.args));
 }
 
@@ -292,6 +294,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     fn.outputs[i].value = values[i];
   for (size_t i = 0; i < lets.size(); ++i)
     fn.lets.emplace_back(lets[i].first->name, values[fn.outputs.size() + i]);
+  fn.randomStreams = sema.randomStreams();
   return fn;
 }
 

@@ -27,6 +27,8 @@ public:
   // Returns null when an error was reported. Walks the tree with an explicit stack, so a
   // long flat chain (a left-deep tree of any depth) cannot overflow the call stack.
   ir::Expr lower(const AstPtr& ast, const Scope& scope);
+  // The random streams the calls lowered so far draw (ir::NodeKind::Random), stream k at k.
+  const std::vector<ir::Expr>& randomStreams() const { return randomStreams_; }
 
 private:
   struct CallFrame; // a call whose arguments are being lowered
@@ -44,7 +46,7 @@ private:
   Diagnostics& diags_;
   const cxx::UserFunctions* functions_;
   int inlineDepth_ = 0;
-  int randomStreams_ = 0; // random parameters filled so far (ir::Node::makeRandom)
+  std::vector<ir::Expr> randomStreams_; // random parameters filled so far, by stream
 };
 
 // `functions`: the spec's C++ functions (see cxx/FunctionImporter.h), inlined where called.

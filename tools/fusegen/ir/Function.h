@@ -33,6 +33,7 @@ struct Function {
   std::vector<FunctionAttr> attrs;
   std::vector<FunctionOutput> outputs;
   std::vector<std::pair<std::string, Expr>> lets; // the spec's named intermediates
+  std::vector<Expr> randomStreams; // stream k's node (NodeKind::Random), as Sema made them
 };
 
 } // namespace fusegen::ir

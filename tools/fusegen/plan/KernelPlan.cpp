@@ -5,7 +5,6 @@
 #include "opt/Simplify.h"
 
 #include <algorithm>
-#include <map>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -299,20 +298,6 @@ bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Dia
   return true;
 }
 
-// The Random leaves under root, as shared pointers (topoOrder gives raw ones), by stream.
-void collectRandom(const ir::Expr& root, std::map<int, ir::Expr>& streams) {
-  std::vector<const ir::Expr*> stack{&root};
-  std::unordered_set<const ir::Node*> seen;
-  while (!stack.empty()) {
-    const ir::Expr& e = *stack.back();
-    stack.pop_back();
-    if (!seen.insert(e.get()).second) continue;
-    if (e->kind() == ir::NodeKind::Random) streams[e->index()] = e;
-    for (const ir::Expr& a : e->args())
-      stack.push_back(&a);
-  }
-}
-
 // Forward per-row values the backward reads: computed values (not inputs) of reduction
 // depth >= 1 that the backward uses from a full-shaped node or from a node of its own.
 std::vector<SavedStat> chooseSaved(const ir::Function& fn, const autodiff::Gradient& grad) {
@@ -454,21 +439,11 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   Program& f = plan.forward;
   for (const ir::FunctionInput& in : fn.inputs)
     f.inputs.push_back({in.name, in.shape, in.node, false, in.type});
-  std::vector<ir::Expr> drawn; // both directions' values: the random streams they read
-  for (const ir::FunctionOutput& o : fn.outputs)
-    drawn.push_back(o.value);
-  for (const ir::Expr& g : grad.inputGrads)
-    if (g) drawn.push_back(g);
   // Each stream is one node (Sema makes it once per call; the derivative rules share it), which
-  // the programs bind as an input. A stream no value reads still gets its slot (unused).
-  std::map<int, ir::Expr> streams;
-  for (const ir::Expr& root : drawn)
-    collectRandom(root, streams);
-  plan.randomStreams = streams.empty() ? 0 : streams.rbegin()->first + 1;
-  for (int s = 0; s < plan.randomStreams; ++s) {
-    auto it = streams.find(s);
-    Program::Input in{"_u" + std::to_string(s), ir::ShapeClass::Full,
-                      it != streams.end() ? it->second : ir::Node::makeRandom(s)};
+  // the programs bind as an input. A stream no output reads (an unused let's) keeps its slot.
+  plan.randomStreams = static_cast<int>(fn.randomStreams.size());
+  for (const ir::Expr& stream : fn.randomStreams) {
+    Program::Input in{stream->name(), ir::ShapeClass::Full, stream};
     in.random = true;
     f.inputs.push_back(in);
   }

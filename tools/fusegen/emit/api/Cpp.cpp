@@ -19,6 +19,15 @@ const char* bcastEnumerator(ir::ShapeClass s, bool stat) {
   return "fg::Bcast::Scalar";
 }
 
+const char* programBcastEnumerator(const plan::Program::Input& in) {
+  const bool typed = in.type != spec::InputType::Dtype;
+  if (in.random) return "fg::Bcast::Random";
+  if (!in.read) return "fg::Bcast::Unread";
+  if (typed && in.shape == ir::ShapeClass::Full) return "fg::Bcast::TypedFull";
+  if (typed && in.shape == ir::ShapeClass::Col) return "fg::Bcast::TypedCol";
+  return bcastEnumerator(in.shape, in.stat);
+}
+
 const char* elemEnumerator(spec::InputType t) {
   switch (t) {
   case spec::InputType::Int64:

@@ -42,6 +42,9 @@ std::vector<std::string> tensorTable(const plan::Signature& sig);
 std::vector<std::string> dtypeTable(const std::vector<spec::DType>& dtypes);
 // The runtime's enumerators for a program's tables (fusegen_runtime.h, fusegen_program.h).
 const char* bcastEnumerator(ir::ShapeClass s, bool stat);
+// How a program reads input `in` (its table InBcasts): the above, or Random, Unread, TypedFull
+// and TypedCol (fusegen_runtime.h).
+const char* programBcastEnumerator(const plan::Program::Input& in);
 const char* elemEnumerator(spec::InputType t);
 const char* outKindEnumerator(plan::OutKind k);
 const char* reduceEnumerator(prims::Combine c);
