@@ -52,6 +52,11 @@ constexpr int kPassthrough[] = {
     -1,
     0,
 };
+// Per output: whether gradient flows through it (an output of its own type, FP8 or a float32
+// statistic, has none: no gradient argument in the backward's schema, no history).
+constexpr bool kDifferentiable[] = {
+    true,
+};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -74,7 +79,7 @@ constexpr glue::OpInfo kOp{
                          kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
                          kBackwardCudaWorkspace, kBackwardCuda, /*rngTensor=*/4),
     {"fusegen::bias_dropout_add_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/1,
-     /*generator=*/true, kSaveInputs, kPassthrough}};
+     /*generator=*/true, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -59,6 +59,12 @@ constexpr int kPassthrough[] = {
     -1,
     -1,
 };
+// Per output: whether gradient flows through it (an output of its own type, FP8 or a float32
+// statistic, has none: no gradient argument in the backward's schema, no history).
+constexpr bool kDifferentiable[] = {
+    true,
+    true,
+};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -83,7 +89,7 @@ constexpr glue::OpInfo kOp{
                          kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
                          kBackwardCudaWorkspace, kBackwardCuda, /*rngTensor=*/8),
     {"fusegen::dropout_add_layernorm_backward", /*inputs=*/4, /*attrs=*/2, /*outputs=*/2,
-     /*generator=*/true, kSaveInputs, kPassthrough}};
+     /*generator=*/true, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -26,10 +26,10 @@ struct Forward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  // The tables the plans read: input broadcasts and element types, output kinds, and per pass the
-  // number of reductions, the index of its first kind, the kinds, and for each reduction the index
-  // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
-  // addition computes accurately and whether it is a pick (see fusegen_program.h).
+  // The tables the plans read: input broadcasts and element types, output kinds and element types,
+  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
+  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
+  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x0 [..., D] */ fg::Bcast::Full,
                              /* residual [..., D] */ fg::Bcast::Full,
@@ -41,6 +41,7 @@ struct Forward {
                              /* y [..., D] */ fg::OutKind::Full,
                              /* residual_out [..., D] */ fg::OutKind::Full,
                              /* _saved_rstd [...] (compute type) */ fg::OutKind::Stat>;
+  using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using Reductions = fg::Table<int, 1>;
   using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum>;
@@ -50,6 +51,7 @@ struct Forward {
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
+  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
@@ -179,10 +181,10 @@ struct Backward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  // The tables the plans read: input broadcasts and element types, output kinds, and per pass the
-  // number of reductions, the index of its first kind, the kinds, and for each reduction the index
-  // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
-  // addition computes accurately and whether it is a pick (see fusegen_program.h).
+  // The tables the plans read: input broadcasts and element types, output kinds and element types,
+  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
+  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
+  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x0 [..., D] */ fg::Bcast::Full,
                              /* residual [..., D] */ fg::Bcast::Full,
@@ -197,6 +199,7 @@ struct Backward {
                              /* grad_x0 [..., D] */ fg::OutKind::Full,
                              /* grad_residual [..., D] */ fg::OutKind::Full,
                              /* grad_weight [D] (sum over rows) */ fg::OutKind::ColSum>;
+  using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using Reductions = fg::Table<int, 1>;
   using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum>;
@@ -206,6 +209,7 @@ struct Backward {
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
+  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);

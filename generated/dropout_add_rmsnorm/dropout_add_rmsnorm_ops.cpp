@@ -54,6 +54,12 @@ constexpr int kPassthrough[] = {
     -1,
     -1,
 };
+// Per output: whether gradient flows through it (an output of its own type, FP8 or a float32
+// statistic, has none: no gradient argument in the backward's schema, no history).
+constexpr bool kDifferentiable[] = {
+    true,
+    true,
+};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -78,7 +84,7 @@ constexpr glue::OpInfo kOp{
                          kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
                          kBackwardCudaWorkspace, kBackwardCuda, /*rngTensor=*/6),
     {"fusegen::dropout_add_rmsnorm_backward", /*inputs=*/3, /*attrs=*/2, /*outputs=*/2,
-     /*generator=*/true, kSaveInputs, kPassthrough}};
+     /*generator=*/true, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp);
 

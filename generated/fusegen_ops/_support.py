@@ -18,7 +18,16 @@ STAT = "stat"  # a per-row statistic the forward saves for the backward: ROW, in
 class Arg:
     name: str
     shape: str  # one of FULL, COL, ROW, SCALAR
-    dtype: str = None  # an integer or bool input's dtype (int64, int32, bool); None: the op's
+    # An integer or bool input's dtype (int64, int32, bool), or an output's own type (float32,
+    # float8_e4m3fn, float8_e5m2: no gradient flows through it); None: the op's dtype.
+    dtype: str = None
+
+    @property
+    def differentiable(self) -> bool:
+        return self.dtype is None
+
+    def torch_dtype(self, op_dtype: torch.dtype) -> torch.dtype:
+        return op_dtype if self.dtype is None else getattr(torch, self.dtype)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +61,10 @@ class OpInfo:
     def full_input(self) -> int:
         """The first float [..., D] input: its shape is the outputs', its dtype the op's."""
         return next(i for i, a in enumerate(self.inputs) if a.shape == FULL and a.dtype is None)
+
+    def differentiable_outputs(self) -> List[Arg]:
+        """The outputs the backward takes gradients of, in order."""
+        return [o for o in self.outputs if o.differentiable]
 
     def attr_defaults(self) -> dict:
         return {a.name: a.default for a in self.attrs if a.default is not None}
@@ -143,11 +156,21 @@ def broadcast(value, *others):
     return value.expand(torch.broadcast_shapes(*(t.shape for t in tensors)))
 
 
+def to_output(value: torch.Tensor, dtype: str) -> torch.Tensor:
+    """value stored as an output of its own type, as the kernels store it: float32, or FP8
+    saturated (beyond the largest finite value, the largest of its sign; NaN stays NaN)."""
+    t = getattr(torch, dtype)
+    if t.is_floating_point and torch.finfo(t).bits == 8:
+        top = torch.finfo(t).max
+        value = torch.where(value.isnan(), value, value.clamp(-top, top))
+    return value.to(t)
+
+
 def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
     outs = []
     for o in spec.outputs:
         shape = full_shape[:-1] if o.shape == ROW else full_shape
-        outs.append(ref.new_empty(shape))
+        outs.append(ref.new_empty(shape, dtype=o.torch_dtype(ref.dtype)))
     outs += [ref.new_empty(full_shape[:-1], dtype=compute_dtype(ref.dtype)) for _ in spec.saved]
     if spec.random:
         outs.append(ref.new_empty(2, dtype=torch.int64))  # the seed and offset drawn with
@@ -220,7 +243,7 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
                   grads: Sequence[torch.Tensor], output_mask: Sequence[bool]):
     named = [(a.name, a.shape, t, a.dtype) for a, t in zip(spec.inputs, tensors)]
     named += [(f"_saved_{n}", STAT, t) for n, t in zip(spec.saved, saved)]
-    named += [(f"_grad_{o.name}", o.shape, g) for o, g in zip(spec.outputs, grads)]
+    named += [(f"_grad_{o.name}", o.shape, g) for o, g in zip(spec.differentiable_outputs(), grads)]
     check_arguments(spec, spec.qualname + "_backward", named)
     # Gradients in the dtype of the call (an integer input's, never asked for, too).
     ref = tensors[spec.full_input()]
@@ -272,7 +295,8 @@ def register_vmap(spec: OpInfo) -> None:
         spec.qualname, functools.partial(_batch_rule, getattr(ops, spec.name).default, inputs,
                                          forward_results, None, spec.random))
     # <op>_backward(output gradients, inputs, saved statistics, rng, attrs, output_mask)
-    backward_args = [o.shape for o in spec.outputs] + inputs + [ROW] * len(spec.saved) + rng
+    backward_args = ([o.shape for o in spec.differentiable_outputs()] + inputs
+                     + [ROW] * len(spec.saved) + rng)
     torch.library.register_vmap(
         spec.qualname + "_backward",
         functools.partial(_batch_rule, getattr(ops, spec.name + "_backward").default,

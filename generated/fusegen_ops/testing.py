@@ -237,11 +237,21 @@ class Rounding:
         v, e = self._row(a)
         return Bounded(v.amin(-1, keepdim=True), e.amax(-1, keepdim=True), self)
 
-    def result(self, a, cls):
+    def result(self, a, cls, out=None):
         """E of an output or input gradient of shape class `cls` as the kernels write it: a
         [D] or [] gradient summed over rows (and columns) in the compute type, then every
-        value rounded to the dtype."""
+        value rounded to the dtype. `out`: an output's own type (float32, float8_e4m3fn,
+        float8_e5m2), which the kernels round to, and the reference too (it returns the
+        output as the op does): twice half its unit in the last place, relative, or of its
+        least subnormal, absolute, for values saturated or not (saturation moves both to the
+        same largest finite value)."""
         a = self._b(a)
+        if out is not None:
+            info = torch.finfo(getattr(torch, out))
+            v, e = a.v.expand(self.full[:-1] + [1]).squeeze(-1) if cls == ROW else \
+                a.v.expand(self.full), a.e.expand(self.full[:-1] + [1]).squeeze(-1) \
+                if cls == ROW else a.e.expand(self.full)
+            return e + info.eps * v.abs().clamp(max=info.max) + info.smallest_normal * info.eps
         lead = self.full[:-1]
         if cls == ROW:  # per-row values are [..., 1] in the reference
             v, e = a.v.expand(lead + [1]).squeeze(-1), a.e.expand(lead + [1]).squeeze(-1)
@@ -460,8 +470,9 @@ class OpChecks:
     @staticmethod
     def close(got, want, tol, what):
         """|got - want| <= tol elementwise; where want is not finite, got must equal it."""
-        # A value beyond the range of got's dtype must come out infinite, as it rounds.
-        if got.is_floating_point() and got.dtype != torch.float64:
+        # A value beyond the range of got's dtype must come out infinite, as it rounds. (An FP8
+        # output saturates instead; the reference returns it saturated, as the op does.)
+        if got.is_floating_point() and got.dtype != torch.float64 and got.element_size() > 1:
             rounded = want.detach().to(got.dtype)
             want = torch.where(torch.isfinite(rounded) | ~torch.isfinite(want), want, rounded)
         got, want = got.detach().double(), want.detach().double()
@@ -502,11 +513,19 @@ class OpChecks:
                 assert torch.isfinite(g).all(), f"{name}: non-finite values"
                 self.close(g, w, 0.0 if tol is None else tol, name)  # None: no gradient in the IR
 
+    def grad_outs(self, outs, make=torch.randn_like):
+        """Gradients of the outputs (random ones: make(output)), None for an output of its own
+        type (FP8, a float32 statistic), which has no gradient."""
+        return [make(o) if a.differentiable else None for a, o in zip(self.spec.outputs, outs)]
+
+    def differentiable(self, outs):
+        """The outputs gradient flows through, of all the op's (or the reference's) outputs."""
+        return tuple(o for a, o in zip(self.spec.outputs, outs) if a.differentiable)
+
     def grads(self, fn, tensors, grad_outs):
         """Input gradients of fn at tensors; outputs whose grad_out is None are not used."""
         leaves = [_leaf(t) for t in tensors]
-        used = [(o, g) for o, g in zip(self.call(fn, leaves), grad_outs) if g is not None]
-        torch.autograd.backward([o for o, _ in used], [g for _, g in used])
+        _backward(self.call(fn, leaves), grad_outs)
         return [t.grad for t in leaves]
 
     # ---- checks ----------------------------------------------------------------------
@@ -516,7 +535,7 @@ class OpChecks:
             got = self.call(self.op, x)
             tols, _ = self.tolerances(x, dtype)
             for o, g, w, tol in zip(self.spec.outputs, got, self.reference64(x), tols):
-                assert g.dtype == dtype and g.device.type == device
+                assert g.dtype == o.torch_dtype(dtype) and g.device.type == device
                 self.close(g, w, tol, f"{self.spec.name}.{o.name} {dtype} lead={lead} D={D}")
         # Large magnitudes: stable forms must not overflow where the exact value is finite.
         x = self.inputs((4,), 64, torch.float64, device)
@@ -528,7 +547,8 @@ class OpChecks:
         x = [_cast(t, lambda t: t.to(dtype)) for t in x]
         tols, _ = self.tolerances(x, dtype)
         for o, g, w, tol in zip(self.spec.outputs, self.call(self.op, x), self.reference64(x), tols):
-            finite = torch.isfinite(w.to(dtype))  # (a value beyond the dtype's range is inf)
+            g, w = _wide(g), _wide(w)  # (FP8 saturates: finite)
+            finite = torch.isfinite(_wide(w.to(o.torch_dtype(dtype))))  # (beyond the dtype's range: inf)
             assert torch.isfinite(g[finite]).all(), f"{self.spec.name}.{o.name}: overflow at large |x|"
             self.close(g[finite], w[finite], tol.expand_as(w)[finite],
                        f"{self.spec.name}.{o.name} {dtype} large |x|")
@@ -550,13 +570,14 @@ class OpChecks:
             tols, _ = self.tolerances(x, dtype)
             in_range = True
             for o, g, w, tol in zip(self.spec.outputs, got, want, tols):
-                finite = torch.isfinite(w.to(dtype))
+                g, w = _wide(g), _wide(w)  # (FP8 saturates: finite)
+                finite = torch.isfinite(_wide(w.to(o.torch_dtype(dtype))))
                 in_range = in_range and bool(finite.all())
                 assert torch.isfinite(g[finite]).all(), f"{o.name} overflows, {where}"
                 self.close(g[finite], w[finite], tol.expand_as(w)[finite],
                            f"{self.spec.name}.{o.name} {where}")
             if in_range:
-                gouts = [torch.randn_like(o) for o in got]
+                gouts = self.grad_outs(got)
                 self.close_grads(self.grads(self.op, x, gouts), x, gouts, dtype, f", {where}")
 
     def forward_matches_independent(self, device, dtype):
@@ -583,37 +604,39 @@ class OpChecks:
             tols, _ = self.tolerances(x, dtype)
             for o, g, w, tol in zip(self.spec.outputs, got, self.reference64(x), tols):
                 self.close(g, w, tol, f"{self.spec.name}.{o.name} {dtype} attrs {attrs}")
-            gouts = [torch.randn_like(o) for o in got]
+            gouts = self.grad_outs(got)
             self.close_grads(self.grads(self.op, x, gouts), x, gouts, dtype, f", attrs {attrs}")
         finally:
             self.attrs = saved
 
     def backward_matches_reference(self, device, dtype):
         x = self.inputs((48,), 72, dtype, device)
-        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        gouts = self.grad_outs(self.call(self.op, x))
         self.close_grads(self.grads(self.op, x, gouts), x, gouts, dtype, f" ({dtype})")
 
     def gradcheck(self, device):
         x = self.inputs((3, 4), 5, torch.float64, device, requires_grad=True)
         attrs = self.attrs()
-        assert torch.autograd.gradcheck(lambda *t: self.call(self.op, t, attrs), x, eps=1e-6, atol=1e-6)
+        assert torch.autograd.gradcheck(lambda *t: self.differentiable(self.call(self.op, t, attrs)),
+                                        x, eps=1e-6, atol=1e-6)
 
     def gradgradcheck(self, device):
         """Second derivatives (the backward's own backward, derived by fusegen) against
         finite differences of the backward, in float64."""
         x = self.inputs((3, 4), 5, torch.float64, device, requires_grad=True)
         attrs = self.attrs()
-        assert torch.autograd.gradgradcheck(lambda *t: self.call(self.op, t, attrs), x, eps=1e-6,
-                                            atol=1e-5)
+        assert torch.autograd.gradgradcheck(
+            lambda *t: self.differentiable(self.call(self.op, t, attrs)), x, eps=1e-6, atol=1e-5)
 
     def second_order(self, fn, tensors, grad_outs, vs, wrt):
         """The gradients in the inputs and output gradients of sum_k <vs[k], grad of input k>
         over the inputs k in `wrt` (the others' gradients are not asked for: output_mask
         leaves them out), by torch autograd over fn's first derivatives; zeros where none."""
         leaves = [_leaf(t) for t in tensors]
-        gl = [g.detach().clone().requires_grad_(True) for g in grad_outs]
-        first = torch.autograd.grad(self.call(fn, leaves), [leaves[k] for k in wrt], gl,
-                                    create_graph=True, allow_unused=True)
+        gl = [g.detach().clone().requires_grad_(True) for g in grad_outs if g is not None]
+        first = torch.autograd.grad(self.differentiable(self.call(fn, leaves)),
+                                    [leaves[k] for k in wrt], gl, create_graph=True,
+                                    allow_unused=True)
         terms = [(f * vs[k]).sum() for f, k in zip(first, wrt) if f is not None and f.requires_grad]
         wanted = [t for t in leaves + gl if t.requires_grad]  # (not integer or bool inputs)
         if not terms:
@@ -628,12 +651,13 @@ class OpChecks:
         (where it gives one: F.rms_norm's own double backward for rmsnorm), in float64.
         `subset`: all input gradients taken, or only the first input's."""
         x = self.inputs((5, 2), 12, torch.float64, device)
-        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        gouts = self.grad_outs(self.call(self.op, x))
         vs = [torch.randn_like(t) if t.is_floating_point() else None for t in x]
         floats = [k for k, t in enumerate(x) if t.is_floating_point()]
         wrt = floats if subset == "all" else floats[:1]
         got = self.second_order(self.op, x, gouts, vs, wrt)
-        names = [a.name for a in self.spec.inputs] + [f"grad_{o.name}" for o in self.spec.outputs]
+        names = [a.name for a in self.spec.inputs] + [f"grad_{o.name}"
+                                                      for o in self.spec.differentiable_outputs()]
         oracles = [("reference", self.reference)]
         self.reseed()
         if self.independent(*x, **self.attrs()) is not None:
@@ -651,11 +675,11 @@ class OpChecks:
 
     def partial_gradients(self, device):
         x = self.inputs((6,), 10, torch.float64, device)
-        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        gouts = self.grad_outs(self.call(self.op, x))
         full = self.grads(self.op, x, gouts)
         for i in (k for k, t in enumerate(x) if t.is_floating_point()):
             leaves = [_leaf(t, j == i) for j, t in enumerate(x)]
-            torch.autograd.backward(self.call(self.op, leaves), gouts)
+            _backward(self.call(self.op, leaves), gouts)
             for j, t in enumerate(leaves):
                 if j == i:
                     torch.testing.assert_close(t.grad, full[i], rtol=1e-12, atol=1e-12)
@@ -690,18 +714,18 @@ class OpChecks:
         torch.manual_seed(3)
         again = _tuple(raw(*x, **attrs))
         for a, b in zip(first, again):
-            assert torch.equal(a, b), "a call after torch.manual_seed did not reproduce"
-        assert not torch.equal(first[-1], second[-1]), "two calls drew with one (seed, offset)"
-        assert not all(torch.equal(a, b) for a, b in zip(first[:len(self.spec.outputs)],
+            assert _equal(a, b), "a call after torch.manual_seed did not reproduce"
+        assert not _equal(first[-1], second[-1]), "two calls drew with one (seed, offset)"
+        assert not all(_equal(a, b) for a, b in zip(first[:len(self.spec.outputs)],
                                                          second)), "two calls drew alike"
         torch.manual_seed(3)
         mine = [_tuple(raw(*x, **attrs, generator=torch.Generator(device).manual_seed(9)))
                 for _ in range(2)]
         after = _tuple(raw(*x, **attrs))
         for a, b in zip(mine[0], mine[1]):
-            assert torch.equal(a, b), "a fresh generator of one seed drew differently"
+            assert _equal(a, b), "a fresh generator of one seed drew differently"
         for a, b in zip(after, first):
-            assert torch.equal(a, b), "a generator argument advanced the default generator"
+            assert _equal(a, b), "a generator argument advanced the default generator"
         want = _tuple(self.reference(*[_cast(t, torch.Tensor.double) for t in x], **attrs,
                                      _rng=second[-1]))
         with self.drawn_with(second[-1]):
@@ -714,9 +738,9 @@ class OpChecks:
         attrs = self.attrs()
 
         def f(*t):
-            out = _tuple(self.op(*t, **attrs))
+            out = tuple(_wide(o) for o in _tuple(self.op(*t, **attrs)))
             if self.spec.random:  # a second equal call draws anew, compiled as in eager
-                out = out + tuple(2 * o for o in _tuple(self.op(*t, **attrs)))
+                out = out + tuple(2 * _wide(o) for o in _tuple(self.op(*t, **attrs)))
             # the sum, and the sum of magnitudes its rounding scales with (a centred output
             # sums to about 0: its float32 sum differs by order of summation alone)
             return (sum((o * 1.5).sum() for o in out),
@@ -740,6 +764,8 @@ class OpChecks:
             after_c = _tuple(self.op(*[t.detach() for t in x], **attrs))
             for e, c in zip(after_e, after_c):
                 torch.testing.assert_close(c, e, rtol=0, atol=0)
+        if not self.spec.differentiable_outputs():  # (no gradient flows: only the values)
+            return
         eager.backward()
         got.backward()
         for a, e, c in zip(self.spec.inputs, leaves_e, leaves_c):
@@ -754,7 +780,7 @@ class OpChecks:
         for g, w, tol in zip(got, self.reference64(x), tols):
             assert list(g.shape) == list(w.shape)
             self.close(g, w, tol, f"{self.spec.name} rank {rank}")
-        gouts = [torch.randn_like(o) for o in got]
+        gouts = self.grad_outs(got)
         self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.float32, f", rank {rank}")
 
     def non_contiguous(self, device):
@@ -771,8 +797,8 @@ class OpChecks:
         tols, _ = self.tolerances(x, torch.float32)
         for g, w, tol in zip(self.call(self.op, x), self.reference64(x), tols):
             self.close(g, w, tol, f"{self.spec.name} non-contiguous")
-        gouts = [torch.randn_like(o).t().contiguous().t() if o.dim() == 2 else torch.randn_like(o)
-                 for o in self.call(self.op, x)]
+        gouts = self.grad_outs(self.call(self.op, x), lambda o: torch.randn_like(o).t().contiguous(
+        ).t() if o.dim() == 2 else torch.randn_like(o))
         self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.float32, ", non-contiguous")
 
     def empty(self, device):
@@ -782,18 +808,21 @@ class OpChecks:
             for o, spec_out in zip(outs, self.spec.outputs):
                 want = list(lead) if spec_out.shape == ROW else [*lead, D]
                 assert list(o.shape) == want, f"{spec_out.name}: shape {list(o.shape)} != {want}"
-            gouts = [torch.ones_like(o) for o in outs]
+            gouts = self.grad_outs(outs, torch.ones_like)
             try:  # torch's own max/amax reject empty rows: then the reference has no value
                 want = self.reference64(x)
                 want_grads = self.grads(self.reference, [_cast(t, torch.Tensor.double) for t in x],
-                                        [g.double() for g in gouts])
+                                        [None if g is None else g.double() for g in gouts])
             except (RuntimeError, IndexError):
                 want, want_grads = None, None
             if want is not None:
                 for o, w in zip(outs, want):
-                    torch.testing.assert_close(o.double(), w, equal_nan=True)
-            torch.autograd.backward(outs, gouts)
+                    torch.testing.assert_close(o.double(), w.double(), equal_nan=True)
+            _backward(outs, gouts)
             for i, (t, a) in enumerate(zip(x, self.spec.inputs)):
+                if not self.spec.differentiable_outputs():  # (no gradient flows at all)
+                    assert t.grad is None, f"{a.name}: got a gradient through no output"
+                    continue
                 if a.dtype is not None:
                     assert t.grad is None, f"{a.name}: an {a.dtype} input got a gradient"
                     continue
@@ -817,7 +846,7 @@ class OpChecks:
             for g, w, tol in zip(self.call(self.op, x), self.reference64(x), tols):
                 self.close(g, w, tol, f"{self.spec.name} D={D}")
         x = [_misaligned(t) for t in self.inputs((9,), 64, torch.bfloat16, device)]
-        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        gouts = self.grad_outs(self.call(self.op, x))
         tols, _ = self.tolerances(x, torch.bfloat16)
         for g, w, tol in zip(self.call(self.op, x), self.reference64(x), tols):
             self.close(g, w, tol, f"{self.spec.name} misaligned")
@@ -825,7 +854,7 @@ class OpChecks:
         # Aligned inputs, misaligned output gradients: the backward's vector width, and with
         # it the size of the [D] partial sums, follows the gradients too.
         x = self.inputs((300,), 64, torch.bfloat16, device)
-        gouts = [_misaligned(torch.randn_like(o)) for o in self.call(self.op, x)]
+        gouts = self.grad_outs(self.call(self.op, x), lambda o: _misaligned(torch.randn_like(o)))
         self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.bfloat16,
                          ", misaligned output gradient")
 
@@ -888,7 +917,7 @@ class OpChecks:
         tols, _ = self.tolerances(x, torch.bfloat16, torch.float32)
         for o, g, w, tol in zip(self.spec.outputs, got, want, tols):
             self.close(g, w, tol, f"{self.spec.name}.{o.name} {where}")
-        gouts = [torch.randn_like(o) for o in got]
+        gouts = self.grad_outs(got)
         self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.bfloat16, f" {where}",
                          ref_dtype=torch.float32)
 
@@ -911,7 +940,7 @@ class OpChecks:
             tols, _ = self.tolerances(x, torch.float32)
             for o, g, w, tol in zip(self.spec.outputs, got, self.reference64(x), tols):
                 self.close(g, w, tol, f"{self.spec.name}.{o.name} float32 D={D}")
-            gouts = [torch.randn_like(o) for o in got]
+            gouts = self.grad_outs(got)
             self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.float32,
                              f" float32 D={D}")
         if device == "cuda":
@@ -999,6 +1028,8 @@ class OpChecks:
         x = self.inputs((5,), 12, torch.float32, device)
         outs = self.call(self.op, x)
         for m, out in enumerate(self.spec.outputs):
+            if not out.differentiable:
+                continue
             gouts = [torch.ones_like(o) if i == m else None for i, o in enumerate(outs)]
             self.close_grads(self.grads(self.op, x, gouts), x, gouts, torch.float32,
                              f" through {out.name} alone")
@@ -1014,8 +1045,8 @@ class OpChecks:
         x = [torch.randn(s, dtype=dtype, device=device).requires_grad_(True) if a.dtype is None
              else self.typed_input(a, s, D).to(device) for a, s in zip(self.spec.inputs, shapes)]
         outs = self.call(self.op, x)
-        gouts = [torch.randn_like(o) for o in outs]
-        torch.autograd.backward(outs, gouts)
+        gouts = self.grad_outs(outs)
+        _backward(outs, gouts)
         # A random op: the chunks' references and bounds draw the call's numbers at their rows.
         with self.drawn_with(self.rng_kwargs(x[self.spec.full_input()]).get("_rng")):
             self._rows_match(x, outs, gouts, rows, chunk, dtype, device)
@@ -1074,11 +1105,11 @@ class OpChecks:
     def deterministic_backward(self, device):
         lead, D = ((2048,), 512) if device == "cuda" else ((256,), 64)
         x = self.inputs(lead, D, torch.float32, device)
-        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        gouts = self.grad_outs(self.call(self.op, x))
         first = self.grads(self.op, x, gouts)
         second = self.grads(self.op, x, gouts)
         for a, f, s in zip(self.spec.inputs, first, second):
-            assert (f is None and s is None) or torch.equal(f, s), \
+            assert (f is None and s is None) or _equal(f, s), \
                 f"grad of {a.name} differs between two identical runs"
 
     def cuda_graphs(self, device):
@@ -1091,13 +1122,13 @@ class OpChecks:
         lead, D = (64,), 512
         attrs = self.attrs()
         static = self.inputs(lead, D, torch.float32, device, requires_grad=True)
-        gouts = [torch.randn_like(o) for o in self.call(self.op, static)]
+        gouts = self.grad_outs(self.call(self.op, static))
 
         def step():
             for t in static:
                 t.grad = None
             outs = self.call(self.op, static)
-            torch.autograd.backward(outs, gouts)
+            _backward(outs, gouts)
             return outs
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -1110,7 +1141,7 @@ class OpChecks:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             outs = self.call(self.op, static)
-            torch.autograd.backward(outs, gouts)
+            _backward(outs, gouts)
         fresh = self.inputs(lead, D, torch.float32, device,
                             generator=torch.Generator().manual_seed(7))
         with torch.no_grad():
@@ -1119,12 +1150,12 @@ class OpChecks:
         graph.replay()
         eager = [_leaf(f) for f in fresh]
         expected = self.call(self.op, eager)
-        torch.autograd.backward(expected, gouts)
+        _backward(expected, gouts)
         torch.cuda.synchronize()
         for o, out, e in zip(self.spec.outputs, outs, expected):
-            assert torch.equal(out, e), f"output {o.name} replayed from a CUDA graph differs"
+            assert _equal(out, e), f"output {o.name} replayed from a CUDA graph differs"
         for a, t, e in zip(self.spec.inputs, static, eager):
-            assert (t.grad is None and e.grad is None) or torch.equal(t.grad, e.grad), \
+            assert (t.grad is None and e.grad is None) or _equal(t.grad, e.grad), \
                 f"grad of {a.name} replayed from a CUDA graph differs"
 
         torch._dynamo.reset()
@@ -1135,7 +1166,7 @@ class OpChecks:
             got = compiled(*x)
             got = [g.clone() for g in (got if isinstance(got, tuple) else (got,))]
         for o, g, e in zip(self.spec.outputs, got, expected):
-            assert torch.equal(g, e.detach()), f"output {o.name} under reduce-overhead differs"
+            assert _equal(g, e.detach()), f"output {o.name} under reduce-overhead differs"
 
     def cuda_graphs_random(self, device):
         """A random op captured into a CUDA graph draws anew at each replay (the generator's
@@ -1159,7 +1190,7 @@ class OpChecks:
             graph.replay()
             torch.cuda.synchronize()
             replays.append([r.clone() for r in results])
-        assert not torch.equal(replays[0][-1], replays[1][-1]), "the replays drew the same numbers"
+        assert not _equal(replays[0][-1], replays[1][-1]), "the replays drew the same numbers"
         for k, got in enumerate(replays):
             with self.drawn_with(got[-1]):
                 tols, _ = self.tolerances(static, torch.float32)
@@ -1252,13 +1283,13 @@ class OpChecks:
                 args = list(t[:n_in])
                 for i, v in zip(floats, f):
                     args[i] = v
-                return _tuple(self.op(*args, **attrs))  # (draws in order, as the loop does)
+                return self.differentiable(_tuple(self.op(*args, **attrs)))  # (draws in order)
             _, pull = torch.func.vjp(fn, *[t[i] for i in floats])
             return pull(t[n_in:])
 
         def outer_grads(dims, args, vmapped):  # torch.autograd through vmap's result
             leaves = [_leaf(t) for t in args[:n_in]]
-            fn = lambda *t: _tuple(self.op(*t, **attrs))  # noqa: E731
+            fn = lambda *t: self.differentiable(_tuple(self.op(*t, **attrs)))  # noqa: E731
             random = {"randomness": "different"} if self.spec.random else {}
             self.reseed()
             outs = (torch.vmap(fn, in_dims=tuple(dims[:n_in]), **random)(*leaves) if vmapped
@@ -1270,7 +1301,7 @@ class OpChecks:
             return [next(got) if t.requires_grad else None for t in leaves]
 
         x = self.inputs((2, 3), 5, dtype, device)
-        gouts = [torch.randn_like(o) for o in self.call(self.op, x)]
+        gouts = [g for g in self.grad_outs(self.call(self.op, x)) if g is not None]
         saved0 = _tuple(fwd(*x, **attrs))[n_out:]
         for dims, args in self._vmap_cases(x + gouts):
             # A random op whose inputs are not all batched runs once under vmap (torch calls a
@@ -1307,6 +1338,9 @@ class OpChecks:
             return call
         xf = [x[i] for i in floats]
         for k, out in enumerate(self.spec.outputs):
+            if not out.differentiable:  # (an output of its own type has no derivative)
+                continue
+
             def pick(fn):
                 return lambda *t: over_floats(fn)(*t)[k]
             with _no_vmap_fallback():
@@ -1329,13 +1363,35 @@ class OpChecks:
         # Second derivatives by nested torch.func grads raise (torch.autograd's create_graph
         # has them: gradgradcheck), never come back as zeros.
         def total(*t):
-            return sum((o * torch.randn_like(o)).sum() for o in over_floats(self.op)(*t))
-        with pytest.raises(RuntimeError, match="nested torch.func transforms"):
-            torch.func.grad(lambda *t: torch.func.grad(total)(*t).sum())(*xf)
+            return sum((o * torch.randn_like(o)).sum()
+                       for o in self.differentiable(over_floats(self.op)(*t)))
+        if self.spec.differentiable_outputs():
+            with pytest.raises(RuntimeError, match="nested torch.func transforms"):
+                torch.func.grad(lambda *t: torch.func.grad(total)(*t).sum())(*xf)
 
 
 def _tuple(out):
     return out if isinstance(out, tuple) else (out,)
+
+
+def _backward(outs, grad_outs):
+    """torch.autograd.backward through the outputs with a gradient (not None): an output of its
+    own type has none, and an op with only such outputs no backward at all."""
+    used = [(o, g) for o, g in zip(outs, grad_outs) if g is not None]
+    if used:
+        torch.autograd.backward([o for o, _ in used], [g for _, g in used])
+
+
+def _wide(t):
+    """An FP8 tensor as float32 (exact), which every op of torch computes on; others as given."""
+    return t.float() if t is not None and t.is_floating_point() and t.element_size() == 1 else t
+
+
+def _equal(a, b):
+    """torch.equal, bit for bit for FP8 tensors (which torch.equal does not take)."""
+    if a.is_floating_point() and a.element_size() == 1 and a.dtype == b.dtype:
+        return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    return torch.equal(a, b)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,8 @@
 
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
+#include <c10/util/Float8_e4m3fn.h>
+#include <c10/util/Float8_e5m2.h>
 #include <c10/util/Half.h>
 
 #include <algorithm>
@@ -25,6 +27,30 @@ template <> inline c10::Half fromCompute<c10::Half>(float x) { return c10::Half(
 template <> inline c10::BFloat16 fromCompute<c10::BFloat16>(float x) { return c10::BFloat16(x); }
 
 namespace cpu {
+
+// Element i of an output of its own type e (fusegen_runtime.h Elem), from the compute type:
+// FP8 saturated (clamped to the largest finite value, NaN kept), then rounded to nearest even
+// by c10's conversion, as the CUDA plans' __NV_SATFINITE conversion does.
+template <typename T> void storeTyped(Elem e, void* p, int64_t i, T x) {
+  if (e == Elem::Float32) {
+    static_cast<float*>(p)[i] = static_cast<float>(x);
+    return;
+  }
+  const T max = static_cast<T>(fp8Max(e));
+  const float f = static_cast<float>(x != x ? x : std::min(std::max(x, -max), max));
+  if (e == Elem::Float8E4M3)
+    static_cast<c10::Float8_e4m3fn*>(p)[i] = c10::Float8_e4m3fn(f);
+  else
+    static_cast<c10::Float8_e5m2*>(p)[i] = c10::Float8_e5m2(f);
+}
+
+// Element i of output m: in the call's storage type S, or in its own.
+template <class P, typename S, typename T> void storeOutput(int m, void* p, int64_t i, T x) {
+  if (P::outElem(m) == Elem::Dtype)
+    static_cast<S*>(p)[i] = fromCompute<S>(x);
+  else
+    storeTyped(P::outElem(m), p, i, x);
+}
 
 constexpr int64_t kGrain = 32768; // elements per parallel task
 
@@ -221,7 +247,7 @@ template <class P, typename S> struct Runner {
         int slot = 0;
         for (int m = 0; m < P::kOutputs; ++m) {
           if (P::outKind(m) == OutKind::Full && a.need[m])
-            static_cast<S*>(a.out[m])[row * a.D + c] = fromCompute<S>(out[m]);
+            storeOutput<P, S>(m, a.out[m], row * a.D + c, out[m]);
           if (P::outKind(m) == OutKind::ColSum)
             colPartial[static_cast<int64_t>(slot++) * a.D + c] += out[m];
           if (P::outKind(m) == OutKind::Total)
@@ -232,7 +258,7 @@ template <class P, typename S> struct Runner {
       P::template rowOut<T, isHalf<S>()>(rv, attr, Dval, out);
       for (int m = 0; m < P::kOutputs; ++m) {
         if (P::outKind(m) == OutKind::Row && a.need[m])
-          static_cast<S*>(a.out[m])[row] = fromCompute<S>(out[m]);
+          storeOutput<P, S>(m, a.out[m], row, out[m]);
         if (P::outKind(m) == OutKind::Stat && a.need[m])
           static_cast<T*>(a.out[m])[row] = out[m];
         if (P::outKind(m) == OutKind::Total)

@@ -183,6 +183,16 @@ template <class P> FG_HD constexpr int outputSlot(int m, OutKind kind) {
     n += P::outKind(j) == kind;
   return n;
 }
+// Outputs stored in a type of their own (P::outElem(m) != Elem::Dtype): the plans keep their
+// values in the compute type until the store converts them, in arrays indexed by this slot.
+template <class P> FG_HD constexpr int typedSlot(int m) {
+  int n = 0;
+  for (int j = 0; j < m; ++j)
+    n += P::outElem(j) != Elem::Dtype;
+  return n;
+}
+template <class P> FG_HD constexpr int typedOutputs() { return typedSlot<P>(P::kOutputs); }
+
 template <class P> FG_HD constexpr int colSumSlot(int m) { return outputSlot<P>(m, OutKind::ColSum); }
 template <class P> FG_HD constexpr int colSumOutputs() { return colSumSlot<P>(P::kOutputs); }
 template <class P> FG_HD constexpr int totalSlot(int m) { return outputSlot<P>(m, OutKind::Total); }

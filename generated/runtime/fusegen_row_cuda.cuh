@@ -741,6 +741,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         Vectors x;
         loadVectors(row, vi, item, x);
         Vec<S, V> y[P::kOutputs];
+        T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
 #pragma unroll
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs], out[P::kOutputs];
@@ -748,8 +749,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
           P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l), out);
           staticFor<P::kOutputs>([&](auto mc) {
             constexpr int m = decltype(mc)::value;
-            if constexpr (P::outKind(m) == OutKind::Full) {
+            if constexpr (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
               y[m].v[l] = fromCompute<S>(out[m]);
+            } else if constexpr (P::outKind(m) == OutKind::Full) {
+              typed[typedSlot<P>(m)][l] = out[m];
             } else if constexpr (P::outKind(m) == OutKind::ColSum) {
               if constexpr (ITEMS > 0)
                 colAcc[colSumSlot<P>(m)][item.value][l] += out[m];
@@ -762,9 +765,13 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         }
         staticFor<P::kOutputs>([&](auto mc) {
           constexpr int m = decltype(mc)::value;
-          if constexpr (P::outKind(m) == OutKind::Full)
+          if constexpr (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
             if (a.need[m])
               storeVec<S, V>(a.out[m], row * a.D + vi * V, y[m]);
+          } else if constexpr (P::outKind(m) == OutKind::Full) {
+            if (a.need[m])
+              storeTypedVec(P::outElem(m), a.out[m], row * a.D + vi * V, typed[typedSlot<P>(m)]);
+          }
         });
       });
       if (threadIdx.x == 0 && clusterPlace<CLUSTER>().rank == 0) {
@@ -773,7 +780,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m) {
           if (P::outKind(m) == OutKind::Row && a.need[m])
-            static_cast<S*>(a.out[m])[row] = fromCompute<S>(out[m]);
+            storeOutput<P, S>(m, a.out[m], row, out[m]);
           if (P::outKind(m) == OutKind::Stat && a.need[m])
             static_cast<T*>(a.out[m])[row] = out[m];
           if (P::outKind(m) == OutKind::Total) // the per-row part (zero for element sums)
@@ -1034,7 +1041,7 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
       aligned = aligned && reinterpret_cast<uintptr_t>(a.in[k]) % (V * elemBytes(P::inElem(k))) == 0;
   for (int m = 0; m < P::kOutputs; ++m)
     if (P::outKind(m) == OutKind::Full && a.need[m])
-      aligned = aligned && aligned16(a.out[m]);
+      aligned = aligned && outputAligned<P, S>(m, a.out[m], V);
   const int maxCluster = aligned ? rowMaxCluster<P, S>() : 1;
   RowGeometry g{};
   static_cast<RowShape&>(g) =

@@ -53,7 +53,18 @@ enum class Bcast : int {
 // bool type the spec declares. Integer and bool inputs reach the program in the compute type:
 // exact for integers up to 2^24 in float32, which covers class indices (the glue checks that
 // a program reading the column index j has D <= 2^24, so j == target compares exactly).
-enum class Elem : int { Dtype = 0, Int64 = 1, Int32 = 2, Bool = 3 };
+// An output's (P::outElem(m)): the call's dtype, or a floating type of its own: float32, or
+// FP8 (float8_e4m3fn, float8_e5m2) converted with saturation, an out-of-range value becoming
+// the largest finite one of its sign and NaN staying NaN (the plans' storeTyped, per backend).
+enum class Elem : int {
+  Dtype = 0,
+  Int64 = 1,
+  Int32 = 2,
+  Bool = 3,
+  Float32 = 4,
+  Float8E4M3 = 5,
+  Float8E5M2 = 6
+};
 
 // Element i of an integer or bool input, in the compute type T.
 template <typename T> FG_HD T loadTyped(Elem e, const void* p, int64_t i) {
@@ -67,9 +78,14 @@ template <typename T> FG_HD T loadTyped(Elem e, const void* p, int64_t i) {
   }
 }
 
-// Bytes per element of an integer or bool input.
+// Bytes per element of an integer or bool input, or of an output of its own type.
 FG_HD constexpr int elemBytes(Elem e) {
-  return e == Elem::Int64 ? 8 : e == Elem::Int32 ? 4 : 1;
+  return e == Elem::Int64 ? 8 : e == Elem::Int32 || e == Elem::Float32 ? 4 : 1;
+}
+
+// The largest finite value of an FP8 output type: what saturation clamps to.
+FG_HD constexpr double fp8Max(Elem e) {
+  return e == Elem::Float8E4M3 ? 448.0 : 57344.0;
 }
 
 // Elements i ... i + N - 1 of an integer or bool input, in the compute type T, as one load of

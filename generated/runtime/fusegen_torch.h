@@ -49,6 +49,12 @@ inline at::ScalarType elemScalarType(Elem e) {
     return at::kLong;
   case Elem::Int32:
     return at::kInt;
+  case Elem::Float32:
+    return at::kFloat;
+  case Elem::Float8E4M3:
+    return at::kFloat8_e4m3fn;
+  case Elem::Float8E5M2:
+    return at::kFloat8_e5m2;
   default:
     return at::kBool;
   }
@@ -302,7 +308,7 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
               "; this op reads the column index, which is exact in float32 up to 2^24 = 16777216 "
               "columns (float64 inputs have no such limit)");
   const at::OptionalDeviceGuard guard(p.device);
-  const auto options = args[plan.full].tensor.options(); // (p.tensors: undefined where unread)
+  const auto resultOptions = args[plan.full].tensor.options(); // (p.tensors: undefined where unread)
   std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (p.fullShape.empty() ? 0 : 1));
   // A row plan's rows exist with D == 0 too: their reductions are empty (a sum is 0, a max
   // -inf). A flat or colwise program has nothing to compute without elements.
@@ -311,6 +317,10 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   c10::SmallVector<void*, 8> resultData;
   for (int m = 0; m < plan.nResults; ++m) {
     at::Tensor t;
+    // An output of its own type (float32, FP8) is allocated as that type.
+    const auto options = plan.elems[m] == Elem::Dtype
+                             ? resultOptions
+                             : resultOptions.dtype(elemScalarType(plan.elems[m]));
     if (!need[m]) {
       t = at::empty({0}, options);
     } else if (plan.kinds[m] == OutKind::ColSum) { // a sum over no rows is zero
@@ -330,10 +340,10 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
     // Four numbers of the generator's offset per stream and element (the counter layout of
     // fusegen_runtime.h's Philox): the next call's streams start past this one's.
     rng = drawRng(p.device, generator, 4 * static_cast<uint64_t>(plan.randomStreams));
-    at::Tensor state = at::empty({2}, options.dtype(at::kLong));
+    at::Tensor state = at::empty({2}, resultOptions.dtype(at::kLong));
     rng.save = state.data_ptr<int64_t>();
     if (empty) { // no kernel runs to write it
-      const at::TensorOptions longs = options.dtype(at::kLong);
+      const at::TensorOptions longs = resultOptions.dtype(at::kLong);
       const at::Tensor seed = rng.seedPtr ? at::from_blob(const_cast<int64_t*>(rng.seedPtr), {1}, longs)
                                           : at::full({1}, static_cast<int64_t>(rng.seed), longs);
       const at::Tensor offset =
@@ -358,7 +368,7 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   if (p.device.is_cuda()) {
     TORCH_CHECK(plan.cuda != nullptr, plan.op, ": this package was built without CUDA");
     const at::Tensor workspace =
-        plan.cudaWorkspace ? allocateWorkspace(plan.cudaWorkspace(c), options, c.workspace)
+        plan.cudaWorkspace ? allocateWorkspace(plan.cudaWorkspace(c), resultOptions, c.workspace)
                            : at::Tensor();
     plan.cuda(c, currentStream(p));
   } else {

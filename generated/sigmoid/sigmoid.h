@@ -23,15 +23,16 @@ struct Forward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  // The tables the plans read: input broadcasts and element types, output kinds, and per pass the
-  // number of reductions, the index of its first kind, the kinds, and for each reduction the index
-  // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
-  // addition computes accurately and whether it is a pick (see fusegen_program.h).
+  // The tables the plans read: input broadcasts and element types, output kinds and element types,
+  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
+  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
+  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* y [..., D] */ fg::OutKind::Full>;
+  using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
   using Reductions = fg::Table<int>;
   using FirstReduction = fg::Table<int>;
   using ReduceKinds = fg::Table<fg::Reduce>;
@@ -41,6 +42,7 @@ struct Forward {
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
+  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
@@ -139,16 +141,17 @@ struct Backward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  // The tables the plans read: input broadcasts and element types, output kinds, and per pass the
-  // number of reductions, the index of its first kind, the kinds, and for each reduction the index
-  // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
-  // addition computes accurately and whether it is a pick (see fusegen_program.h).
+  // The tables the plans read: input broadcasts and element types, output kinds and element types,
+  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
+  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
+  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full,
                              /* _grad_y [..., D] */ fg::Bcast::Full>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full>;
+  using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
   using Reductions = fg::Table<int>;
   using FirstReduction = fg::Table<int>;
   using ReduceKinds = fg::Table<fg::Reduce>;
@@ -158,6 +161,7 @@ struct Backward {
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
+  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);

@@ -25,10 +25,10 @@ struct Forward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  // The tables the plans read: input broadcasts and element types, output kinds, and per pass the
-  // number of reductions, the index of its first kind, the kinds, and for each reduction the index
-  // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
-  // addition computes accurately and whether it is a pick (see fusegen_program.h).
+  // The tables the plans read: input broadcasts and element types, output kinds and element types,
+  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
+  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
+  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
@@ -36,6 +36,7 @@ struct Forward {
                              /* y [..., D] */ fg::OutKind::Full,
                              /* _saved_m [...] (compute type) */ fg::OutKind::Stat,
                              /* _saved_stat1 [...] (compute type) */ fg::OutKind::Stat>;
+  using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using Reductions = fg::Table<int, 1, 1>;
   using FirstReduction = fg::Table<int, 0, 1>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Max, fg::Reduce::Sum>;
@@ -45,6 +46,7 @@ struct Forward {
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
+  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
@@ -173,10 +175,10 @@ struct Backward {
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
 
-  // The tables the plans read: input broadcasts and element types, output kinds, and per pass the
-  // number of reductions, the index of its first kind, the kinds, and for each reduction the index
-  // of the previous pass's maximum that shifts it (-1: none) and whether it is a sum a plain
-  // addition computes accurately and whether it is a pick (see fusegen_program.h).
+  // The tables the plans read: input broadcasts and element types, output kinds and element types,
+  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
+  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
+  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full,
                              /* _saved_m [...] (compute type) */ fg::Bcast::Stat,
@@ -186,6 +188,7 @@ struct Backward {
       fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full>;
+  using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
   using Reductions = fg::Table<int, 1>;
   using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum>;
@@ -195,6 +198,7 @@ struct Backward {
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
+  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);

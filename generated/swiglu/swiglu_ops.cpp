@@ -45,6 +45,11 @@ constexpr int kPassthrough[] = {
     -1,
     -1,
 };
+// Per output: whether gradient flows through it (an output of its own type, FP8 or a float32
+// statistic, has none: no gradient argument in the backward's schema, no history).
+constexpr bool kDifferentiable[] = {
+    true,
+};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -66,7 +71,7 @@ constexpr glue::OpInfo kOp{
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
                          kBackwardCuda, /*rngTensor=*/-1),
     {"fusegen::swiglu_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
-     /*generator=*/false, kSaveInputs, kPassthrough}};
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -45,13 +45,15 @@ def make_inputs(spec: OpInfo, rows: int, D: int, dtype, device, requires_grad=Fa
 def min_bytes(spec: OpInfo, rows: int, D: int, elem: int, backward: bool) -> int:
     """The bytes an op must move at least: its inputs read and outputs written once; with
     backward, the inputs and output gradients read again and the floating inputs' gradients
-    written."""
+    written (outputs of their own type, FP8 or float32, have no gradient)."""
     size = {FULL: rows * D, COL: D, ROW: rows, SCALAR: 1}
-    width = {None: elem, "int64": 8, "int32": 4, "bool": 1}
+    width = {None: elem, "int64": 8, "int32": 4, "bool": 1, "float32": 4, "float8_e4m3fn": 1,
+             "float8_e5m2": 1}
     reads = sum(size[a.shape] * width[a.dtype] for a in spec.inputs)
-    writes = sum(size[o.shape] for o in spec.outputs) * elem
+    writes = sum(size[o.shape] * width[o.dtype] for o in spec.outputs)
+    grad_outs = sum(size[o.shape] for o in spec.differentiable_outputs()) * elem
     grads = sum(size[a.shape] for a in spec.inputs if a.dtype is None) * elem
-    return reads + writes + ((reads + writes + grads) if backward else 0)
+    return reads + writes + ((reads + grad_outs + grads) if backward else 0)
 
 
 def _time(fn, grad_to_none=None) -> float:
@@ -86,20 +88,22 @@ def timed_steps(spec: OpInfo, fn: Callable, rows: int, D: int, dtype, device):
     """What a benchmark times for fn at rows x D: (forward, forward_backward, grad_inputs).
     forward runs on inputs that need no gradient; forward_backward on inputs that do
     (grad_inputs, whose .grad the caller resets between runs), with fixed random output
-    gradients."""
+    gradients; None when no output is differentiable."""
     attrs = {a.name: a.default for a in spec.attrs if a.default is not None}
     x = make_inputs(spec, rows, D, dtype, device)
     xg = make_inputs(spec, rows, D, dtype, device, requires_grad=True)
     out = fn(*xg, **attrs)
-    gouts = [torch.randn_like(o) for o in (out if isinstance(out, tuple) else (out,))]
+    used = [m for m, o in enumerate(spec.outputs) if o.differentiable]
+    gouts = [torch.randn_like((out if isinstance(out, tuple) else (out,))[m]) for m in used]
 
     def forward():
         return fn(*x, **attrs)
 
     def forward_backward():
         o = fn(*xg, **attrs)
-        torch.autograd.backward(o if isinstance(o, tuple) else (o,), gouts)
-    return forward, forward_backward, xg
+        o = o if isinstance(o, tuple) else (o,)
+        torch.autograd.backward([o[m] for m in used], gouts)
+    return forward, forward_backward if used else None, xg
 
 
 def measure(spec: OpInfo, fn: Callable, rows: int, D: int, dtype, device):
@@ -107,6 +111,8 @@ def measure(spec: OpInfo, fn: Callable, rows: int, D: int, dtype, device):
     and output gradients) of fn at rows x D."""
     forward, step, xg = timed_steps(spec, fn, rows, D, dtype, device)
     fwd = _time(forward)
+    if step is None:  # (no gradient: forward only)
+        return fwd, None, None
     both = _time(step, grad_to_none=xg)
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
@@ -131,7 +137,7 @@ def bench_entry(entry: Entry, shapes: Sequence, dtype, device,
                 "op": spec.name, "impl": name, "rows": rows, "D": D, "dtype": str(dtype),
                 "fwd_ms": fwd, "fwd_bwd_ms": both, "fwd_bwd_peak_MiB": peak,
                 "fwd_GBps": min_bytes(spec, rows, D, elem, False) / fwd / 1e6,
-                "fwd_bwd_GBps": min_bytes(spec, rows, D, elem, True) / both / 1e6,
+                "fwd_bwd_GBps": None if both is None else min_bytes(spec, rows, D, elem, True) / both / 1e6,
             })
     return rows_out
 
@@ -154,7 +160,9 @@ def main(entries: Sequence[Entry], argv=None, extra: Optional[Dict[str, Dict[str
           f"{'f+b GB/s':>9}   (copy {copy:.0f} GB/s)")
     for r in results:
         print(f"{r['op']:14} {r['impl']:14} {str(r['rows']) + 'x' + str(r['D']):>12} "
-              f"{r['fwd_ms']:9.4f} {r['fwd_GBps']:9.0f} {r['fwd_bwd_ms']:9.4f} {r['fwd_bwd_GBps']:9.0f}")
+              f"{r['fwd_ms']:9.4f} {r['fwd_GBps']:9.0f} "
+              + ("      (no gradient)" if r['fwd_bwd_ms'] is None else
+                 f"{r['fwd_bwd_ms']:9.4f} {r['fwd_bwd_GBps']:9.0f}"))
     if args.json:
         meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                 "python": platform.python_version(), "copy_GBps": copy}

@@ -113,8 +113,11 @@ public:
                   ": forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) is not "
                   "supported; use reverse mode (torch.func.vjp, jacrev, torch.autograd.grad)");
     }
+    bool anyDifferentiable = false; // (an op writing only FP8 and statistics has no node)
+    for (int m = 0; m < info_.outputs; ++m)
+      anyDifferentiable = anyDifferentiable || info_.differentiable[m];
     std::shared_ptr<OpBackward> node;
-    if (needsGrad && at::GradMode::is_enabled()) {
+    if (needsGrad && anyDifferentiable && at::GradMode::is_enabled()) {
       node = std::shared_ptr<OpBackward>(new OpBackward(info_, backwardOp()),
                                          torch::autograd::deleteNode);
       torch::autograd::edge_list edges;
@@ -141,8 +144,9 @@ public:
     if (!node)
       return;
     auto results = torch::jit::last(*stack, op.schema().returns().size());
-    for (int m = 0; m < info_.outputs; ++m)
-      torch::autograd::set_history(results[m].toTensor(), node);
+    for (int m = 0; m < info_.outputs; ++m) // (the node's gradients: these, in order)
+      if (info_.differentiable[m])
+        torch::autograd::set_history(results[m].toTensor(), node);
     for (size_t m = info_.outputs; m < results.size(); ++m)
       node->saved.emplace_back(results[m].toTensor(), /*is_output=*/false);
   }

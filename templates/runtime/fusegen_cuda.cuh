@@ -16,6 +16,7 @@
 #include "fusegen_program.h"
 #include "fusegen_runtime.h"
 
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -77,6 +78,59 @@ __device__ __forceinline__ Vec<S, V> loadVecReadOnly(const void* base, I index) 
 template <typename S, int V, typename I>
 __device__ __forceinline__ void storeVec(void* base, I index, const Vec<S, V>& x) {
   reinterpret_cast<Vec<S, V>*>(static_cast<S*>(base) + index)[0] = x;
+}
+
+// ---- outputs of their own type (Elem::Float32, Float8E4M3, Float8E5M2) ----
+// FP8 by the toolkit's conversion with __NV_SATFINITE: round to nearest even, out-of-range
+// values to the largest finite one of their sign, NaN to NaN (one cvt instruction on sm_89+).
+template <typename T> __device__ __forceinline__ __nv_fp8_storage_t toFp8(T x, Elem e) {
+  const __nv_fp8_interpretation_t kind = e == Elem::Float8E4M3 ? __NV_E4M3 : __NV_E5M2;
+  if constexpr (std::is_same_v<T, double>)
+    return __nv_cvt_double_to_fp8(x, __NV_SATFINITE, kind);
+  else
+    return __nv_cvt_float_to_fp8(static_cast<float>(x), __NV_SATFINITE, kind);
+}
+
+// Element i of an output of its own type e, from the compute type.
+template <typename T> __device__ __forceinline__ void storeTyped(Elem e, void* p, int64_t i, T x) {
+  if (e == Elem::Float32)
+    static_cast<float*>(p)[i] = static_cast<float>(x);
+  else
+    static_cast<__nv_fp8_storage_t*>(p)[i] = toFp8(x, e);
+}
+
+// Elements i ... i + N - 1 of it, as one store of N x elemBytes(e) bytes (p + i aligned to that).
+template <typename T, int N>
+__device__ __forceinline__ void storeTypedVec(Elem e, void* p, int64_t i, const T (&x)[N]) {
+  if (e == Elem::Float32) {
+    ElemPack<float, N> v;
+#pragma unroll
+    for (int l = 0; l < N; ++l)
+      v.v[l] = static_cast<float>(x[l]);
+    reinterpret_cast<ElemPack<float, N>*>(static_cast<float*>(p) + i)[0] = v;
+  } else {
+    ElemPack<__nv_fp8_storage_t, N> v;
+#pragma unroll
+    for (int l = 0; l < N; ++l)
+      v.v[l] = toFp8(x[l], e);
+    reinterpret_cast<ElemPack<__nv_fp8_storage_t, N>*>(static_cast<__nv_fp8_storage_t*>(p) + i)[0] = v;
+  }
+}
+
+// Element i of output m: in the call's storage type S, or in its own.
+template <class P, typename S, typename T>
+__device__ __forceinline__ void storeOutput(int m, void* p, int64_t i, T x) {
+  if (P::outElem(m) == Elem::Dtype)
+    static_cast<S*>(p)[i] = fromCompute<S>(x);
+  else
+    storeTyped(P::outElem(m), p, i, x);
+}
+
+// Whether output m's vectors of V elements can be stored whole (p aligned to their bytes).
+template <class P, typename S>
+inline bool outputAligned(int m, const void* p, int V) {
+  const int bytes = P::outElem(m) == Elem::Dtype ? static_cast<int>(sizeof(S)) : elemBytes(P::outElem(m));
+  return reinterpret_cast<uintptr_t>(p) % (static_cast<uintptr_t>(bytes) * V) == 0;
 }
 
 constexpr int kThreads = 256;
@@ -157,6 +211,7 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
       if (v >= nvec)
         break;
       Vec<S, V> y[P::kOutputs];
+      T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
       T rnd[atLeastOne<randomStreams<P>()>()][V];
       setup.draw(static_cast<int64_t>(v) * V, rnd);
 #pragma unroll
@@ -172,12 +227,19 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
         setup.elem(in, T(0), out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m)
-          y[m].v[l] = fromCompute<S>(out[m]);
+          if (P::outElem(m) == Elem::Dtype)
+            y[m].v[l] = fromCompute<S>(out[m]);
+          else
+            typed[typedSlot<P>(m)][l] = out[m];
       }
 #pragma unroll
       for (int m = 0; m < P::kOutputs; ++m)
-        if (P::outKind(m) == OutKind::Full && a.need[m])
-          storeVec<S, V>(a.out[m], v * V, y[m]);
+        if (P::outKind(m) == OutKind::Full && a.need[m]) {
+          if (P::outElem(m) == Elem::Dtype)
+            storeVec<S, V>(a.out[m], v * V, y[m]);
+          else
+            storeTypedVec(P::outElem(m), a.out[m], static_cast<int64_t>(v) * V, typed[typedSlot<P>(m)]);
+        }
     }
   }
   for (I i = nvec * V + static_cast<I>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
@@ -194,7 +256,7 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
 #pragma unroll
     for (int m = 0; m < P::kOutputs; ++m)
       if (P::outKind(m) == OutKind::Full && a.need[m])
-        static_cast<S*>(a.out[m])[i] = fromCompute<S>(out[m]);
+        storeOutput<P, S>(m, a.out[m], i, out[m]);
   }
 }
 
@@ -262,6 +324,7 @@ __global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials)
          r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
       const int64_t off = r * a.D + c;
       Vec<S, V> x[P::kInputs], y[P::kOutputs];
+      T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
 #pragma unroll
       for (int k = 0; k < P::kInputs; ++k)
         if (P::inBcast(k) == Bcast::Full)
@@ -280,16 +343,22 @@ __global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials)
         setup.elem(in, static_cast<T>(c + l), out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m) {
-          if (P::outKind(m) == OutKind::Full)
+          if (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype)
             y[m].v[l] = fromCompute<S>(out[m]);
+          else if (P::outKind(m) == OutKind::Full)
+            typed[typedSlot<P>(m)][l] = out[m];
           else if (kSums)
             acc[m][l] += out[m];
         }
       }
 #pragma unroll
       for (int m = 0; m < P::kOutputs; ++m)
-        if (P::outKind(m) == OutKind::Full && a.need[m])
-          storeVec<S, V>(a.out[m], off, y[m]);
+        if (P::outKind(m) == OutKind::Full && a.need[m]) {
+          if (P::outElem(m) == Elem::Dtype)
+            storeVec<S, V>(a.out[m], off, y[m]);
+          else
+            storeTypedVec(P::outElem(m), a.out[m], off, typed[typedSlot<P>(m)]);
+        }
     }
   }
   if constexpr (kSums) {
@@ -447,7 +516,7 @@ template <class P, typename S> PointwiseCall pointwiseCall(const typename P::Arg
       call.vec = call.vec && aligned16(a.in[k]);
   for (int m = 0; m < P::kOutputs; ++m) {
     if (P::outKind(m) == OutKind::Full && a.need[m])
-      call.vec = call.vec && aligned16(a.out[m]);
+      call.vec = call.vec && outputAligned<P, S>(m, a.out[m], vecWidth<S>());
     call.sums = call.sums || (P::outKind(m) != OutKind::Full && a.need[m]);
   }
   // A colwise program that sums nothing in this call and has no [D] inputs runs flat.

@@ -52,6 +52,7 @@ struct PlanInfo {
   int nTensors;
   int full; // the first full input: it defines D and the output shape
   const OutKind* kinds; // per result: its shape (allocated by the glue, those not needed empty)
+  const Elem* elems;    // per result: its element type (Dtype: the call's)
   int nResults;
   const DType* dtypes; // those the op supports
   int nDtypes;
@@ -69,13 +70,16 @@ struct AutogradInfo {
   const char* backwardOp; // "fusegen::<op>_backward"
   int inputs;             // tensor arguments, first in the schema
   int attrs;              // scalar arguments after them
-  int outputs;            // differentiable results, first; the rest are saved statistics
+  int outputs;            // the op's outputs, first among the results; then saved values
   bool generator;         // a `Generator? generator` follows the attrs (random ops)
   // Per input: whether the backward reads it (else the node saves a placeholder of its shape,
   // not the tensor), and the output whose incoming gradient is its gradient unchanged (-1:
   // none; the node passes that gradient on instead of asking the backward op for a copy).
   const bool* saveInput;
   const int* passthrough;
+  // Per output: whether gradient flows through it (else no history and no gradient argument
+  // in the backward; passthrough indexes the differentiable ones). None: no node at all.
+  const bool* differentiable;
 };
 
 struct OpInfo {
@@ -138,6 +142,12 @@ constexpr std::array<OutKind, sizeof...(M)> outKinds(std::integer_sequence<int, 
 }
 template <class P>
 inline constexpr auto kOutKinds = outKinds<P>(std::make_integer_sequence<int, P::kOutputs>{});
+template <class P, int... M>
+constexpr std::array<Elem, sizeof...(M)> outElems(std::integer_sequence<int, M...>) {
+  return {P::outElem(M)...};
+}
+template <class P>
+inline constexpr auto kOutElems = outElems<P>(std::make_integer_sequence<int, P::kOutputs>{});
 
 template <class P, size_t NT, size_t ND>
 constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full,
@@ -150,6 +160,7 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
           static_cast<int>(NT),
           full,
           kOutKinds<P>.data(),
+          kOutElems<P>.data(),
           P::kOutputs,
           dtypes,
           static_cast<int>(ND),

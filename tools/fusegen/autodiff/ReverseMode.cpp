@@ -97,8 +97,11 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
   std::vector<ir::Expr> roots, wrt;
   for (size_t i = 0; i < fn.outputs.size(); ++i) {
     roots.push_back(fn.outputs[i].value);
-    g.gradOuts.push_back(ir::Node::makeGradOut(fn.outputs[i].name, static_cast<int>(i),
-                                               fn.outputs[i].value->shape()));
+    // An output of its own type (FP8, a float32 statistic) has no gradient: no seed.
+    g.gradOuts.push_back(fn.outputs[i].differentiable()
+                             ? ir::Node::makeGradOut(fn.outputs[i].name, static_cast<int>(i),
+                                                     fn.outputs[i].value->shape())
+                             : nullptr);
   }
   for (const ir::FunctionInput& in : fn.inputs)
     wrt.push_back(in.node);

@@ -16,7 +16,7 @@
 namespace fusegen::autodiff {
 
 struct Gradient {
-  std::vector<ir::Expr> gradOuts;   // the GradOut leaf of each output
+  std::vector<ir::Expr> gradOuts;   // the GradOut leaf of each output; null: not differentiable
   std::vector<ir::Expr> inputGrads; // per input; null when no output depends on it
 };
 

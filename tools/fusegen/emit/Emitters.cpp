@@ -102,8 +102,10 @@ std::string boundsBody(const OpModel& op) {
   std::vector<std::string> outputs, grads;
   for (const ir::FunctionOutput& o : fn.outputs) {
     forward.push_back({o.name, o.value});
-    outputs.push_back("_r.result(" + o.name + ", \"" + spec::shapeClassSpelling(o.value->shape()) +
-                      "\")");
+    outputs.push_back(
+        "_r.result(" + o.name + ", \"" + spec::shapeClassSpelling(o.value->shape()) + "\"" +
+        (o.differentiable() ? "" : std::string(", \"") + spec::outputTypeName(o.type) + "\"") +
+        ")");
   }
   Bindings saved;
   for (size_t i = 0; i < op.plan.saved.size(); ++i) {
@@ -115,9 +117,10 @@ std::string boundsBody(const OpModel& op) {
   out += "    _outputs = (" + join(outputs, ", ") + ",)\n";
   out += "    if _grads is None:\n        return _outputs, None\n";
   for (size_t m = 0; m < fn.outputs.size(); ++m)
-    out += "    " + plan::gradArgName(fn.outputs[m].name) + " = _r.exact(_grads[" +
-           std::to_string(m) + "]" +
-           (fn.outputs[m].value->shape() == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "") + ")\n";
+    if (fn.outputs[m].differentiable()) // (the others have none)
+      out += "    " + plan::gradArgName(fn.outputs[m].name) + " = _r.exact(_grads[" +
+             std::to_string(m) + "]" +
+             (fn.outputs[m].value->shape() == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "") + ")\n";
   std::vector<Assignment> backward;
   for (size_t k = 0; k < fn.inputs.size(); ++k) {
     const ir::Expr& g = op.grad.inputGrads[k];
@@ -155,11 +158,15 @@ std::string secondOrderBody(const OpModel& op) {
            pythonString(qual + ": no second derivative: fusegen cannot differentiate the " +
                         "derived backward (" + g2.failure + ")") +
            ")\n";
-  const size_t nIn = fn.inputs.size(), nOut = fn.outputs.size();
+  const size_t nIn = fn.inputs.size();
+  size_t nOut = 0; // the differentiable outputs, whose gradients the backward takes
   const std::string full = fn.inputs[op.plan.fullInput].name;
   std::vector<std::string> saved;
   for (const ir::FunctionOutput& o : fn.outputs)
-    saved.push_back(plan::gradArgName(o.name));
+    if (o.differentiable()) {
+      saved.push_back(plan::gradArgName(o.name));
+      ++nOut;
+    }
   for (const ir::FunctionInput& in : fn.inputs)
     saved.push_back(in.name);
   std::string out =
@@ -170,7 +177,7 @@ std::string secondOrderBody(const OpModel& op) {
     out += "    " + fn.attrs[a].attr.name + " = ctx.attrs[" + std::to_string(a) + "]\n";
   // Per-row values are [..., 1], as in the reference.
   for (const ir::FunctionOutput& o : fn.outputs)
-    if (o.value->shape() == ir::ShapeClass::Row)
+    if (o.differentiable() && o.value->shape() == ir::ShapeClass::Row)
       out += "    " + plan::gradArgName(o.name) + " = " + plan::gradArgName(o.name) +
              ".unsqueeze(-1)\n";
   for (const ir::FunctionInput& in : fn.inputs)
@@ -199,8 +206,8 @@ std::string secondOrderBody(const OpModel& op) {
                                                                             : "") +
         ")");
   };
-  for (size_t m = 0; m < nOut; ++m)
-    add(g2.gradOutGrads[m], fn.outputs[m].value->shape());
+  for (size_t m = 0; m < fn.outputs.size(); ++m)
+    if (fn.outputs[m].differentiable()) add(g2.gradOutGrads[m], fn.outputs[m].value->shape());
   for (size_t k = 0; k < nIn; ++k)
     add(g2.inputGrads[k], fn.inputs[k].shape);
   for (size_t i = 0; i < op.plan.saved.size() + fn.attrs.size() + 1; ++i)
@@ -241,11 +248,16 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   for (const plan::Program::Output& o : p.outputs) {
     Data x;
     x.set("kind", api::outKindEnumerator(o.kind));
-    x.set("description", o.name + (o.kind == plan::OutKind::Full     ? " [..., D]"
-                                   : o.kind == plan::OutKind::Row    ? " [...]"
-                                   : o.kind == plan::OutKind::Stat   ? " [...] (compute type)"
-                                   : o.kind == plan::OutKind::ColSum ? " [D] (sum over rows)"
-                                                                     : " [] (sum over all)"));
+    x.set("elem", api::outElemEnumerator(o.type));
+    x.set("description", o.name +
+                             (o.kind == plan::OutKind::Full     ? " [..., D]"
+                              : o.kind == plan::OutKind::Row    ? " [...]"
+                              : o.kind == plan::OutKind::Stat   ? " [...] (compute type)"
+                              : o.kind == plan::OutKind::ColSum ? " [D] (sum over rows)"
+                                                                : " [] (sum over all)") +
+                             (o.type == spec::OutputType::Dtype
+                                  ? ""
+                                  : std::string(" stored as ") + spec::outputTypeName(o.type)));
     outputs.push_back(x);
   }
   auto rowValuesBefore = [&](Bindings b, int stage) {
@@ -360,7 +372,13 @@ std::string referenceBody(const OpModel& op) {
     out +=
         "    _rng = _support.draw_rng(SPEC, " + full + ", generator) if _rng is None else _rng\n";
   out += pythonLeaves(roots, full, "_rng", "", "", op.plan.randomStreams ? "_row0" : "");
-  return out + printPython(reference, 4);
+  out += printPython(reference, 4);
+  // An output of its own type is stored as the kernels store it (FP8: saturated).
+  for (const ir::FunctionOutput& o : fn.outputs)
+    if (!o.differentiable())
+      out += "    " + o.name + " = _support.to_output(" + o.name + ", \"" +
+             spec::outputTypeName(o.type) + "\")\n";
+  return out;
 }
 
 // The chunked plan's Python function linear_<op> (templates/package/chunked.py): for an op with
@@ -369,7 +387,8 @@ std::string referenceBody(const OpModel& op) {
 void linearPlan(const plan::Signature& fwd, const std::vector<const plan::Arg*>& inputs,
                 const std::vector<const plan::Arg*>& attrs, Data& d) {
   const std::vector<const plan::Arg*> outputs = plan::argsWith(fwd.results, plan::Role::Output);
-  bool ok = outputs.size() == 1 && outputs[0]->shape == ir::ShapeClass::Row;
+  bool ok =
+      outputs.size() == 1 && outputs[0]->shape == ir::ShapeClass::Row && outputs[0]->differentiable;
   int full = 0;
   for (const plan::Arg* a : inputs) {
     full += a->shape == ir::ShapeClass::Full;
@@ -405,11 +424,12 @@ Data tensorItems(const std::vector<const plan::Arg*>& args) {
     Data x;
     x.set("name", a->name);
     x.set("shape", spec::shapeClassSpelling(a->shape));
-    // Integer and bool inputs: their dtype (torch's name), for the Python side's checks.
+    // Integer and bool inputs and outputs of their own type: their dtype (torch's name), for
+    // the Python side's checks and allocations.
     const char* dtype = a->type == plan::ElemType::Int64   ? "int64"
                         : a->type == plan::ElemType::Int32 ? "int32"
                         : a->type == plan::ElemType::Bool  ? "bool"
-                                                           : nullptr;
+                                                           : api::outputDtypeName(a->type);
     x.set("typed", dtype != nullptr);
     x.set("dtype", dtype ? dtype : "");
     items.push_back(x);
@@ -511,10 +531,15 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   }
   d.set("save_inputs", stringItems(saveInputs));
   d.set("passthrough", stringItems(passthrough));
-  d.set("n_backward_saved", std::to_string(outputs.size() + inputs.size()));
-  d.set("backward_rng_index", std::to_string(outputs.size() + inputs.size() + saved.size()));
+  std::vector<std::string> differentiable;
+  for (const plan::Arg* o : outputs)
+    differentiable.push_back(o->differentiable ? "true" : "false");
+  d.set("differentiable", stringItems(differentiable));
+  const size_t grads = gradNames.size(); // the backward's first arguments
+  d.set("n_backward_saved", std::to_string(grads + inputs.size()));
+  d.set("backward_rng_index", std::to_string(grads + inputs.size() + saved.size()));
   d.set("backward_attrs_begin",
-        std::to_string(outputs.size() + inputs.size() + saved.size() + (random ? 1 : 0)));
+        std::to_string(grads + inputs.size() + saved.size() + (random ? 1 : 0)));
 
   // The Python bodies printed from the IR: the reference, the error bounds, the backward's
   // backward.
@@ -539,9 +564,10 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("has_independent", anyIndependent);
   d.set("has_attrs", !attrs.empty()); // (the test with attrs away from their defaults)
   d.set("reads_column", op.plan.forward.usesColumn || op.plan.backward.usesColumn);
-  d.set("has_several_outputs", outputs.size() > 1); // (its tags open lines in test_op.py.mustache:
-                                                    // kainjow keeps the line of a standalone tag
-                                                    // of a false section)
+  // (Their tags open lines in test_op.py.mustache: kainjow keeps the line of a standalone tag
+  // of a false section.)
+  d.set("has_gradient", grads > 0); // an output gradient flows through
+  d.set("has_several_gradients", grads > 1);
   d.set("independent_return",
         outputs.size() == 1 ? independent[0] : "(" + join(independent, ", ") + ")");
 

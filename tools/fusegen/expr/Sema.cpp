@@ -263,7 +263,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
                                     "; outputs must be [..., D] or per-row [...]");
       continue;
     }
-    fn.outputs.push_back({b.name, e});
+    fn.outputs.push_back({b.name, e, b.type});
   }
   if (diags.errorCount() != errorsBefore) return std::nullopt;
   std::vector<ir::Expr> outputValues;

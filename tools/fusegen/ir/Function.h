@@ -25,6 +25,8 @@ struct FunctionAttr {
 struct FunctionOutput {
   std::string name;
   Expr value;
+  spec::OutputType type = spec::OutputType::Dtype; // its own type: no gradient flows through it
+  bool differentiable() const { return type == spec::OutputType::Dtype; }
 };
 
 struct Function {

@@ -448,7 +448,8 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     f.inputs.push_back(in);
   }
   for (const ir::FunctionOutput& o : fn.outputs)
-    f.outputs.push_back({o.name, gradKind(o.value->shape()), o.value});
+    f.outputs.push_back(
+        {o.name, gradKind(o.value->shape()), o.value, Program::TotalOf::Elements, o.type});
   for (const SavedStat& s : plan.saved)
     f.outputs.push_back({savedArgName(s.name), OutKind::Stat, s.value});
 
@@ -458,8 +459,9 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     b.inputs.push_back({savedArgName(plan.saved[j].name), ir::ShapeClass::Row,
                         replace.at(plan.saved[j].value.get()), /*stat=*/true});
   for (size_t m = 0; m < fn.outputs.size(); ++m)
-    b.inputs.push_back(
-        {gradArgName(fn.outputs[m].name), grad.gradOuts[m]->shape(), grad.gradOuts[m]});
+    if (grad.gradOuts[m]) // (an output of its own type has none)
+      b.inputs.push_back(
+          {gradArgName(fn.outputs[m].name), grad.gradOuts[m]->shape(), grad.gradOuts[m]});
   std::vector<ir::Expr> grads;
   for (size_t i = 0; i < grad.inputGrads.size(); ++i) {
     const ir::Expr& g = grad.inputGrads[i];
@@ -490,7 +492,10 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     const ir::Expr& g = b.outputs[i].value;
     const bool same = g && g->kind() == ir::NodeKind::GradOut &&
                       fn.outputs[g->index()].value->shape() == fn.inputs[i].shape;
-    plan.passthrough.push_back(same ? g->index() : -1);
+    int differentiable = 0; // g's output among the differentiable ones
+    for (int m = 0; same && m < g->index(); ++m)
+      differentiable += fn.outputs[m].differentiable();
+    plan.passthrough.push_back(same ? differentiable : -1);
   }
   return plan;
 }
@@ -530,7 +535,11 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
               : o.totalOf == Program::TotalOf::RowsTimesD
                   ? "[] sum over rows of D times a per-row value (partials + finalize)"
                   : "[] sum over rows and columns (partials + finalize)")
-          << (o.value ? "" : " (zero)") << "\n";
+          << (o.value ? "" : " (zero)")
+          << (o.type == spec::OutputType::Dtype
+                  ? ""
+                  : std::string(" stored as ") + spec::outputTypeName(o.type) + ", no gradient")
+          << "\n";
   };
   program("forward", plan.forward);
   program("backward", plan.backward);
@@ -544,10 +553,13 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
   for (const SavedStat& s : plan.saved)
     out << ", " << s.name << " [...]";
   out << "; every elementwise value is recomputed\n";
+  std::vector<std::string> differentiable; // (passthrough indexes these)
+  for (const ir::FunctionOutput& o : fn.outputs)
+    if (o.differentiable()) differentiable.push_back(o.name);
   for (size_t i = 0; i < plan.passthrough.size(); ++i)
     if (plan.passthrough[i] >= 0)
       out << "  gradient of " << fn.inputs[i].name << ": the gradient of "
-          << fn.outputs[plan.passthrough[i]].name << ", passed on\n";
+          << differentiable[plan.passthrough[i]] << ", passed on\n";
   return out.str();
 }
 

@@ -59,6 +59,9 @@ struct Program {
     OutKind kind;
     ir::Expr value; // null: identically zero
     TotalOf totalOf = TotalOf::Elements;
+    // What its elements are stored as: the call's dtype, or a spec output's own type (float32,
+    // FP8 with saturation), converted at the store.
+    spec::OutputType type = spec::OutputType::Dtype;
   };
   struct Stage {
     std::vector<ir::Expr> reductions; // combined in one pass over the row
@@ -124,7 +127,8 @@ struct KernelPlan {
   int randomStreams = 0;
   // Per input: the output whose incoming gradient is this input's gradient as it is (grad_y for
   // residual in y = residual + ...), which autograd then passes on without a kernel writing a
-  // copy of it; -1 for the others.
+  // copy of it, as its index among the differentiable outputs (the autograd node's gradients);
+  // -1 for the others.
   std::vector<int> passthrough;
   std::vector<SavedStat> saved; // per-row values the forward returns for the backward
   Program forward;

@@ -57,9 +57,14 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
     attrs.push_back(a);
   }
   for (const ir::FunctionOutput& o : fn.outputs) {
-    outputs.push_back(tensor(o.name, Role::Output, ElemType::Dtype, o.value->shape(), true));
-    outputGrads.push_back(
-        tensor(gradArgName(o.name), Role::OutputGrad, ElemType::Dtype, o.value->shape(), true));
+    const ElemType type = o.type == spec::OutputType::Float32      ? ElemType::Float32
+                          : o.type == spec::OutputType::Float8E4M3 ? ElemType::Float8E4M3
+                          : o.type == spec::OutputType::Float8E5M2 ? ElemType::Float8E5M2
+                                                                   : ElemType::Dtype;
+    outputs.push_back(tensor(o.name, Role::Output, type, o.value->shape(), o.differentiable()));
+    if (o.differentiable()) // (the backward takes no gradient of an output of its own type)
+      outputGrads.push_back(
+          tensor(gradArgName(o.name), Role::OutputGrad, ElemType::Dtype, o.value->shape(), true));
   }
   for (const SavedStat& s : plan.saved)
     saved.push_back(tensor(savedArgName(s.name), Role::Saved, ElemType::ComputeType,

@@ -39,6 +39,9 @@ enum class ElemType {
   Bool,  // a bool attr, or a tensor of bools (a spec's bool input)
   Int64, // tensors of a spec's integer inputs
   Int32,
+  Float32,    // an output of a spec's own type (OutputType): float32, FP8
+  Float8E4M3, // (float8_e4m3fn)
+  Float8E5M2,
   BoolList,  // the output mask
   Generator, // a torch.Generator or None
 };

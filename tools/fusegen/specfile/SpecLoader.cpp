@@ -371,10 +371,57 @@ void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec
   }
 }
 
+// An output's mapping form, {value: formula, dtype: float8_e4m3fn}: the formula as in the short
+// form, and the type its elements are stored as (no gradient flows through it).
+std::optional<Binding> readTypedOutput(Reader& r, const YAML::Node& n, const YAML::Node& key) {
+  const std::string name = key.Scalar();
+  std::optional<YAML::Node> formula;
+  std::optional<OutputType> type;
+  bool bad = false;
+  for (auto& [field, fv] : r.entries(n, "output '" + name + "'")) {
+    const std::string f = field.Scalar();
+    if (f == "value") {
+      if (!fv.IsScalar() || fv.Scalar().empty()) {
+        r.error(fv, field, "'value' of output '" + name + "' must be a formula");
+        bad = true;
+      }
+      formula = fv;
+    } else if (f == "dtype") {
+      const std::string t = fv.IsScalar() ? fv.Scalar() : "";
+      for (OutputType c : {OutputType::Float32, OutputType::Float8E4M3, OutputType::Float8E5M2})
+        if (t == outputTypeName(c)) type = c;
+      if (!type) {
+        r.error(fv, field,
+                "unknown dtype '" + t + "' for output '" + name +
+                    "'; expected float32, float8_e4m3fn or float8_e5m2 (an output in the op's "
+                    "dtype is written in the short form, '" +
+                    name + ": <formula>')");
+        bad = true;
+      }
+    } else {
+      r.error(field, "unknown key '" + f + "' in output '" + name + "'; expected value, dtype");
+      bad = true;
+    }
+  }
+  if (bad) return std::nullopt;
+  if (!formula || !type) {
+    r.error(key, "output '" + name + "' needs " +
+                     (!formula ? "a 'value' (its formula)"
+                               : "a 'dtype' (float32, float8_e4m3fn or float8_e5m2)"));
+    return std::nullopt;
+  }
+  std::vector<SourceLoc> locs = r.charLocs(*formula);
+  return Binding{name, formula->Scalar(), r.loc(key), locs.front(), locs, *type};
+}
+
 void readBindings(Reader& r, const YAML::Node& n, const YAML::Node& sectionKey,
                   const std::string& section, std::vector<Binding>& out) {
   if (!r.expectKind(n, sectionKey, YAML::NodeType::Map, "'" + section + "'")) return;
   for (auto& [key, value] : r.entries(n, "'" + section + "'")) {
+    if (section == "outputs" && value.IsMap()) {
+      if (std::optional<Binding> b = readTypedOutput(r, value, key)) out.push_back(*b);
+      continue;
+    }
     if (!value.IsScalar() || value.Scalar().empty()) {
       r.error(value, key, "'" + key.Scalar() + "' in '" + section + "' must be a formula");
       continue;

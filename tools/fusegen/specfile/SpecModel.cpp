@@ -29,6 +29,20 @@ const char* inputTypeName(InputType t) {
   return "?";
 }
 
+const char* outputTypeName(OutputType t) {
+  switch (t) {
+  case OutputType::Dtype:
+    return "the op's dtype";
+  case OutputType::Float32:
+    return "float32";
+  case OutputType::Float8E4M3:
+    return "float8_e4m3fn";
+  case OutputType::Float8E5M2:
+    return "float8_e5m2";
+  }
+  return "?";
+}
+
 const char* dtypeName(DType d) {
   switch (d) {
   case DType::Float32:

@@ -26,6 +26,13 @@ const char* dtypeName(DType d); // float32, float16, bfloat16, float64
 enum class InputType { Dtype, Int64, Int32, Bool };
 const char* inputTypeName(InputType t); // "the op's dtype", int64, int32, bool
 
+// What an output's elements are stored as: the call's dtype (the default; differentiable), or a
+// type of its own declared in the spec (`{value: ..., dtype: float8_e4m3fn}`): float32 for
+// statistics next to half outputs, FP8 with saturating conversion (out-of-range values become
+// the largest finite one). An output of its own type has no gradient.
+enum class OutputType { Dtype, Float32, Float8E4M3, Float8E5M2 };
+const char* outputTypeName(OutputType t); // "the op's dtype", float32, float8_e4m3fn, float8_e5m2
+
 struct Input {
   std::string name;
   ShapeClass shape;
@@ -45,9 +52,10 @@ struct Attr {
 struct Binding {
   std::string name;
   std::string formula;
-  SourceLoc loc;                   // of the name
-  SourceLoc formulaLoc;            // of the first character of the formula text
-  std::vector<SourceLoc> charLocs; // of each character of the formula, and of its end
+  SourceLoc loc;                       // of the name
+  SourceLoc formulaLoc;                // of the first character of the formula text
+  std::vector<SourceLoc> charLocs;     // of each character of the formula, and of its end
+  OutputType type = OutputType::Dtype; // outputs only
 };
 
 // An independent PyTorch expression for one output, used only by the generated tests.

@@ -42,6 +42,33 @@ const char* elemEnumerator(spec::InputType t) {
   return "fg::Elem::Dtype";
 }
 
+const char* outElemEnumerator(spec::OutputType t) {
+  switch (t) {
+  case spec::OutputType::Float32:
+    return "fg::Elem::Float32";
+  case spec::OutputType::Float8E4M3:
+    return "fg::Elem::Float8E4M3";
+  case spec::OutputType::Float8E5M2:
+    return "fg::Elem::Float8E5M2";
+  case spec::OutputType::Dtype:
+    break;
+  }
+  return "fg::Elem::Dtype";
+}
+
+const char* outputDtypeName(plan::ElemType t) {
+  switch (t) {
+  case plan::ElemType::Float32:
+    return "float32";
+  case plan::ElemType::Float8E4M3:
+    return "float8_e4m3fn";
+  case plan::ElemType::Float8E5M2:
+    return "float8_e5m2";
+  default:
+    return nullptr;
+  }
+}
+
 const char* outKindEnumerator(plan::OutKind k) {
   switch (k) {
   case plan::OutKind::Full:

@@ -46,6 +46,9 @@ const char* bcastEnumerator(ir::ShapeClass s, bool stat);
 // and TypedCol (fusegen_runtime.h).
 const char* programBcastEnumerator(const plan::Program::Input& in);
 const char* elemEnumerator(spec::InputType t);
+const char* outElemEnumerator(spec::OutputType t);
+// An output's dtype as torch names it (float8_e4m3fn, ...); null for the op's dtype.
+const char* outputDtypeName(plan::ElemType t);
 const char* outKindEnumerator(plan::OutKind k);
 const char* reduceEnumerator(prims::Combine c);
 const char* planEnumerator(plan::RuntimePlan p);
