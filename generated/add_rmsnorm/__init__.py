@@ -27,6 +27,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), _support.Arg("residual_out", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["rstd", ],
+    saved_totals=[],
     schema="add_rmsnorm(Tensor x, Tensor residual, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor, Tensor)",
     backward_schema="add_rmsnorm_backward(Tensor _grad_y, Tensor _grad_residual_out, Tensor x, Tensor residual, Tensor weight, Tensor _saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
 )

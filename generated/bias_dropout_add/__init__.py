@@ -24,6 +24,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="bias_dropout_add(Tensor x, Tensor bias, Tensor residual, *, float p=0.10000000000000001, Generator? generator=None) -> (Tensor, Tensor)",
     backward_schema="bias_dropout_add_backward(Tensor _grad_y, Tensor x, Tensor bias, Tensor residual, Tensor _saved_rng, float p, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     random=1,

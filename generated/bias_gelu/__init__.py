@@ -24,6 +24,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="bias_gelu(Tensor x, Tensor bias) -> Tensor",
     backward_schema="bias_gelu_backward(Tensor _grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> (Tensor, Tensor)",
 )

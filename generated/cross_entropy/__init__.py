@@ -32,6 +32,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("loss", "[...]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["m", "stat1", "lse", "stat3", ],
+    saved_totals=[],
     schema="cross_entropy(Tensor logits, Tensor target, *, int ignore_index=-100, float label_smoothing=0., float z_loss=0., float softcap=0.) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
     backward_schema="cross_entropy_backward(Tensor _grad_loss, Tensor logits, Tensor target, Tensor _saved_m, Tensor _saved_stat1, Tensor _saved_lse, Tensor _saved_stat3, int ignore_index, float label_smoothing, float z_loss, float softcap, bool[2] output_mask) -> (Tensor, Tensor)",
     column=True,

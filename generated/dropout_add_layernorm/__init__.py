@@ -29,6 +29,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), _support.Arg("residual_out", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["mu", "rstd", ],
+    saved_totals=[],
     schema="dropout_add_layernorm(Tensor x0, Tensor residual, Tensor weight, Tensor bias, *, float p=0.10000000000000001, float eps=1.0000000000000001e-05, Generator? generator=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
     backward_schema="dropout_add_layernorm_backward(Tensor _grad_y, Tensor _grad_residual_out, Tensor x0, Tensor residual, Tensor weight, Tensor bias, Tensor _saved_mu, Tensor _saved_rstd, Tensor _saved_rng, float p, float eps, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)",
     random=1,

@@ -27,6 +27,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), _support.Arg("residual_out", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["rstd", ],
+    saved_totals=[],
     schema="dropout_add_rmsnorm(Tensor x0, Tensor residual, Tensor weight, *, float p=0.10000000000000001, float eps=9.9999999999999995e-07, Generator? generator=None) -> (Tensor, Tensor, Tensor, Tensor)",
     backward_schema="dropout_add_rmsnorm_backward(Tensor _grad_y, Tensor _grad_residual_out, Tensor x0, Tensor residual, Tensor weight, Tensor _saved_rstd, Tensor _saved_rng, float p, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     random=1,

@@ -24,6 +24,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="dyt(Tensor x, Tensor alpha, Tensor weight, Tensor bias) -> Tensor",
     backward_schema="dyt_backward(Tensor _grad_y, Tensor x, Tensor alpha, Tensor weight, Tensor bias, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)",
 )

@@ -12,6 +12,7 @@ import torch
 
 FULL, COL, ROW, SCALAR = "[..., D]", "[D]", "[...]", "[]"
 STAT = "stat"  # a per-row statistic the forward saves for the backward: ROW, in the compute type
+TOTAL = "total"  # a whole-tensor value the forward saves for the backward: SCALAR, compute type
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,7 @@ class OpInfo:
     outputs: List[Arg]
     dtypes: List[str]
     saved: List[str] = dataclasses.field(default_factory=list)  # per-row stats for backward
+    saved_totals: List[str] = dataclasses.field(default_factory=list)  # whole-tensor values
     schema: str = ""  # the op's and its backward's schemas, as fusegen spelled them
     backward_schema: str = ""
     column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
@@ -110,7 +112,7 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
             if t.dtype != getattr(torch, fixed[0]):
                 raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
                                    f"must have dtype {fixed[0]}")
-        elif cls == STAT:
+        elif cls in (STAT, TOTAL):
             if t.dtype != compute_dtype(ref.dtype):
                 raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
                                    f"must have dtype {_dtype_name(compute_dtype(ref.dtype))} (the "
@@ -139,7 +141,7 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
         if cls in (ROW, STAT) and list(t.shape) != list(ref.shape[:-1]):
             raise RuntimeError(f"{op}: argument '{name}' must have shape {_shape(ref.shape[:-1])} "
                                f"(the leading dims of '{ref_name}'), but has shape {_shape(t.shape)}")
-        if cls == SCALAR and t.dim() != 0:
+        if cls in (SCALAR, TOTAL) and t.dim() != 0:
             raise RuntimeError(f"{op}: argument '{name}' must be a 0-dim tensor, but has shape "
                                f"{_shape(t.shape)}")
     return list(ref.shape), D
@@ -169,9 +171,10 @@ def to_output(value: torch.Tensor, dtype: str) -> torch.Tensor:
 def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
     outs = []
     for o in spec.outputs:
-        shape = full_shape[:-1] if o.shape == ROW else full_shape
+        shape = full_shape[:-1] if o.shape == ROW else [] if o.shape == SCALAR else full_shape
         outs.append(ref.new_empty(shape, dtype=o.torch_dtype(ref.dtype)))
     outs += [ref.new_empty(full_shape[:-1], dtype=compute_dtype(ref.dtype)) for _ in spec.saved]
+    outs += [ref.new_empty([], dtype=compute_dtype(ref.dtype)) for _ in spec.saved_totals]
     if spec.random:
         outs.append(ref.new_empty(2, dtype=torch.int64))  # the seed and offset drawn with
     return outs[0] if len(outs) == 1 else tuple(outs)
@@ -243,6 +246,7 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
                   grads: Sequence[torch.Tensor], output_mask: Sequence[bool]):
     named = [(a.name, a.shape, t, a.dtype) for a, t in zip(spec.inputs, tensors)]
     named += [(f"_saved_{n}", STAT, t) for n, t in zip(spec.saved, saved)]
+    named += [(f"_saved_{n}", TOTAL, t) for n, t in zip(spec.saved_totals, saved[len(spec.saved):])]
     named += [(f"_grad_{o.name}", o.shape, g) for o, g in zip(spec.differentiable_outputs(), grads)]
     check_arguments(spec, spec.qualname + "_backward", named)
     # Gradients in the dtype of the call (an integer input's, never asked for, too).
@@ -259,8 +263,8 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
 # unbatched one is expanded to it), so one call computes the whole batch. A batched [D] or
 # [] argument has no dim to spare, and a [D] or [] gradient is a sum over all rows of the
 # call, where each sample needs the sum over its own rows: those cases call the op once
-# per sample and stack the results. (A forward output of class [D] or [], such as a
-# with_grad of a constant, depends on [D] and [] inputs alone: the same for every sample.)
+# per sample and stack the results, as do forwards with [] results (whole-tensor values such
+# as a loss averaged over rows: each sample's over its own rows).
 # Both call torch.ops.fusegen.* again, below the vmap level, so autograd and nested
 # transforms see the op itself.
 
@@ -290,13 +294,14 @@ def register_vmap(spec: OpInfo) -> None:
     ops = torch.ops.fusegen
     inputs = [a.shape for a in spec.inputs]
     rng = [RNG] if spec.random else []
-    forward_results = [o.shape for o in spec.outputs] + [ROW] * len(spec.saved) + rng
+    forward_results = ([o.shape for o in spec.outputs] + [ROW] * len(spec.saved)
+                       + [SCALAR] * len(spec.saved_totals) + rng)
     torch.library.register_vmap(
         spec.qualname, functools.partial(_batch_rule, getattr(ops, spec.name).default, inputs,
                                          forward_results, None, spec.random))
     # <op>_backward(output gradients, inputs, saved statistics, rng, attrs, output_mask)
     backward_args = ([o.shape for o in spec.differentiable_outputs()] + inputs
-                     + [ROW] * len(spec.saved) + rng)
+                     + [ROW] * len(spec.saved) + [SCALAR] * len(spec.saved_totals) + rng)
     torch.library.register_vmap(
         spec.qualname + "_backward",
         functools.partial(_batch_rule, getattr(ops, spec.name + "_backward").default,
@@ -329,6 +334,7 @@ def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int
         or (mask_at is not None
             and any(m and c in (COL, SCALAR) for c, m in zip(results, mask)))
         or (scalar_rank and COL in classes)  # the op's error, per sample
+        or (mask_at is None and SCALAR in results)  # whole-tensor values: each sample's own
         or info.batch_size == 0)
     if per_sample:
         return _per_sample(op, info.batch_size, tensors, dims, rest, kwargs, mask)

@@ -27,6 +27,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("loss", "[...]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="jsd(Tensor log_q, Tensor log_p, *, float beta=0.5) -> Tensor",
     backward_schema="jsd_backward(Tensor _grad_loss, Tensor log_q, Tensor log_p, float beta, bool[2] output_mask) -> (Tensor, Tensor)",
 )

@@ -26,6 +26,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("loss", "[...]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="kl_div(Tensor input, Tensor target, *, bool log_target=True) -> Tensor",
     backward_schema="kl_div_backward(Tensor _grad_loss, Tensor input, Tensor target, bool log_target, bool[2] output_mask) -> (Tensor, Tensor)",
 )

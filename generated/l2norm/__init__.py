@@ -24,6 +24,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["stat0", "stat1", ],
+    saved_totals=[],
     schema="l2norm(Tensor x, *, float eps=9.9999999999999998e-13) -> (Tensor, Tensor, Tensor)",
     backward_schema="l2norm_backward(Tensor _grad_y, Tensor x, Tensor _saved_stat0, Tensor _saved_stat1, float eps, bool[1] output_mask) -> Tensor",
 )

@@ -27,6 +27,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["mu", "rstd", ],
+    saved_totals=[],
     schema="layernorm(Tensor x, Tensor weight, Tensor bias, *, float eps=1.0000000000000001e-05) -> (Tensor, Tensor, Tensor)",
     backward_schema="layernorm_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor bias, Tensor _saved_mu, Tensor _saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
 )

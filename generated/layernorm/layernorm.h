@@ -40,6 +40,8 @@ struct Forward {
                              /* _saved_mu [...] (compute type) */ fg::OutKind::Stat,
                              /* _saved_rstd [...] (compute type) */ fg::OutKind::Stat>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
+  using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
+  using TotalPerRows = fg::Table<bool, false, false, false>;
   using Reductions = fg::Table<int, 1, 1>;
   using FirstReduction = fg::Table<int, 0, 1>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum>;
@@ -50,6 +52,9 @@ struct Forward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
+  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
+  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
@@ -168,6 +173,16 @@ struct Forward {
     _out[1] = _rv[0];
     _out[2] = _rv[3];
   }
+
+  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
+  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
+  template <typename T, bool kFast>
+  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
+    (void)_tot;
+    (void)_attr;
+    (void)_D;
+    (void)_out;
+  }
 };
 
 // The backward, derived by reverse mode: gradients of the inputs.
@@ -202,6 +217,8 @@ struct Backward {
                              /* grad_weight [D] (sum over rows) */ fg::OutKind::ColSum,
                              /* grad_bias [D] (sum over rows) */ fg::OutKind::ColSum>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
+  using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
+  using TotalPerRows = fg::Table<bool, false, false, false>;
   using Reductions = fg::Table<int, 3>;
   using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
@@ -212,6 +229,9 @@ struct Backward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
+  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
+  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
@@ -358,6 +378,16 @@ struct Backward {
     _out[0] = T(0);
     _out[1] = T(0);
     _out[2] = T(0);
+  }
+
+  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
+  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
+  template <typename T, bool kFast>
+  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
+    (void)_tot;
+    (void)_attr;
+    (void)_D;
+    (void)_out;
   }
 };
 

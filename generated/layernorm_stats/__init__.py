@@ -29,6 +29,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), _support.Arg("mu", "[...]", dtype="float32"), _support.Arg("rstd", "[...]", dtype="float32"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["m", "r", ],
+    saved_totals=[],
     schema="layernorm_stats(Tensor x, Tensor weight, Tensor bias, *, float eps=1.0000000000000001e-05) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
     backward_schema="layernorm_stats_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor bias, Tensor _saved_m, Tensor _saved_r, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
 )

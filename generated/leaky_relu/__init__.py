@@ -24,6 +24,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="leaky_relu(Tensor x, *, float negative_slope=0.01) -> Tensor",
     backward_schema="leaky_relu_backward(Tensor _grad_y, Tensor x, float negative_slope, bool[1] output_mask) -> Tensor",
 )

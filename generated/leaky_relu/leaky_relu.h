@@ -33,6 +33,8 @@ struct Forward {
   using OutKinds = fg::Table<fg::OutKind,
                              /* y [..., D] */ fg::OutKind::Full>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
+  using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum>;
+  using TotalPerRows = fg::Table<bool, false>;
   using Reductions = fg::Table<int>;
   using FirstReduction = fg::Table<int>;
   using ReduceKinds = fg::Table<fg::Reduce>;
@@ -43,6 +45,9 @@ struct Forward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
+  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
+  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
@@ -124,6 +129,16 @@ struct Forward {
     (void)_D;
     _out[0] = T(0);
   }
+
+  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
+  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
+  template <typename T, bool kFast>
+  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
+    (void)_tot;
+    (void)_attr;
+    (void)_D;
+    (void)_out;
+  }
 };
 
 // The backward, derived by reverse mode: gradients of the inputs.
@@ -151,6 +166,8 @@ struct Backward {
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
+  using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum>;
+  using TotalPerRows = fg::Table<bool, false>;
   using Reductions = fg::Table<int>;
   using FirstReduction = fg::Table<int>;
   using ReduceKinds = fg::Table<fg::Reduce>;
@@ -161,6 +178,9 @@ struct Backward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
+  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
+  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
@@ -244,6 +264,16 @@ struct Backward {
     (void)_attr;
     (void)_D;
     _out[0] = T(0);
+  }
+
+  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
+  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
+  template <typename T, bool kFast>
+  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
+    (void)_tot;
+    (void)_attr;
+    (void)_D;
+    (void)_out;
   }
 };
 

@@ -25,6 +25,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("lse", "[...]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["m", "stat1", ],
+    saved_totals=[],
     schema="logsumexp(Tensor x) -> (Tensor, Tensor, Tensor)",
     backward_schema="logsumexp_backward(Tensor _grad_lse, Tensor x, Tensor _saved_m, Tensor _saved_stat1, bool[1] output_mask) -> Tensor",
 )

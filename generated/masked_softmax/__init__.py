@@ -27,6 +27,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["m", "stat1", "stat2", ],
+    saved_totals=[],
     schema="masked_softmax(Tensor x, Tensor mask) -> (Tensor, Tensor, Tensor, Tensor)",
     backward_schema="masked_softmax_backward(Tensor _grad_y, Tensor x, Tensor mask, Tensor _saved_m, Tensor _saved_stat1, Tensor _saved_stat2, bool[2] output_mask) -> (Tensor, Tensor)",
 )

@@ -24,6 +24,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="mul(Tensor a, Tensor b) -> Tensor",
     backward_schema="mul_backward(Tensor _grad_y, Tensor a, Tensor b, bool[2] output_mask) -> (Tensor, Tensor)",
 )

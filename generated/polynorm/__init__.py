@@ -26,6 +26,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["stat0", "stat1", "stat2", ],
+    saved_totals=[],
     schema="polynorm(Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor, Tensor, Tensor)",
     backward_schema="polynorm_backward(Tensor _grad_y, Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, Tensor _saved_stat0, Tensor _saved_stat1, Tensor _saved_stat2, float eps, bool[5] output_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
 )

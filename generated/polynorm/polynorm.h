@@ -45,6 +45,9 @@ struct Forward {
                              /* _saved_stat2 [...] (compute type) */ fg::OutKind::Stat>;
   using OutElems =
       fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
+  using OutReduces =
+      fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
+  using TotalPerRows = fg::Table<bool, false, false, false, false>;
   using Reductions = fg::Table<int, 3>;
   using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
@@ -55,6 +58,9 @@ struct Forward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
+  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
+  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
@@ -195,6 +201,16 @@ struct Forward {
     _out[2] = _rv[6];
     _out[3] = _rv[9];
   }
+
+  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
+  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
+  template <typename T, bool kFast>
+  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
+    (void)_tot;
+    (void)_attr;
+    (void)_D;
+    (void)_out;
+  }
 };
 
 // The backward, derived by reverse mode: gradients of the inputs.
@@ -230,12 +246,15 @@ struct Backward {
                             fg::Elem::Dtype, fg::Elem::Dtype>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full,
-                             /* grad_w0 [] (sum over all) */ fg::OutKind::Total,
-                             /* grad_w1 [] (sum over all) */ fg::OutKind::Total,
-                             /* grad_w2 [] (sum over all) */ fg::OutKind::Total,
-                             /* grad_b [] (sum over all) */ fg::OutKind::Total>;
+                             /* grad_w0 [] (over all rows) */ fg::OutKind::Total,
+                             /* grad_w1 [] (over all rows) */ fg::OutKind::Total,
+                             /* grad_w2 [] (over all rows) */ fg::OutKind::Total,
+                             /* grad_b [] (over all rows) */ fg::OutKind::Total>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype,
                              fg::Elem::Dtype, fg::Elem::Dtype>;
+  using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum,
+                               fg::Reduce::Sum, fg::Reduce::Sum>;
+  using TotalPerRows = fg::Table<bool, false, false, false, false, false>;
   using Reductions = fg::Table<int, 3>;
   using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
@@ -246,6 +265,9 @@ struct Backward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
+  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
+  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
   FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
   FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
     return ReduceKinds::at(FirstReduction::at(s) + j);
@@ -436,6 +458,16 @@ struct Backward {
     _out[2] = T(0);
     _out[3] = T(0);
     _out[4] = T(0);
+  }
+
+  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
+  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
+  template <typename T, bool kFast>
+  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
+    (void)_tot;
+    (void)_attr;
+    (void)_D;
+    (void)_out;
   }
 };
 

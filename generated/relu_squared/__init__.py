@@ -24,6 +24,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="relu_squared(Tensor x) -> Tensor",
     backward_schema="relu_squared_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor",
 )

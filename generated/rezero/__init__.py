@@ -24,6 +24,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor",
     backward_schema="rezero_backward(Tensor _grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
 )

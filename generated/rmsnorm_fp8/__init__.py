@@ -27,6 +27,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y8", "[..., D]", dtype="float8_e4m3fn"), _support.Arg("scale", "[...]", dtype="float32"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="rmsnorm_fp8(Tensor x, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor)",
     backward_schema="rmsnorm_fp8_backward(Tensor x, Tensor weight, float eps, bool[2] output_mask) -> (Tensor, Tensor)",
 )

@@ -25,6 +25,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["rstd", ],
+    saved_totals=[],
     schema="rmsnorm_gemma(Tensor x, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor)",
     backward_schema="rmsnorm_gemma_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor _saved_rstd, float eps, bool[2] output_mask) -> (Tensor, Tensor)",
 )

@@ -94,7 +94,9 @@ template <typename T> __device__ __forceinline__ __nv_fp8_storage_t toFp8(T x, E
 
 // Element i of an output of its own type e, from the compute type.
 template <typename T> __device__ __forceinline__ void storeTyped(Elem e, void* p, int64_t i, T x) {
-  if (e == Elem::Float32)
+  if (e == Elem::Compute)
+    static_cast<T*>(p)[i] = x;
+  else if (e == Elem::Float32)
     static_cast<float*>(p)[i] = static_cast<float>(x);
   else
     static_cast<__nv_fp8_storage_t*>(p)[i] = toFp8(x, e);
@@ -465,6 +467,51 @@ __global__ void __launch_bounds__(kThreads) finalizeScalar(const compute_t<S>* p
   }
   if (threadIdx.x == 0)
     out[0] = fromCompute<S>(shared[0]);
+}
+
+// Once, after every row (the row plan's Total outputs): each Total output's n partials (its
+// slot's, n apart) combined in a fixed order, as finalizeScalar does; written where needed;
+// then the [] outputs computed from them (P::finish). With n = 0 (no rows) every Total is its
+// combination's identity.
+template <class P, typename S>
+__global__ void __launch_bounds__(kThreads)
+    finishTotals(const typename P::Args a, const compute_t<S>* partials, int64_t n) {
+  using T = compute_t<S>;
+  __shared__ T shared[kThreads];
+  __shared__ T tot[atLeastOne<totalOutputs<P>()>()];
+  for (int j = 0; j < totalOutputs<P>(); ++j) {
+    const Reduce r = totalReduce<P>(j);
+    T s = reduceIdentity<T>(r);
+    for (int64_t i = threadIdx.x; i < n; i += kThreads)
+      s = reduceCombine(r, s, partials[j * n + i]);
+    shared[threadIdx.x] = s;
+    __syncthreads();
+    for (int width = kThreads / 2; width > 0; width /= 2) {
+      if (static_cast<int>(threadIdx.x) < width)
+        shared[threadIdx.x] = reduceCombine(r, shared[threadIdx.x], shared[threadIdx.x + width]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0)
+      tot[j] = shared[0];
+    __syncthreads();
+  }
+  if (threadIdx.x != 0)
+    return;
+  T out[P::kOutputs];
+  if constexpr (scalarOutputs<P>() > 0) {
+    T attr[atLeastOne<P::kAttrs>()];
+    for (int k = 0; k < P::kAttrs; ++k)
+      attr[k] = static_cast<T>(a.attr[k]);
+    P::template finish<T, isHalf<S>()>(tot, attr, static_cast<T>(a.D), out);
+  }
+  for (int m = 0; m < P::kOutputs; ++m) {
+    if (!a.need[m])
+      continue;
+    if (P::outKind(m) == OutKind::Total)
+      storeOutput<P, S>(m, a.out[m], 0, tot[totalSlot<P>(m)]);
+    else if (P::outKind(m) == OutKind::Scalar)
+      storeOutput<P, S>(m, a.out[m], 0, out[m]);
+  }
 }
 
 // ---------------------------------------------------------------- launchers

@@ -197,5 +197,15 @@ template <class P> FG_HD constexpr int colSumSlot(int m) { return outputSlot<P>(
 template <class P> FG_HD constexpr int colSumOutputs() { return colSumSlot<P>(P::kOutputs); }
 template <class P> FG_HD constexpr int totalSlot(int m) { return outputSlot<P>(m, OutKind::Total); }
 template <class P> FG_HD constexpr int totalOutputs() { return totalSlot<P>(P::kOutputs); }
+// How Total slot j combines (P::outReduce of its output).
+template <class P> FG_HD constexpr Reduce totalReduce(int j) {
+  for (int m = 0; m < P::kOutputs; ++m)
+    if (P::outKind(m) == OutKind::Total && totalSlot<P>(m) == j)
+      return P::outReduce(m);
+  return Reduce::Sum;
+}
+// [] outputs computed after every row (P::finish): a program with them runs its finish even
+// over no rows (the whole-tensor values of nothing are their combinations' identities).
+template <class P> FG_HD constexpr int scalarOutputs() { return outputSlot<P>(P::kOutputs, OutKind::Scalar); }
 
 } // namespace fg

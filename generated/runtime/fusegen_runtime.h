@@ -56,6 +56,8 @@ enum class Bcast : int {
 // An output's (P::outElem(m)): the call's dtype, or a floating type of its own: float32, or
 // FP8 (float8_e4m3fn, float8_e5m2) converted with saturation, an out-of-range value becoming
 // the largest finite one of its sign and NaN staying NaN (the plans' storeTyped, per backend).
+// Compute: the compute type (float for half types), in which a forward saves the whole-tensor
+// values (sum_all, ...) its backward reads back as [] inputs.
 enum class Elem : int {
   Dtype = 0,
   Int64 = 1,
@@ -63,7 +65,8 @@ enum class Elem : int {
   Bool = 3,
   Float32 = 4,
   Float8E4M3 = 5,
-  Float8E5M2 = 6
+  Float8E5M2 = 6,
+  Compute = 7
 };
 
 // Element i of an integer or bool input, in the compute type T.
@@ -73,6 +76,8 @@ template <typename T> FG_HD T loadTyped(Elem e, const void* p, int64_t i) {
     return static_cast<T>(static_cast<const int64_t*>(p)[i]);
   case Elem::Int32:
     return static_cast<T>(static_cast<const int32_t*>(p)[i]);
+  case Elem::Compute:
+    return static_cast<const T*>(p)[i];
   default:
     return static_cast<const bool*>(p)[i] ? T(1) : T(0);
   }
@@ -155,11 +160,13 @@ enum class Plan : int { Flat = 0, Colwise = 1, Row = 2 };
 //          reads it as an input of Bcast::Stat
 //   ColSum the sum over rows of an element value (a [D] gradient), accumulated in the
 //          compute type per fixed chunk of rows and added in a fixed order
-//   Total  the sum over rows and columns of an element value plus the sum over rows of a
-//          per-row value (a [] gradient; the generated code makes one of them zero),
-//          accumulated per fixed chunk of rows (CPU) or per block (CUDA), then the partials
-//          added in a fixed order
-enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4 };
+//   Total  the combination (P::outReduce(m): sum, max or min) over rows and columns of an
+//          element value, or over rows of a per-row value (P::totalPerRow(m)): a [] gradient,
+//          or a whole-tensor value (sum_all, max_all, min_all); accumulated per fixed chunk of
+//          rows (CPU) or per block (CUDA), then the partials combined in a fixed order
+//   Scalar a [] output computed once after every row, from the Total outputs' values
+//          (P::finish)
+enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4, Scalar = 5 };
 
 // ---- random numbers: Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1,
 // 2, 3", SC 2011), counter-based, so a value depends on (seed, offset, stream, element) alone

@@ -139,7 +139,12 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
     if (a.bcast == Bcast::Random) // no tensor: the plan draws its elements
       continue;
     TORCH_CHECK(a.tensor.defined(), op, ": argument '", a.name, "' is an undefined tensor");
-    if (a.elem != Elem::Dtype) { // an integer or bool input: its own dtype, as the spec says
+    if (a.elem == Elem::Compute) { // a whole-tensor value saved by the forward
+      TORCH_CHECK(a.tensor.scalar_type() == computeType(p.dtype), op, ": argument '", a.name,
+                  "' has dtype ", dtypeName(a.tensor.scalar_type()), ", but must have dtype ",
+                  dtypeName(computeType(p.dtype)), " (the compute type of '", refName, "', ",
+                  dtypeName(p.dtype), ")");
+    } else if (a.elem != Elem::Dtype) { // an integer or bool input: its own dtype, as the spec says
       TORCH_CHECK(a.tensor.scalar_type() == elemScalarType(a.elem), op, ": argument '", a.name,
                   "' has dtype ", dtypeName(a.tensor.scalar_type()), ", but must have dtype ",
                   dtypeName(elemScalarType(a.elem)));
@@ -318,14 +323,15 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   for (int m = 0; m < plan.nResults; ++m) {
     at::Tensor t;
     // An output of its own type (float32, FP8) is allocated as that type.
-    const auto options = plan.elems[m] == Elem::Dtype
-                             ? resultOptions
+    const auto options = plan.elems[m] == Elem::Dtype ? resultOptions
+                         : plan.elems[m] == Elem::Compute
+                             ? resultOptions.dtype(computeType(p.dtype))
                              : resultOptions.dtype(elemScalarType(plan.elems[m]));
     if (!need[m]) {
       t = at::empty({0}, options);
     } else if (plan.kinds[m] == OutKind::ColSum) { // a sum over no rows is zero
       t = empty ? at::zeros({p.D}, options) : at::empty({p.D}, options);
-    } else if (plan.kinds[m] == OutKind::Total) {
+    } else if (plan.kinds[m] == OutKind::Total || plan.kinds[m] == OutKind::Scalar) {
       t = empty ? at::zeros({}, options) : at::empty({}, options);
     } else if (plan.kinds[m] == OutKind::Stat) { // saved statistics: the compute type
       t = at::empty(rowShape, options.dtype(computeType(p.dtype)));
@@ -358,7 +364,10 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
     rng.seedPtr = rngState->data_ptr<int64_t>();
     rng.offsetPtr = rng.seedPtr + 1;
   }
-  if (empty)
+  bool finish = false; // [] outputs computed after every row: over no rows too
+  for (int m = 0; m < plan.nResults; ++m)
+    finish = finish || plan.kinds[m] == OutKind::Scalar;
+  if (empty && !finish)
     return results;
   c10::SmallVector<const void*, 16> tensorData;
   for (const at::Tensor& t : p.tensors)

@@ -26,6 +26,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=["m", "stat1", ],
+    saved_totals=[],
     schema="softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
     backward_schema="softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor _saved_stat1, bool[1] output_mask) -> Tensor",
 )

@@ -24,6 +24,7 @@ SPEC = _support.OpInfo(
     outputs=[_support.Arg("y", "[..., D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
     saved=[],
+    saved_totals=[],
     schema="swiglu(Tensor gate, Tensor up) -> Tensor",
     backward_schema="swiglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, Tensor)",
 )

@@ -236,6 +236,38 @@ class Rounding:
         v, e = self._row(a)
         return Bounded(v.amin(-1, keepdim=True), e.amax(-1, keepdim=True), self)
 
+    # Whole-tensor reductions (sum_all, max_all, min_all) of values per element or per row
+    # ([..., 1]): over every value, in row order. The kernels combine per thread over rows,
+    # then across the block and the blocks' partials in a fixed order; the sum's bound is a
+    # sequential sum's (u times its partial sums' magnitudes).
+    def _all(self, a):
+        a = self._b(a)
+        rowlike = a.v.dim() == len(self.full) and a.v.shape[-1] == 1
+        shape = self.full[:-1] + [1] if rowlike else self.full
+        return a.v.expand(shape).reshape(-1), a.e.expand(shape).reshape(-1)
+
+    def sum_all(self, a):
+        v, e = self._all(a)
+        running = _partial_sums(v, 0).squeeze(0) if v.numel() else v.new_zeros(())
+        return Bounded(v.sum(), e.sum() + self.u * running, self)
+
+    def max_all(self, a):
+        v, e = self._all(a)
+        return Bounded(v.amax(), e.amax(), self)
+
+    def min_all(self, a):
+        v, e = self._all(a)
+        return Bounded(v.amin(), e.amax(), self)
+
+    def whole(self, a, out=None):
+        """E of a [] output (from whole-tensor values) as the kernels write it: rounded to the
+        dtype, or to its own type `out` (twice: the reference rounds too, as in result())."""
+        a = self._b(a)
+        if out is None:
+            return a.e + self.u_store * a.v.abs()
+        info = torch.finfo(getattr(torch, out))
+        return a.e + info.eps * a.v.abs().clamp(max=info.max) + info.smallest_normal * info.eps
+
     def result(self, a, cls, out=None):
         """E of an output or input gradient of shape class `cls` as the kernels write it: a
         [D] or [] gradient summed over rows (and columns) in the compute type, then every
@@ -417,7 +449,9 @@ class OpChecks:
                      if g is None else g for o, g in zip(self.spec.outputs, gouts)]
         step = max(1, self.BOUND_CHUNK // max(full[-1], 1))
         rng = self.rng_kwargs(x[self.spec.full_input()])
-        if rows <= step and not partial:
+        # (An op with [] outputs: whole-tensor values, which chunks of rows do not compose.)
+        whole = any(o.shape == SCALAR for o in self.spec.outputs)
+        if (rows <= step or whole) and not partial:
             r = Rounding(dtype, full, x[0].device, compensated=compensated)
             return self.error_bounds(r, gouts, *x, **self.attrs(), **rng)
 
@@ -805,7 +839,8 @@ class OpChecks:
             x = self.inputs(lead, D, torch.float32, device, requires_grad=True)
             outs = self.call(self.op, x)
             for o, spec_out in zip(outs, self.spec.outputs):
-                want = list(lead) if spec_out.shape == ROW else [*lead, D]
+                want = list(lead) if spec_out.shape == ROW else [] if spec_out.shape == SCALAR \
+                    else [*lead, D]
                 assert list(o.shape) == want, f"{spec_out.name}: shape {list(o.shape)} != {want}"
             gouts = self.grad_outs(outs, torch.ones_like)
             try:  # torch's own max/amax reject empty rows: then the reference has no value
@@ -956,8 +991,10 @@ class OpChecks:
                              (2**24 + 1, torch.float64, True)):
             x = self.inputs((1,), D, dtype, device)
             if ok:
-                for o in self.call(self.op, x):
-                    assert o.shape[0] == 1 and torch.isfinite(o).all(), f"D = {D}, {dtype}"
+                for o, a in zip(self.call(self.op, x), self.spec.outputs):
+                    assert (o.dim() == 0 if a.shape == SCALAR else o.shape[0] == 1), f"D = {D}"
+                    # (a [] output of one row may be 0 / 0: a mean over no rows not ignored)
+                    assert a.shape == SCALAR or torch.isfinite(_wide(o)).all(), f"D = {D}, {dtype}"
             else:
                 name = self.spec.inputs[full].name
                 with pytest.raises(RuntimeError, match=rf"{self.spec.qualname}: the last dim of "
@@ -1038,6 +1075,8 @@ class OpChecks:
         the outputs and the gradients of the first and last rows against the reference on
         those rows, and the [D] and [] gradients (sums over all rows) against the reference
         accumulated in float32 over chunks of rows."""
+        if any(o.shape == SCALAR for o in self.spec.outputs):
+            pytest.skip("[] outputs are whole-tensor values: this test compares chunks of rows")
         lead = (rows,)
         dtype = torch.bfloat16
         shapes = [_shape_of(a.shape, lead, D) for a in self.spec.inputs]
@@ -1058,7 +1097,7 @@ class OpChecks:
             return functools.partial(self.reference, _rng=self.rng_override, _row0=a)
 
         def rows_of(ts, a, b, args):
-            return [t.detach()[a:b] if cls in (FULL, ROW) else t.detach()
+            return [None if t is None else t.detach()[a:b] if cls in (FULL, ROW) else t.detach()
                     for t, cls in zip(ts, args)]
 
         out_cls = [o.shape for o in self.spec.outputs]
@@ -1070,12 +1109,13 @@ class OpChecks:
             b = min(a + chunk, rows)
             xs = [_cast(t, torch.Tensor.float)
                   for t in rows_of(x, a, b, [i.shape for i in self.spec.inputs])]
-            gs = [g.float() for g in rows_of(gouts, a, b, out_cls)]
+            gs = [None if g is None else g.float() for g in rows_of(gouts, a, b, out_cls)]
             want_g = self.grads(reference(a), xs, gs)
             edge = a == 0 or b == rows
             if not edge and not reduced:
                 continue
-            bounds = {d: self._bounds([_cast(t, lambda t: t.to(dtype)) for t in xs], d, [g.to(dtype) for g in gs],
+            bounds = {d: self._bounds([_cast(t, lambda t: t.to(dtype)) for t in xs], d,
+                                      [None if g is None else g.to(dtype) for g in gs],
                                       partial=True, compensated=d == dtype) for d in open_sums}
             tols, gtols = ([None if p is None or isinstance(p, tuple) else C * (p + q) + floor
                             for p, q in zip(*(bounds[d][k] for d in open_sums))] for k in (0, 1))

@@ -31,6 +31,10 @@ namespace cpu {
 // FP8 saturated (clamped to the largest finite value, NaN kept), then rounded to nearest even
 // by c10's conversion, as the CUDA plans' __NV_SATFINITE conversion does.
 template <typename T> void storeTyped(Elem e, void* p, int64_t i, T x) {
+  if (e == Elem::Compute) {
+    static_cast<T*>(p)[i] = x;
+    return;
+  }
   if (e == Elem::Float32) {
     static_cast<float*>(p)[i] = static_cast<float>(x);
     return;
@@ -225,11 +229,13 @@ template <class P, typename S> struct Runner {
   }
 
   // Runs rows [r0, r1); ColSum values go to colPartial[slot * D + c], Total values (elem's
-  // summed per row first, plus rowOut's) to totalPartial[slot].
+  // combined per row first, or rowOut's) to totalPartial[slot].
   void rows(int64_t r0, int64_t r1, T* colPartial, T* totalPartial) const {
     for (int64_t row = r0; row < r1; ++row) {
       T rv[atLeastOne<P::kRowValues>()];
-      T rowTotal[atLeastOne<totalOutputs<P>()>()] = {};
+      T rowTotal[atLeastOne<totalOutputs<P>()>()];
+      for (int j = 0; j < totalOutputs<P>(); ++j)
+        rowTotal[j] = reduceIdentity<T>(totalReduce<P>(j));
       T rowIn[P::kInputs];
       for (int k = 0; k < P::kInputs; ++k)
         rowIn[k] = P::inBcast(k) == Bcast::Row
@@ -249,8 +255,8 @@ template <class P, typename S> struct Runner {
             storeOutput<P, S>(m, a.out[m], row * a.D + c, out[m]);
           if (P::outKind(m) == OutKind::ColSum)
             colPartial[static_cast<int64_t>(slot++) * a.D + c] += out[m];
-          if (P::outKind(m) == OutKind::Total)
-            rowTotal[totalSlot<P>(m)] += out[m];
+          if (P::outKind(m) == OutKind::Total && !P::totalPerRow(m))
+            rowTotal[totalSlot<P>(m)] = reduceCombine(P::outReduce(m), rowTotal[totalSlot<P>(m)], out[m]);
         }
       }
       T out[P::kOutputs];
@@ -261,7 +267,9 @@ template <class P, typename S> struct Runner {
         if (P::outKind(m) == OutKind::Stat && a.need[m])
           static_cast<T*>(a.out[m])[row] = out[m];
         if (P::outKind(m) == OutKind::Total)
-          totalPartial[totalSlot<P>(m)] += rowTotal[totalSlot<P>(m)] + out[m];
+          totalPartial[totalSlot<P>(m)] =
+              reduceCombine(P::outReduce(m), totalPartial[totalSlot<P>(m)],
+                            P::totalPerRow(m) ? out[m] : rowTotal[totalSlot<P>(m)]);
       }
     }
   }
@@ -281,7 +289,10 @@ template <class P, typename S> void runTyped(const typename P::Args& a) {
       std::max({int64_t(1), kGrain / std::max<int64_t>(a.D, 1), (a.rows + kMaxChunks - 1) / kMaxChunks});
   const int64_t chunks = (a.rows + rowsPerChunk - 1) / rowsPerChunk;
   std::vector<T> partials(static_cast<size_t>(std::max(colSums, 1)) * chunks * a.D, T(0));
-  std::vector<T> totalPartials(static_cast<size_t>(totals) * chunks, T(0));
+  std::vector<T> totalPartials(static_cast<size_t>(totals) * chunks);
+  for (int64_t j = 0; j < chunks; ++j)
+    for (int t = 0; t < totals; ++t)
+      totalPartials[static_cast<size_t>(j) * totals + t] = reduceIdentity<T>(totalReduce<P>(t));
   at::parallel_for(0, chunks, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j)
       runner.rows(j * rowsPerChunk, std::min(a.rows, (j + 1) * rowsPerChunk),
@@ -299,12 +310,25 @@ template <class P, typename S> void runTyped(const typename P::Args& a) {
           static_cast<S*>(a.out[m])[c] = fromCompute<S>(s);
         }
       ++slot;
-    } else if (P::outKind(m) == OutKind::Total && a.need[m]) {
-      T s = T(0);
-      for (int64_t j = 0; j < chunks; ++j)
-        s += totalPartials[static_cast<size_t>(j) * totals + totalSlot<P>(m)];
-      static_cast<S*>(a.out[m])[0] = fromCompute<S>(s);
     }
+  }
+  // The Total outputs: the chunks' partials combined in chunk order; then the [] outputs
+  // computed from them (P::finish).
+  T tot[totals], out[P::kOutputs];
+  for (int t = 0; t < totals; ++t) {
+    tot[t] = reduceIdentity<T>(totalReduce<P>(t));
+    for (int64_t j = 0; j < chunks; ++j)
+      tot[t] = reduceCombine(totalReduce<P>(t), tot[t], totalPartials[static_cast<size_t>(j) * totals + t]);
+  }
+  if constexpr (scalarOutputs<P>() > 0)
+    P::template finish<T, isHalf<S>()>(tot, runner.attr, runner.Dval, out);
+  for (int m = 0; m < P::kOutputs; ++m) {
+    if (!a.need[m])
+      continue;
+    if (P::outKind(m) == OutKind::Total)
+      storeOutput<P, S>(m, a.out[m], 0, tot[totalSlot<P>(m)]);
+    else if (P::outKind(m) == OutKind::Scalar)
+      storeOutput<P, S>(m, a.out[m], 0, out[m]);
   }
 }
 

@@ -628,9 +628,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
     return partials + (static_cast<int64_t>(colSumSlot<P>(m)) * clusters + cluster) * a.D + c;
   }
 
-  // The block's partial of each Total output (after the ColSum partials): the threads' sums
-  // combined in a fixed order, butterflies within each warp, then the warps' values (at most
-  // 32, in shared memory) by warp 0. Every thread of the block calls it.
+  // The block's partial of each Total output (after the ColSum partials): the threads' values
+  // combined (sums, maxima, minima) in a fixed order, butterflies within each warp, then the
+  // warps' values (at most 32, in shared memory) by warp 0. Every thread of the block calls it.
   __device__ void writeTotals(T* shared, T* partials) {
     constexpr int N = totalOutputs<P>();
     __syncthreads(); // the last groupReduce's readers are done with `shared`
@@ -640,7 +640,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
     for (int j = 0; j < N; ++j)
 #pragma unroll
       for (int offset = 16; offset > 0; offset /= 2)
-        totalAcc[j] += __shfl_xor_sync(0xffffffffu, totalAcc[j], offset);
+        totalAcc[j] = reduceCombine(totalReduce<P>(j), totalAcc[j],
+                                    __shfl_xor_sync(0xffffffffu, totalAcc[j], offset));
     if (lane == 0)
 #pragma unroll
       for (int j = 0; j < N; ++j)
@@ -651,10 +652,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
       T* totals = partials + static_cast<int64_t>(colSumOutputs<P>()) * clusters * a.D;
 #pragma unroll
       for (int j = 0; j < N; ++j) {
-        T r = lane < warps ? shared[lane * N + j] : T(0);
+        T r = lane < warps ? shared[lane * N + j] : reduceIdentity<T>(totalReduce<P>(j));
 #pragma unroll
         for (int offset = 16; offset > 0; offset /= 2)
-          r += __shfl_xor_sync(0xffffffffu, r, offset);
+          r = reduceCombine(totalReduce<P>(j), r, __shfl_xor_sync(0xffffffffu, r, offset));
         if (lane == 0)
           totals[static_cast<int64_t>(j) * gridDim.x + blockIdx.x] = r;
       }
@@ -698,7 +699,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
           colAcc[m][i][l] = T(0);
 #pragma unroll
     for (int j = 0; j < atLeastOne<totalOutputs<P>()>(); ++j)
-      totalAcc[j] = T(0);
+      totalAcc[j] = reduceIdentity<T>(totalReduce<P>(j));
 
     // The blocks of a cluster run the same rows (rowsPerBlock is 1 then).
     const int rowsPerBlock = blockDim.y;
@@ -757,8 +758,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
                 colAcc[colSumSlot<P>(m)][item.value][l] += out[m];
               else if (a.need[m])
                 *partial(partials, m, vi * V + l) += out[m];
-            } else if constexpr (P::outKind(m) == OutKind::Total) {
-              totalAcc[totalSlot<P>(m)] += out[m];
+            } else if constexpr (P::outKind(m) == OutKind::Total && !P::totalPerRow(m)) {
+              totalAcc[totalSlot<P>(m)] =
+                  reduceCombine(P::outReduce(m), totalAcc[totalSlot<P>(m)], out[m]);
             }
           });
         }
@@ -782,8 +784,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
             storeOutput<P, S>(m, a.out[m], row, out[m]);
           if (P::outKind(m) == OutKind::Stat && a.need[m])
             static_cast<T*>(a.out[m])[row] = out[m];
-          if (P::outKind(m) == OutKind::Total) // the per-row part (zero for element sums)
-            totalAcc[totalSlot<P>(m)] += out[m];
+          if (P::outKind(m) == OutKind::Total && P::totalPerRow(m))
+            totalAcc[totalSlot<P>(m)] =
+                reduceCombine(P::outReduce(m), totalAcc[totalSlot<P>(m)], out[m]);
         }
       }
     }
@@ -1081,8 +1084,13 @@ template <class P, typename S> size_t rowWorkspaceTyped(const typename P::Args& 
 }
 
 template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaStream_t stream) {
-  if (a.rows == 0) // with D == 0 rows still get their (empty) reductions
+  if (a.rows == 0) { // with D == 0 rows still get their (empty) reductions
+    if constexpr (scalarOutputs<P>() > 0) { // the [] outputs of no rows
+      finishTotals<P, S><<<1, kThreads, 0, stream>>>(a, nullptr, 0);
+      check(cudaGetLastError(), "finish launch");
+    }
     return;
+  }
   RowGeometry g = rowGeometry<P, S>(a, deviceInfo().sms);
   auto* partials = static_cast<compute_t<S>*>(a.workspace);
   if (colSumOutputs<P>() > 0 && g.items == 0) // accumulated in place: start from zero
@@ -1099,11 +1107,8 @@ template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaS
   }
   const compute_t<S>* totals =
       partials + static_cast<int64_t>(colSumOutputs<P>()) * g.partialRows() * a.D;
-  for (int m = 0; m < P::kOutputs; ++m) {
-    if (P::outKind(m) != OutKind::Total || !a.need[m])
-      continue;
-    finalizeScalar<S><<<1, kThreads, 0, stream>>>(totals + static_cast<int64_t>(totalSlot<P>(m)) * g.blocks,
-                                                  g.blocks, static_cast<S*>(a.out[m]));
+  if constexpr (totalOutputs<P>() > 0) {
+    finishTotals<P, S><<<1, kThreads, 0, stream>>>(a, totals, g.blocks);
     check(cudaGetLastError(), "Total finalize launch");
   }
 }

@@ -195,12 +195,14 @@ TEST(Sema, OutputWithColumnOrScalarShape) {
   EXPECT_FALSE(r.fn);
   EXPECT_EQ(r.errors, 1);
   EXPECT_TRUE(contains(r.messages, "t.yaml:7:6: error: output 'z' has shape [D]; outputs must "
-                                   "be [..., D] or per-row [...]\n"))
+                                   "be [..., D], per-row [...], or [] through a whole-tensor "
+                                   "reduction (sum_all, max_all, min_all)\n"))
       << r.messages;
   r = lowerSpec(spec("  x: [..., D]\n  s: []\n", "  y: x * s\n  z: s + 1\n"));
   EXPECT_FALSE(r.fn);
-  EXPECT_TRUE(contains(r.messages, "error: output 'z' has shape []; outputs must be [..., D] or "
-                                   "per-row [...]\n"))
+  EXPECT_TRUE(contains(r.messages, "error: output 'z' has shape []; outputs must be [..., D], "
+                                   "per-row [...], or [] through a whole-tensor reduction "
+                                   "(sum_all, max_all, min_all)\n"))
       << r.messages;
 }
 

@@ -245,6 +245,8 @@ private:
 
   static std::string boundsCall(const prims::Primitive& p,
                                 const std::vector<std::string>& operands) {
+    if (p.kind == prims::PrimKind::Total) // (over every row: testing.Rounding's sum_all, ...)
+      return std::string("_r.") + combineName(p.combine) + "_all(" + operands[0] + ")";
     if (p.kind == prims::PrimKind::Reduction) {
       const std::string acc = std::string("_r.") + combineName(p.combine) + "(" + operands[0] + ")";
       if (!p.finish) return acc;

@@ -102,16 +102,26 @@ std::string boundsBody(const OpModel& op) {
   std::vector<std::string> outputs, grads;
   for (const ir::FunctionOutput& o : fn.outputs) {
     forward.push_back({o.name, o.value});
+    if (o.value->shape() == ir::ShapeClass::Scalar) { // computed from whole-tensor values
+      outputs.push_back("_r.whole(" + o.name +
+                        (o.differentiable()
+                             ? std::string("")
+                             : std::string(", \"") + spec::outputTypeName(o.type) + "\"") +
+                        ")");
+      continue;
+    }
     outputs.push_back(
         "_r.result(" + o.name + ", \"" + spec::shapeClassSpelling(o.value->shape()) + "\"" +
         (o.differentiable() ? "" : std::string(", \"") + spec::outputTypeName(o.type) + "\"") +
         ")");
   }
   Bindings saved;
-  for (size_t i = 0; i < op.plan.saved.size(); ++i) {
+  std::vector<plan::SavedStat> stats = op.plan.saved; // (per-row values, then whole-tensor ones)
+  stats.insert(stats.end(), op.plan.savedTotals.begin(), op.plan.savedTotals.end());
+  for (size_t i = 0; i < stats.size(); ++i) {
     const std::string name = "_s" + std::to_string(i);
-    forward.push_back({name, op.plan.saved[i].value});
-    saved[op.plan.saved[i].value.get()] = name;
+    forward.push_back({name, stats[i].value});
+    saved[stats[i].value.get()] = name;
   }
   out += printPythonBounds(forward, 4, {}, "_t");
   out += "    _outputs = (" + join(outputs, ", ") + ",)\n";
@@ -210,13 +220,22 @@ std::string secondOrderBody(const OpModel& op) {
     if (fn.outputs[m].differentiable()) add(g2.gradOutGrads[m], fn.outputs[m].value->shape());
   for (size_t k = 0; k < nIn; ++k)
     add(g2.inputGrads[k], fn.inputs[k].shape);
-  for (size_t i = 0; i < op.plan.saved.size() + fn.attrs.size() + 1; ++i)
+  for (size_t i = 0; i < op.plan.saved.size() + op.plan.savedTotals.size() + fn.attrs.size() + 1;
+       ++i)
     results.push_back("None");
   if (op.plan.randomStreams) results.push_back("None"); // (_saved_rng)
   out += pythonLeaves(roots, full, "ctx.rng");
   out += printPython(assignments, 4);
   out += "    _full = list(" + full + ".shape)\n";
   return out + "    return (" + join(results, ",\n            ") + ",)\n";
+}
+
+// Output m's slot among the program's Total outputs (fusegen_program.h totalSlot).
+int finishSlot(const plan::Program& p, size_t m) {
+  int n = 0;
+  for (size_t k = 0; k < m; ++k)
+    n += p.outputs[k].kind == plan::OutKind::Total;
+  return n;
 }
 
 // The C++ struct of one program (templates/op/program.mustache).
@@ -232,7 +251,9 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     const plan::Program::Input& in = p.inputs[k];
     Data x;
     x.set("bcast", api::programBcastEnumerator(in));
-    x.set("elem", api::elemEnumerator(in.type));
+    // (A whole-tensor value saved by the forward is read in the compute type.)
+    x.set("elem", in.stat && in.shape == ir::ShapeClass::Scalar ? "fg::Elem::Compute"
+                                                                : api::elemEnumerator(in.type));
     x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
                              (in.stat     ? " (compute type)"
                               : in.random ? " (random stream " + in.name.substr(2) + ", drawn)"
@@ -249,12 +270,17 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     Data x;
     x.set("kind", api::outKindEnumerator(o.kind));
     x.set("elem", api::outElemEnumerator(o.type));
+    x.set("reduce", api::reduceEnumerator(o.combine));
+    x.set("per_row", o.kind == plan::OutKind::Total && o.totalOf != plan::Program::TotalOf::Elements
+                         ? "true"
+                         : "false");
     x.set("description", o.name +
                              (o.kind == plan::OutKind::Full     ? " [..., D]"
                               : o.kind == plan::OutKind::Row    ? " [...]"
                               : o.kind == plan::OutKind::Stat   ? " [...] (compute type)"
                               : o.kind == plan::OutKind::ColSum ? " [D] (sum over rows)"
-                                                                : " [] (sum over all)") +
+                              : o.kind == plan::OutKind::Scalar ? " [] (finish)"
+                                                                : " [] (over all rows)") +
                              (o.type == spec::OutputType::Dtype
                                   ? ""
                                   : std::string(" stored as ") + spec::outputTypeName(o.type)));
@@ -341,8 +367,9 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     const bool perRow =
         o.kind == plan::OutKind::Row || o.kind == plan::OutKind::Stat ||
         (o.kind == plan::OutKind::Total && o.totalOf != plan::Program::TotalOf::Elements);
-    elem.push_back({target, perRow ? nullptr : o.value});
-    rowOut.push_back({target, perRow ? o.value : nullptr});
+    const bool whole = o.kind == plan::OutKind::Scalar; // (finish computes it)
+    elem.push_back({target, perRow || whole ? nullptr : o.value});
+    rowOut.push_back({target, perRow && !whole ? o.value : nullptr});
     if (o.kind == plan::OutKind::Total && o.totalOf == plan::Program::TotalOf::RowsTimesD)
       timesD += "    // the value of each of the row's D elements (none when D == 0)\n    " +
                 target + " = _D > T(0) ? " + target + " * _D : T(0);\n";
@@ -350,6 +377,16 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   const int all = static_cast<int>(p.stages.size());
   d.set("elem", printCpp(elem, 4, rowValuesBefore(element, all)));
   d.set("row_out", printCpp(rowOut, 4, rowValuesBefore(attrs, all)) + timesD);
+  // The [] outputs, from the whole-tensor values (the Total outputs standing for them).
+  Bindings totals = attrs;
+  std::vector<Assignment> finish;
+  for (size_t m = 0; m < p.outputs.size(); ++m) {
+    const plan::Program::Output& o = p.outputs[m];
+    if (o.whole) totals[o.whole.get()] = "_tot[" + std::to_string(finishSlot(p, m)) + "]";
+    if (o.kind == plan::OutKind::Scalar)
+      finish.push_back({"_out[" + std::to_string(m) + "]", o.value});
+  }
+  d.set("finish", printCpp(finish, 4, totals));
   return templates.render("op/program.mustache", d);
 }
 
@@ -511,6 +548,10 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   for (spec::DType t : api.dtypes)
     dtypeNames.push_back(spec::dtypeName(t));
   d.set("saved_stats", stringItems(savedStats));
+  std::vector<std::string> savedTotals;
+  for (const plan::SavedStat& st : op.plan.savedTotals)
+    savedTotals.push_back(st.name);
+  d.set("saved_totals", stringItems(savedTotals));
   d.set("saved_names", stringItems(savedNames));
   d.set("grad_names", stringItems(gradNames));
   d.set("dtype_names", stringItems(dtypeNames));

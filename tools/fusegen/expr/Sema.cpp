@@ -144,6 +144,10 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
              (a->shape() == ir::ShapeClass::Row || a->shape() == ir::ShapeClass::Scalar))
       fail("'" + prim.name + "' reduces over the last dim, but its argument has shape " +
            spec::shapeClassSpelling(a->shape()) + " (one value per row or less)");
+    else if (frame.ok && prim.kind == prims::PrimKind::Total &&
+             (a->shape() == ir::ShapeClass::Col || a->shape() == ir::ShapeClass::Scalar))
+      fail("'" + prim.name + "' reduces over every row, but its argument has shape " +
+           spec::shapeClassSpelling(a->shape()) + " (the same in every row)");
   }
 }
 
@@ -193,6 +197,68 @@ ir::Expr Sema::inlineFunction(const cxx::UserFunction& f, const AstPtr& call,
   if (!out) diags_.note(call->loc, "in the call of '" + f.name + "' here");
   return out;
 }
+
+namespace {
+
+bool isWholeTensorValue(const ir::Node* n) {
+  return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Total;
+}
+
+bool usesWholeTensorValue(const ir::Expr& e) {
+  for (const ir::Node* n : ir::topoOrder({e}))
+    if (isWholeTensorValue(n)) return true;
+  return false;
+}
+
+// The rules of whole-tensor values (sum_all, max_all, min_all: prims::PrimKind::Total), which
+// are known only once every row is done: a [] output is computed from them after the rows
+// (outside them it reads only attrs, D and literals), no other output uses one, and none is
+// taken of a value that uses another.
+bool checkWholeTensorUses(const spec::Binding& b, const ir::Expr& e, Diagnostics& diags) {
+  for (const ir::Node* n : ir::topoOrder({e})) {
+    if (!isWholeTensorValue(n)) continue;
+    if (usesWholeTensorValue(n->args()[0])) {
+      diags.error(b.formulaLoc, "output '" + b.name + "' takes '" + n->prim()->name +
+                                    "' of a value that uses another whole-tensor value; each "
+                                    "is known only once every row is done, so they cannot nest");
+      return false;
+    }
+    if (e->shape() != ir::ShapeClass::Scalar) {
+      diags.error(b.formulaLoc,
+                  "output '" + b.name + "' has shape " + spec::shapeClassSpelling(e->shape()) +
+                      " but uses '" + n->prim()->name +
+                      "', a whole-tensor value known only once every row is done; only a [] "
+                      "output may use one");
+      return false;
+    }
+  }
+  // Outside its whole-tensor values, a [] output reads no tensor.
+  std::vector<const ir::Node*> stack{e.get()};
+  std::set<const ir::Node*> seen;
+  while (!stack.empty()) {
+    const ir::Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second || isWholeTensorValue(n)) continue;
+    const bool tensor = n->kind() == ir::NodeKind::Input || n->kind() == ir::NodeKind::Column ||
+                        n->kind() == ir::NodeKind::Random;
+    if (tensor && e->shape() == ir::ShapeClass::Scalar && usesWholeTensorValue(e)) {
+      diags.error(b.formulaLoc,
+                  "[] output '" + b.name + "' reads " +
+                      (n->kind() == ir::NodeKind::Input ? "'" + n->name() + "'"
+                       : n->kind() == ir::NodeKind::Column ? std::string("j")
+                                                           : std::string("a random number")) +
+                      " outside a whole-tensor reduction; a [] output is computed once, after "
+                      "every row, from whole-tensor values (sum_all, max_all, min_all), attrs "
+                      "and D");
+      return false;
+    }
+    for (const ir::Expr& a : n->args())
+      stack.push_back(a.get());
+  }
+  return true;
+}
+
+} // namespace
 
 std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::PrimitiveLibrary& lib,
                                     Diagnostics& diags, const cxx::UserFunctions* functions) {
@@ -257,10 +323,13 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
       diags.error(b.formulaLoc, "output '" + b.name + "' does not depend on any input tensor");
       continue;
     }
-    if (e->shape() == ir::ShapeClass::Col || e->shape() == ir::ShapeClass::Scalar) {
+    if (!checkWholeTensorUses(b, e, diags)) continue;
+    if (e->shape() == ir::ShapeClass::Col ||
+        (e->shape() == ir::ShapeClass::Scalar && !usesWholeTensorValue(e))) {
       diags.error(b.formulaLoc, "output '" + b.name + "' has shape " +
                                     spec::shapeClassSpelling(e->shape()) +
-                                    "; outputs must be [..., D] or per-row [...]");
+                                    "; outputs must be [..., D], per-row [...], or [] through a "
+                                    "whole-tensor reduction (sum_all, max_all, min_all)");
       continue;
     }
     fn.outputs.push_back({b.name, e, b.type});

@@ -136,6 +136,7 @@ Expr Node::makeCall(const prims::Primitive* prim, std::vector<Expr> args) {
     n->constant_ = n->constant_ && a->isConstant();
   }
   if (prim->kind == prims::PrimKind::Reduction) n->shape_ = ShapeClass::Row;
+  if (prim->kind == prims::PrimKind::Total) n->shape_ = ShapeClass::Scalar;
   n->args_ = std::move(args);
   n->finish();
   return n;

@@ -24,11 +24,17 @@ bool isReduction(const ir::Node* n) {
   return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Reduction;
 }
 
+// The values the rows compute: not the [] outputs' (the program's finish computes those, from
+// the Total outputs, after every row).
 std::vector<ir::Expr> values(const std::vector<Program::Output>& outs) {
   std::vector<ir::Expr> v;
   for (const Program::Output& o : outs)
-    if (o.value) v.push_back(o.value);
+    if (o.value && o.kind != OutKind::Scalar) v.push_back(o.value);
   return v;
+}
+
+bool isWholeTensorValue(const ir::Node* n) {
+  return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Total;
 }
 
 // Reduction depth: the number of reductions on the longest path to a leaf.
@@ -391,8 +397,11 @@ RuntimePlan runtimePlanOf(const Program& p) {
     colwise = colwise || in.shape == ir::ShapeClass::Col;
   }
   for (const Program::Output& o : p.outputs) {
-    if (o.kind == OutKind::Row || o.kind == OutKind::Stat ||
-        (o.kind == OutKind::Total && o.totalOf != Program::TotalOf::Elements))
+    // (Whole-tensor maxima and minima and the [] outputs computed from them: the row plan's
+    // finish.)
+    if (o.kind == OutKind::Row || o.kind == OutKind::Stat || o.kind == OutKind::Scalar ||
+        (o.kind == OutKind::Total &&
+         (o.totalOf != Program::TotalOf::Elements || o.combine != prims::Combine::Sum)))
       return RuntimePlan::Row;
     colwise = colwise || o.kind == OutKind::ColSum || o.kind == OutKind::Total;
   }
@@ -448,16 +457,51 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     f.inputs.push_back(in);
   }
   for (const ir::FunctionOutput& o : fn.outputs)
-    f.outputs.push_back(
-        {o.name, gradKind(o.value->shape()), o.value, Program::TotalOf::Elements, o.type});
+    f.outputs.push_back({o.name,
+                         o.value->shape() == ir::ShapeClass::Scalar ? OutKind::Scalar
+                                                                    : gradKind(o.value->shape()),
+                         o.value, Program::TotalOf::Elements, o.type});
   for (const SavedStat& s : plan.saved)
     f.outputs.push_back({savedArgName(s.name), OutKind::Stat, s.value});
+  // The whole-tensor values of the [] outputs: Total outputs of their argument (an element or
+  // per-row value), combined over every row and saved in the compute type.
+  std::vector<ir::Expr> outputValues;
+  for (const ir::FunctionOutput& o : fn.outputs)
+    outputValues.push_back(o.value);
+  for (const ir::Node* n : ir::topoOrder(outputValues)) {
+    if (!isWholeTensorValue(n)) continue;
+    std::string name = "total" + std::to_string(plan.savedTotals.size());
+    ir::Expr node;
+    for (const auto& [letName, e] : fn.lets)
+      if (e.get() == n) name = letName;
+    for (const ir::Node* m : ir::topoOrder(outputValues)) // (the node's owner)
+      for (const ir::Expr& a : m->args())
+        if (a.get() == n) node = a;
+    for (const ir::FunctionOutput& o : fn.outputs)
+      if (o.value.get() == n) node = o.value;
+    plan.savedTotals.push_back({name, node});
+    const ir::Expr& arg = n->args()[0];
+    Program::Output total{savedArgName(name), OutKind::Total, arg,
+                          arg->shape() == ir::ShapeClass::Full ? Program::TotalOf::Elements
+                                                               : Program::TotalOf::Rows,
+                          spec::OutputType::Compute};
+    total.combine = n->prim()->combine;
+    total.whole = node;
+    f.outputs.push_back(total);
+  }
+  for (size_t k = 0; k < plan.savedTotals.size(); ++k)
+    replace[plan.savedTotals[k].value.get()] = ir::Node::makeInput(
+        savedArgName(plan.savedTotals[k].name),
+        nIn + static_cast<int>(plan.saved.size() + k), ir::ShapeClass::Scalar);
 
   Program& b = plan.backward;
   b.inputs = f.inputs;
   for (size_t j = 0; j < plan.saved.size(); ++j)
     b.inputs.push_back({savedArgName(plan.saved[j].name), ir::ShapeClass::Row,
                         replace.at(plan.saved[j].value.get()), /*stat=*/true});
+  for (const SavedStat& t : plan.savedTotals)
+    b.inputs.push_back({savedArgName(t.name), ir::ShapeClass::Scalar, replace.at(t.value.get()),
+                        /*stat=*/true});
   for (size_t m = 0; m < fn.outputs.size(); ++m)
     if (grad.gradOuts[m]) // (an output of its own type has none)
       b.inputs.push_back(
@@ -500,6 +544,12 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   return plan;
 }
 
+namespace {
+const char* combineName(prims::Combine c) {
+  return c == prims::Combine::Sum ? "sum" : c == prims::Combine::Max ? "max" : "min";
+}
+} // namespace
+
 std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
   std::ostringstream out;
   out << "op " << fn.name << "\n";
@@ -530,14 +580,18 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
               : o.kind == OutKind::Row    ? "[...]"
               : o.kind == OutKind::Stat   ? "[...] in the compute type, for the backward"
               : o.kind == OutKind::ColSum ? "[D] sum over rows (partials + finalize)"
+              : o.kind == OutKind::Scalar
+                  ? "[] computed once from the whole-tensor values, after every row (finish)"
               : o.totalOf == Program::TotalOf::Rows
-                  ? "[] sum over rows of a per-row value (partials + finalize)"
+                  ? std::string("[] ") + combineName(o.combine) +
+                        " over rows of a per-row value (partials + finalize)"
               : o.totalOf == Program::TotalOf::RowsTimesD
                   ? "[] sum over rows of D times a per-row value (partials + finalize)"
-                  : "[] sum over rows and columns (partials + finalize)")
+                  : std::string("[] ") + combineName(o.combine) +
+                        " over rows and columns (partials + finalize)")
           << (o.value ? "" : " (zero)")
-          << (o.type == spec::OutputType::Dtype
-                  ? ""
+          << (o.type == spec::OutputType::Dtype     ? ""
+              : o.type == spec::OutputType::Compute ? " in the compute type, for the backward"
                   : std::string(" stored as ") + spec::outputTypeName(o.type) + ", no gradient")
           << "\n";
   };
@@ -552,6 +606,8 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
   out << "  saved for backward: inputs" << (unread.empty() ? "" : " but " + unread);
   for (const SavedStat& s : plan.saved)
     out << ", " << s.name << " [...]";
+  for (const SavedStat& s : plan.savedTotals)
+    out << ", " << s.name << " []";
   out << "; every elementwise value is recomputed\n";
   std::vector<std::string> differentiable; // (passthrough indexes these)
   for (const ir::FunctionOutput& o : fn.outputs)

@@ -30,10 +30,12 @@ namespace fusegen::plan {
 enum class RuntimePlan { Flat, Colwise, Row };
 
 // How a program writes an output: one value per element, one per row, the sum over rows
-// of an element value (a [D] gradient), its sum over all rows and columns (a [] gradient), or
-// one value per row in the compute type (a statistic saved for the backward: float for half
-// types, so the backward reads back exactly what the forward computed).
-enum class OutKind { Full, Row, ColSum, Total, Stat };
+// of an element value (a [D] gradient), its combination (sum, max or min) over all rows and
+// columns (a [] gradient; a whole-tensor value), one value per row in the compute type (a
+// statistic saved for the backward: float for half types, so the backward reads back exactly
+// what the forward computed), or a [] output computed once from the Total outputs after every
+// row (Scalar: the program's finish).
+enum class OutKind { Full, Row, ColSum, Total, Stat, Scalar };
 
 // One direction (forward or backward) of an op.
 struct Program {
@@ -62,6 +64,10 @@ struct Program {
     // What its elements are stored as: the call's dtype, or a spec output's own type (float32,
     // FP8 with saturation), converted at the store.
     spec::OutputType type = spec::OutputType::Dtype;
+    prims::Combine combine = prims::Combine::Sum; // a Total output's combination
+    // A Total output that is a whole-tensor value (sum_all(x)): that node, which the Scalar
+    // outputs' formulas read (the program's finish gets its combined value).
+    ir::Expr whole;
   };
   struct Stage {
     std::vector<ir::Expr> reductions; // combined in one pass over the row
@@ -131,6 +137,10 @@ struct KernelPlan {
   // -1 for the others.
   std::vector<int> passthrough;
   std::vector<SavedStat> saved; // per-row values the forward returns for the backward
+  // Whole-tensor values (sum_all, max_all, min_all) the forward computes for its [] outputs,
+  // in the forward's Total output order: returned after the per-row ones (in the compute
+  // type), and read by the backward as [] inputs where its gradients use them.
+  std::vector<SavedStat> savedTotals;
   Program forward;
   Program backward;
 };

@@ -69,6 +69,9 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
   for (const SavedStat& s : plan.saved)
     saved.push_back(tensor(savedArgName(s.name), Role::Saved, ElemType::ComputeType,
                            ir::ShapeClass::Row, false));
+  for (const SavedStat& s : plan.savedTotals)
+    saved.push_back(tensor(savedArgName(s.name), Role::Saved, ElemType::ComputeType,
+                           ir::ShapeClass::Scalar, false));
 
   OpInterface op;
   op.dtypes = dtypes;

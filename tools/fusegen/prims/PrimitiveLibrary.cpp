@@ -182,8 +182,10 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       } else if (key == "kind") {
         if (v.Scalar() == "reduction")
           p->kind = PrimKind::Reduction;
+        else if (v.Scalar() == "total")
+          p->kind = PrimKind::Total;
         else if (v.Scalar() != "elementwise")
-          diags.error(vloc, "kind must be elementwise or reduction");
+          diags.error(vloc, "kind must be elementwise, reduction or total");
       } else if (key == "returns") {
         if (v.Scalar() == "bool")
           p->returnsBool = true;
@@ -238,7 +240,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       diags.error(p->loc, "primitive '" + p->name + "' needs a 'torch' spelling");
     if (!evalGiven && p->kind == PrimKind::Elementwise)
       diags.error(p->loc, "primitive '" + p->name + "' needs an 'eval' formula");
-    p->integerClosed = p->kind == PrimKind::Reduction ? !p->finish
+    p->integerClosed = p->kind != PrimKind::Elementwise ? !p->finish
                        : p->eval                      ? integerClosedFormula(p->eval)
                                                       : false;
     lib.byName_[p->name].push_back(p.get());

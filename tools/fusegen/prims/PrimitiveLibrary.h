@@ -34,6 +34,10 @@ struct Param {
 enum class PrimKind {
   Elementwise,
   Reduction, // over the last dim: [..., D] -> [...]
+  // Over the whole tensor, every row (and column): [..., D] or [...] -> []. Its value is known
+  // only once every row is done, so only a [] output may use it (expr/Sema.cpp), computed by
+  // the program's `finish` after the rows (fusegen_program.h).
+  Total,
 };
 
 // How a reduction combines the values of a row.

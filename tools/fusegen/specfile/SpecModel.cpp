@@ -39,6 +39,8 @@ const char* outputTypeName(OutputType t) {
     return "float8_e4m3fn";
   case OutputType::Float8E5M2:
     return "float8_e5m2";
+  case OutputType::Compute:
+    return "the compute type";
   }
   return "?";
 }

@@ -30,7 +30,9 @@ const char* inputTypeName(InputType t); // "the op's dtype", int64, int32, bool
 // type of its own declared in the spec (`{value: ..., dtype: float8_e4m3fn}`): float32 for
 // statistics next to half outputs, FP8 with saturating conversion (out-of-range values become
 // the largest finite one). An output of its own type has no gradient.
-enum class OutputType { Dtype, Float32, Float8E4M3, Float8E5M2 };
+// (Compute is not a spec's: the compute type, in which the planner has the forward save the
+// whole-tensor values its backward reads.)
+enum class OutputType { Dtype, Float32, Float8E4M3, Float8E5M2, Compute };
 const char* outputTypeName(OutputType t); // "the op's dtype", float32, float8_e4m3fn, float8_e5m2
 
 struct Input {

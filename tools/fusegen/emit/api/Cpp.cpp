@@ -5,7 +5,7 @@
 namespace fusegen::emit::api {
 
 const char* bcastEnumerator(ir::ShapeClass s, bool stat) {
-  if (stat) return "fg::Bcast::Stat";
+  if (stat && s == ir::ShapeClass::Row) return "fg::Bcast::Stat";
   switch (s) {
   case ir::ShapeClass::Full:
     return "fg::Bcast::Full";
@@ -50,6 +50,8 @@ const char* outElemEnumerator(spec::OutputType t) {
     return "fg::Elem::Float8E4M3";
   case spec::OutputType::Float8E5M2:
     return "fg::Elem::Float8E5M2";
+  case spec::OutputType::Compute:
+    return "fg::Elem::Compute";
   case spec::OutputType::Dtype:
     break;
   }
@@ -79,6 +81,8 @@ const char* outKindEnumerator(plan::OutKind k) {
     return "fg::OutKind::ColSum";
   case plan::OutKind::Total:
     return "fg::OutKind::Total";
+  case plan::OutKind::Scalar:
+    return "fg::OutKind::Scalar";
   case plan::OutKind::Stat:
     break;
   }
@@ -126,9 +130,11 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
       }
       position += a.isTensor();
     }
-    rows.push_back("{\"" + in.name + "\", " +
-                   bcastEnumerator(arg->shape, arg->type == plan::ElemType::ComputeType) + ", " +
-                   std::to_string(position) + ", " + elemEnumerator(in.type) + ", " +
+    const bool compute = arg->type == plan::ElemType::ComputeType;
+    const bool whole = compute && arg->shape == ir::ShapeClass::Scalar; // a saved total
+    rows.push_back("{\"" + in.name + "\", " + bcastEnumerator(arg->shape, compute) + ", " +
+                   std::to_string(position) + ", " +
+                   (whole ? "fg::Elem::Compute" : elemEnumerator(in.type)) + ", " +
                    (in.read ? "true" : "false") + "}");
   }
   return rows;
