@@ -54,7 +54,7 @@ def plot(results, path, copy_gbps):
             ax = axes[row][col]
             for impl in sorted({r["impl"] for r in results if r["op"] == op}):
                 pts = sorted((r["rows"] * r["D"], r[key]) for r in results
-                             if r["op"] == op and r["impl"] == impl)
+                             if r["op"] == op and r["impl"] == impl and r[key] is not None)
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
             ax.axhline(copy_gbps, color="gray", linestyle="--", linewidth=0.8)
             ax.set_xscale("log")
@@ -82,11 +82,13 @@ def write_outputs(results, meta, out):
               "| peak MiB |",
               "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
+        backward = ("- | - | - | - (no gradient) |" if r["fwd_bwd_ms"] is None else
+                    f"{r['fwd_bwd_ms']:.4f} | {r['fwd_bwd_GBps']:.0f} | "
+                    f"{100 * r['fwd_bwd_GBps'] / meta['copy_GBps']:.0f} | "
+                    f"{r['fwd_bwd_peak_MiB']:.0f} |")
         lines.append(f"| {r['op']} | {r['rows']}x{r['D']} | {r['impl']} | {r['fwd_ms']:.4f} | "
                      f"{r['fwd_GBps']:.0f} | {100 * r['fwd_GBps'] / meta['copy_GBps']:.0f} | "
-                     f"{r['fwd_bwd_ms']:.4f} | {r['fwd_bwd_GBps']:.0f} | "
-                     f"{100 * r['fwd_bwd_GBps'] / meta['copy_GBps']:.0f} | "
-                     f"{r['fwd_bwd_peak_MiB']:.0f} |")
+                     + backward)
     with open(os.path.join(out, "bench.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     plot(results, os.path.join(out, "bench.png"), meta["copy_GBps"])

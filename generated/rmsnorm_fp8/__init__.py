@@ -42,19 +42,24 @@ def rmsnorm_fp8(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tenso
 
 def reference(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
     """rmsnorm_fp8 in plain PyTorch, derived from the same spec."""
+    _D = x.shape[-1] if x.dim() else 1
     _t0 = (x * x)
     _t1 = _t0.mean(-1, keepdim=True)
     _t2 = (_t1 + eps)
     _t3 = torch.rsqrt(_t2)
     _t4 = (x * _t3)
     _t5 = (_t4 * weight)
-    _t6 = torch.abs(_t5)
-    _t7 = _t6.amax(-1, keepdim=True)
-    _t8 = (_t7 / 448.0)
-    _t9 = torch.maximum(torch.as_tensor(_t8), torch.as_tensor(1e-12))
-    _t10 = (_t5 / _t9)
-    y8 = _t10
-    scale = _t9
+    _t6 = (_D == 0.0)
+    _t7 = (x * weight)
+    _t8 = torch.abs(_t7)
+    _t9 = _t8.amax(-1, keepdim=True)
+    _t10 = (_t3 * _t9)
+    _t11 = torch.where(torch.as_tensor(_t6), _t9, _t10)
+    _t12 = (_t11 / 448.0)
+    _t13 = torch.maximum(torch.as_tensor(_t12), torch.as_tensor(1e-12))
+    _t14 = (_t5 / _t13)
+    y8 = _t14
+    scale = _t13
     y8 = _support.to_output(y8, "float8_e4m3fn")
     scale = _support.to_output(scale, "float32")
     return y8, scale.squeeze(-1)
@@ -75,13 +80,17 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, *, eps: float = 1e-06):
     _t3 = _r.rsqrt(_t2)
     _t4 = (x * _t3)
     _t5 = (_t4 * weight)
-    _t6 = _r.abs(_t5)
-    _t7 = _r.max(_t6)
-    _t8 = (_t7 / 448.0)
-    _t9 = _r.select((_t8 != _t8), _t8, _r.select((_t8 > 1e-12), _t8, 1e-12))
-    _t10 = (_t5 / _t9)
-    y8 = _t10
-    scale = _t9
+    _t6 = (_D == 0.0)
+    _t7 = (x * weight)
+    _t8 = _r.abs(_t7)
+    _t9 = _r.max(_t8)
+    _t10 = (_t3 * _t9)
+    _t11 = _r.select(_t6, _t9, _t10)
+    _t12 = (_t11 / 448.0)
+    _t13 = _r.select((_t12 != _t12), _t12, _r.select((_t12 > 1e-12), _t12, 1e-12))
+    _t14 = (_t5 / _t13)
+    y8 = _t14
+    scale = _t13
     _outputs = (_r.result(y8, "[..., D]", "float8_e4m3fn"), _r.result(scale, "[...]", "float32"),)
     if _grads is None:
         return _outputs, None

@@ -17,8 +17,8 @@ struct Forward {
   static constexpr int kInputs = 2;
   static constexpr int kOutputs = 2;
   static constexpr int kAttrs = 1;
-  static constexpr int kStages = 2;      // passes of reductions over each row
-  static constexpr int kRowValues = 6;   // per-row values kept in registers
+  static constexpr int kStages = 1;      // passes of reductions over each row
+  static constexpr int kRowValues = 8;   // per-row values kept in registers
   static constexpr bool kColumn = false; // reads the column index j
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
@@ -40,8 +40,8 @@ struct Forward {
   using OutElems = fg::Table<fg::Elem, fg::Elem::Float8E4M3, fg::Elem::Float32>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum>;
   using TotalPerRows = fg::Table<bool, false, false>;
-  using Reductions = fg::Table<int, 1, 1>;
-  using FirstReduction = fg::Table<int, 0, 1>;
+  using Reductions = fg::Table<int, 2>;
+  using FirstReduction = fg::Table<int, 0>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Max>;
   using Shifts = fg::Table<int, -1, -1>;
   using PlainSums = fg::Table<bool, true, false>;
@@ -84,15 +84,11 @@ struct Forward {
     if constexpr (kPass == 0) {
       const T _in_x = _in[0];
       const T _t0 = _in_x * _in_x;
-      _t[0] = _t0;
-    }
-    if constexpr (kPass == 1) {
-      const T _in_x = _in[0];
-      const T _t0 = _in_x * _rv[2];
       const T _in_weight = _in[1];
-      const T _t1 = _t0 * _in_weight;
+      const T _t1 = _in_x * _in_weight;
       const T _t2 = fg::abs<kFast>(_t1);
-      _t[0] = _t2;
+      _t[0] = _t0;
+      _t[1] = _t2;
     }
   }
 
@@ -105,8 +101,6 @@ struct Forward {
     (void)_c;
     if constexpr (kPass == 0) {
     }
-    if constexpr (kPass == 1) {
-    }
   }
 
   // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
@@ -118,8 +112,6 @@ struct Forward {
     for (int _k = 0; _k < reductions(kPass); ++_k)
       _g[_k] = true;
     if constexpr (kPass == 0) {
-    }
-    if constexpr (kPass == 1) {
     }
   }
 
@@ -134,16 +126,19 @@ struct Forward {
       const T _attr_eps = _attr[0];
       const T _t0 = fg::div<kFast>(_red[0], _D) + _attr_eps;
       const T _t1 = fg::rsqrt<kFast>(_t0);
+      const T _t2 = _t1 * _red[1];
+      const bool _t3 = _D == T(0.0);
+      const T _t4 = _t3 ? _red[1] : _t2;
+      const T _t5 = fg::div<kFast>(_t4, T(448.0));
+      const T _t6 = (_t5 != _t5) ? _t5 : ((_t5 > T(1e-12)) ? _t5 : T(1e-12));
       _rv[0] = fg::div<kFast>(_red[0], _D);
       _rv[1] = _t0;
       _rv[2] = _t1;
-    }
-    if constexpr (kPass == 1) {
-      const T _t0 = fg::div<kFast>(_red[0], T(448.0));
-      const T _t1 = (_t0 != _t0) ? _t0 : ((_t0 > T(1e-12)) ? _t0 : T(1e-12));
-      _rv[3] = _red[0];
-      _rv[4] = _t0;
-      _rv[5] = _t1;
+      _rv[3] = _red[1];
+      _rv[4] = _t2;
+      _rv[5] = _t4;
+      _rv[6] = _t5;
+      _rv[7] = _t6;
     }
   }
 
@@ -160,7 +155,7 @@ struct Forward {
     const T _t0 = _in_x * _rv[2];
     const T _in_weight = _in[1];
     const T _t1 = _t0 * _in_weight;
-    const T _t2 = fg::div<kFast>(_t1, _rv[5]);
+    const T _t2 = fg::div<kFast>(_t1, _rv[7]);
     _out[0] = _t2;
     _out[1] = T(0);
   }
@@ -172,7 +167,7 @@ struct Forward {
     (void)_attr;
     (void)_D;
     _out[0] = T(0);
-    _out[1] = _rv[5];
+    _out[1] = _rv[7];
   }
 
   // Once, after every row: the values of the [] outputs (Scalar) from those of the Total

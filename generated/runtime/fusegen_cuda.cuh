@@ -111,6 +111,14 @@ __device__ __forceinline__ void storeTypedVec(Elem e, void* p, int64_t i, const 
     for (int l = 0; l < N; ++l)
       v.v[l] = static_cast<float>(x[l]);
     reinterpret_cast<ElemPack<float, N>*>(static_cast<float*>(p) + i)[0] = v;
+  } else if constexpr (N % 2 == 0 && std::is_same_v<T, float>) {
+    // Two elements per conversion (one cvt.satfinite.e4m3x2.f32 on sm_89 and later).
+    const __nv_fp8_interpretation_t kind = e == Elem::Float8E4M3 ? __NV_E4M3 : __NV_E5M2;
+    ElemPack<__nv_fp8x2_storage_t, N / 2> v;
+#pragma unroll
+    for (int l = 0; l < N / 2; ++l)
+      v.v[l] = __nv_cvt_float2_to_fp8x2(make_float2(x[2 * l], x[2 * l + 1]), __NV_SATFINITE, kind);
+    reinterpret_cast<ElemPack<__nv_fp8x2_storage_t, N / 2>*>(static_cast<__nv_fp8_storage_t*>(p) + i)[0] = v;
   } else {
     ElemPack<__nv_fp8_storage_t, N> v;
 #pragma unroll

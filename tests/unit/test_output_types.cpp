@@ -98,3 +98,34 @@ TEST(WholeTensorValues, AnAmaxIsAMaximumOverElements) {
 
 } // namespace
 } // namespace fusegen::test
+
+namespace fusegen::test {
+namespace {
+
+// RMSNorm's amax: rstd (a reduction's, never below 0) moves out of max(abs(...)), so the
+// maximum is taken in the pass of mean(x * x), one pass instead of two; a factor that may be
+// negative (a per-row input) or that no reduction computes stays, as does a sum.
+TEST(RowExtrema, ANonNegativeReducedFactorMovesOutOfAMaximum) {
+  auto passes = [](const std::string& scale) {
+    const bool r = scale.find('r') != std::string::npos;
+    Planned p = planSpec("op: t\ninputs:\n  x: [..., D]\n  w: [D]\n" +
+                         std::string(r ? "  r: [...]\n" : "") +
+                         "let:\n  y: x * rsqrt(mean(x * x) + 1e-6) * w\n"
+                         "outputs:\n  y8: {value: y / " +
+                         scale + ", dtype: float8_e4m3fn}\n");
+    if (!p.plan) throw std::runtime_error(p.messages);
+    return p.plan->forward.stages.size();
+  };
+  EXPECT_EQ(passes("max(abs(y))"), 1u);
+  EXPECT_EQ(passes("min(y * y)"), 1u);      // rstd twice: both move out
+  EXPECT_EQ(passes("max(y + x)"), 2u);      // not a product: stays
+  EXPECT_EQ(passes("max(abs(y * r))"), 1u); // r: any sign, stays inside; rstd moves out
+  Lowered l = lowerSpec("op: t\ninputs:\n  x: [..., D]\noutputs:\n"
+                        "  s: max(x * sqrt(sum(x * x)))\n");
+  ASSERT_TRUE(l.fn) << l.messages;
+  // where(D == 0, max(x), sqrt(sum(x * x)) * max(x)): an empty row keeps max's identity.
+  EXPECT_TRUE(l.fn->outputs[0].value->isCall("where"));
+}
+
+} // namespace
+} // namespace fusegen::test

@@ -2,6 +2,7 @@
 #include "expr/Sema.h"
 
 #include "expr/Parser.h"
+#include "opt/RowExtrema.h"
 #include "opt/Simplify.h"
 
 #include <algorithm>
@@ -244,7 +245,7 @@ bool checkWholeTensorUses(const spec::Binding& b, const ir::Expr& e, Diagnostics
     if (tensor && e->shape() == ir::ShapeClass::Scalar && usesWholeTensorValue(e)) {
       diags.error(b.formulaLoc,
                   "[] output '" + b.name + "' reads " +
-                      (n->kind() == ir::NodeKind::Input ? "'" + n->name() + "'"
+                      (n->kind() == ir::NodeKind::Input    ? "'" + n->name() + "'"
                        : n->kind() == ir::NodeKind::Column ? std::string("j")
                                                            : std::string("a random number")) +
                       " outside a whole-tensor reduction; a [] output is computed once, after "
@@ -358,7 +359,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     values.push_back(o.value);
   for (const auto& [binding, e] : lets)
     values.push_back(e);
-  values = opt::cse(values);
+  values = opt::cse(opt::factorRowExtrema(values, lib));
   for (size_t i = 0; i < fn.outputs.size(); ++i)
     fn.outputs[i].value = values[i];
   for (size_t i = 0; i < lets.size(); ++i)

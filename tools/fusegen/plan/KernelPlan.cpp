@@ -2,6 +2,7 @@
 #include "plan/KernelPlan.h"
 
 #include "ir/UniformBranches.h"
+#include "opt/Sign.h"
 #include "opt/Simplify.h"
 
 #include <algorithm>
@@ -125,51 +126,6 @@ int shiftOf(const ir::Node* e, const std::vector<ir::Expr>& maxima,
   return -1;
 }
 
-// Whether e is never below 0 (NaN aside), from the primitives' `sign` claims
-// (prims::Sign): a literal >= 0 or D; a call whose primitive is NonNegative; OfArgs with every
-// value argument never below 0; a Product of two such values, or of one value with itself
-// (x * x, the squares of norms). Inputs, attrs and gradients may be anything.
-bool nonNegative(const ir::Node* e, std::unordered_map<const ir::Node*, bool>& memo) {
-  switch (e->kind()) {
-  case ir::NodeKind::Const:
-    return e->value() >= 0;
-  case ir::NodeKind::Dim:
-  case ir::NodeKind::Column:
-  case ir::NodeKind::Random: // in [0, 1)
-    return true;
-  case ir::NodeKind::Call:
-    break;
-  default:
-    return false;
-  }
-  auto it = memo.find(e);
-  if (it != memo.end()) return it->second;
-  const prims::Primitive& prim = *e->prim();
-  std::vector<const ir::Node*> values;
-  for (size_t i = 0; i < e->args().size(); ++i)
-    if (prim.params[i].kind == prims::ParamKind::Value) values.push_back(e->args()[i].get());
-  auto allNonNegative = [&] {
-    for (const ir::Node* v : values)
-      if (!nonNegative(v, memo)) return false;
-    return true;
-  };
-  bool r = false;
-  switch (prim.sign) {
-  case prims::Sign::Any:
-    break;
-  case prims::Sign::NonNegative:
-    r = true;
-    break;
-  case prims::Sign::OfArgs:
-    r = allNonNegative();
-    break;
-  case prims::Sign::Product:
-    r = (values.size() == 2 && values[0] == values[1]) || allNonNegative();
-    break;
-  }
-  return memo[e] = r;
-}
-
 // The column r of a pick's term where(j == r, x, 0) or where(j != r, 0, x) (either operand
 // order of the comparison), r one value per row: per row at most one column has the term
 // nonzero. Null when e is not one.
@@ -195,7 +151,7 @@ void markPlainSums(Program& p) {
     for (const ir::Expr& r : stage.reductions) {
       const bool sum = isCombine(r.get(), prims::Combine::Sum);
       ir::Expr column = sum && !r->prim()->finish ? pickColumnOf(r->args()[0].get()) : nullptr;
-      stage.plain.push_back(sum && !column && nonNegative(r->args()[0].get(), memo));
+      stage.plain.push_back(sum && !column && opt::nonNegative(r->args()[0].get(), memo));
       stage.pick.push_back(column != nullptr);
       stage.pickColumn.push_back(column);
     }
@@ -457,10 +413,10 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     f.inputs.push_back(in);
   }
   for (const ir::FunctionOutput& o : fn.outputs)
-    f.outputs.push_back({o.name,
-                         o.value->shape() == ir::ShapeClass::Scalar ? OutKind::Scalar
-                                                                    : gradKind(o.value->shape()),
-                         o.value, Program::TotalOf::Elements, o.type});
+    f.outputs.push_back(
+        {o.name,
+         o.value->shape() == ir::ShapeClass::Scalar ? OutKind::Scalar : gradKind(o.value->shape()),
+         o.value, Program::TotalOf::Elements, o.type});
   for (const SavedStat& s : plan.saved)
     f.outputs.push_back({savedArgName(s.name), OutKind::Stat, s.value});
   // The whole-tensor values of the [] outputs: Total outputs of their argument (an element or
@@ -490,9 +446,9 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     f.outputs.push_back(total);
   }
   for (size_t k = 0; k < plan.savedTotals.size(); ++k)
-    replace[plan.savedTotals[k].value.get()] = ir::Node::makeInput(
-        savedArgName(plan.savedTotals[k].name),
-        nIn + static_cast<int>(plan.saved.size() + k), ir::ShapeClass::Scalar);
+    replace[plan.savedTotals[k].value.get()] =
+        ir::Node::makeInput(savedArgName(plan.savedTotals[k].name),
+                            nIn + static_cast<int>(plan.saved.size() + k), ir::ShapeClass::Scalar);
 
   Program& b = plan.backward;
   b.inputs = f.inputs;
@@ -590,8 +546,9 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
                   : std::string("[] ") + combineName(o.combine) +
                         " over rows and columns (partials + finalize)")
           << (o.value ? "" : " (zero)")
-          << (o.type == spec::OutputType::Dtype     ? ""
-              : o.type == spec::OutputType::Compute ? " in the compute type, for the backward"
+          << (o.type == spec::OutputType::Dtype ? ""
+              : o.type == spec::OutputType::Compute
+                  ? " in the compute type, for the backward"
                   : std::string(" stored as ") + spec::outputTypeName(o.type) + ", no gradient")
           << "\n";
   };
