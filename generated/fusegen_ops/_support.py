@@ -147,6 +147,20 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
     return list(ref.shape), D
 
 
+def where_uniform(cond, a, b):
+    """torch.where(cond, a, b) for a condition of numbers alone (a test of D or of an attr), by
+    Python's own test, which torch.compile guards on: the branch taken, as a tensor broadcast
+    against the other branch's shape where either is one (a number stays a number if both are)."""
+    pick, other = (a, b) if cond else (b, a)
+    if not isinstance(pick, torch.Tensor) and not isinstance(other, torch.Tensor):
+        return pick
+    if not isinstance(pick, torch.Tensor):
+        pick = other.new_tensor(pick)
+    shape = torch.broadcast_shapes(pick.shape, other.shape if isinstance(other, torch.Tensor)
+                                   else ())
+    return pick.expand(shape)
+
+
 def broadcast(value, *others):
     """`value` broadcast against the tensors among `others`: the reference's with_grad, which is
     as wide as its arguments (docs/spec-language.md). Numbers take no part in the shape."""

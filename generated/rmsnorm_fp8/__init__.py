@@ -54,7 +54,7 @@ def reference(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor,
     _t8 = torch.abs(_t7)
     _t9 = _t8.amax(-1, keepdim=True)
     _t10 = (_t3 * _t9)
-    _t11 = torch.where(torch.as_tensor(_t6), _t9, _t10)
+    _t11 = _support.where_uniform(_t6, _t9, _t10)
     _t12 = (_t11 / 448.0)
     _t13 = torch.maximum(torch.as_tensor(_t12), torch.as_tensor(1e-12))
     _t14 = (_t5 / _t13)

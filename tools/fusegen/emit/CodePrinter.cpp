@@ -159,6 +159,19 @@ private:
     std::vector<std::string> operands;
     for (const ir::Expr& a : n->args())
       operands.push_back(names_.at(a.get()));
+    // A where on a condition of numbers alone (D == 0, a test of an attr): the branch taken,
+    // by Python's own test, which torch.compile guards on (torch.as_tensor of D == 0 fails
+    // there: D is symbolic).
+    const bool uniformWhere =
+        target_ == Target::Python && n->isCall("where") && pyScalars_.count(n->args()[0].get());
+    if (uniformWhere) {
+      out << pad << name << " = _support.where_uniform(" << operands[0] << ", " << operands[1]
+          << ", " << operands[2] << ")\n";
+      if (pyScalars_.count(n->args()[1].get()) && pyScalars_.count(n->args()[2].get()))
+        pyScalars_.insert(n);
+      names_[n] = name;
+      return;
+    }
     if (target_ == Target::Python) pythonScalarOperands(*n, operands);
     if (target_ == Target::Cpp)
       out << pad << "const " << (n->type() == ir::ValueType::Bool ? "bool" : "T") << " " << name
