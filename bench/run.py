@@ -48,6 +48,8 @@ def plot(results, path, copy_gbps):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     ops = sorted({r["op"] for r in results})
+    # One color per implementation in every panel (the legend is drawn once).
+    colors = {impl: f"C{i}" for i, impl in enumerate(sorted({r["impl"] for r in results}))}
     fig, axes = plt.subplots(len(ops), 2, figsize=(10, 2.6 * len(ops)), squeeze=False)
     for row, op in enumerate(ops):
         for col, key in enumerate(["fwd_GBps", "fwd_bwd_GBps"]):
@@ -55,16 +57,20 @@ def plot(results, path, copy_gbps):
             for impl in sorted({r["impl"] for r in results if r["op"] == op}):
                 pts = sorted((r["rows"] * r["D"], r[key]) for r in results
                              if r["op"] == op and r["impl"] == impl and r[key] is not None)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl,
+                            color=colors[impl])
             ax.axhline(copy_gbps, color="gray", linestyle="--", linewidth=0.8)
-            ax.set_xscale("log")
+            if ax.lines[:-1]:  # (an op without gradient has no forward+backward points)
+                ax.set_xscale("log")
             ax.set_title(f"{op} {'forward' if col == 0 else 'forward+backward'}", fontsize=9)
             ax.set_ylabel("GB/s")
-            if row == 0 and col == 0:
-                ax.legend(fontsize=7)
     axes[-1][0].set_xlabel("elements")
     axes[-1][1].set_xlabel("elements")
-    fig.tight_layout()
+    from matplotlib.lines import Line2D
+    fig.legend(handles=[Line2D([], [], color=c, marker="o", label=i) for i, c in colors.items()],
+               loc="upper center", ncol=len(colors), fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / len(ops)))
     fig.savefig(path, dpi=80)
 
 
