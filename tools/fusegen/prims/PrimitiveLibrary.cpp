@@ -241,8 +241,8 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
     if (!evalGiven && p->kind == PrimKind::Elementwise)
       diags.error(p->loc, "primitive '" + p->name + "' needs an 'eval' formula");
     p->integerClosed = p->kind != PrimKind::Elementwise ? !p->finish
-                       : p->eval                      ? integerClosedFormula(p->eval)
-                                                      : false;
+                       : p->eval                        ? integerClosedFormula(p->eval)
+                                                        : false;
     lib.byName_[p->name].push_back(p.get());
     lib.prims_.push_back(p);
     pending.emplace_back(p, gradNode);

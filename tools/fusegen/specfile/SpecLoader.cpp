@@ -378,6 +378,19 @@ std::optional<Binding> readTypedOutput(Reader& r, const YAML::Node& n, const YAM
   std::optional<YAML::Node> formula;
   std::optional<OutputType> type;
   bool bad = false;
+  // In a flow mapping a comma ends the value: {value: dropout(x, p), ...} is the value
+  // "dropout(x" and a key "p)". Said so, rather than the unknown key it makes.
+  if (YAML::Node v = n["value"]; v && v.IsScalar()) {
+    int depth = 0;
+    for (char c : v.Scalar())
+      depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth > 0) {
+      r.error(v, "the formula of output '" + name + "' ends inside a call ('" + v.Scalar() +
+                     "'): in a {value: ..., dtype: ...} mapping a comma ends the value; quote "
+                     "the formula or write the mapping as a block, one key per line");
+      return std::nullopt;
+    }
+  }
   for (auto& [field, fv] : r.entries(n, "output '" + name + "'")) {
     const std::string f = field.Scalar();
     if (f == "value") {
