@@ -2,9 +2,10 @@
 """rmsnorm_fp8: RMSNorm quantized to float8_e4m3fn with a per-row float32 scale (amax / 448)
 
 Spec:
-    y = x * rsqrt(mean(x * x) + eps) * weight
+    rstd = rsqrt(mean(x * x) + eps)
+    y = x * rstd * weight
     s = max(max(abs(y)) / 448, 1.0e-12)
-    y8 = y / s
+    y8 = x * weight * (rstd / s)
     scale = s
 
 `rmsnorm_fp8(...)` calls torch.ops.fusegen.rmsnorm_fp8; `reference(...)` is the same function in
@@ -43,23 +44,22 @@ def rmsnorm_fp8(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tenso
 def reference(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
     """rmsnorm_fp8 in plain PyTorch, derived from the same spec."""
     _D = x.shape[-1] if x.dim() else 1
-    _t0 = (x * x)
-    _t1 = _t0.mean(-1, keepdim=True)
-    _t2 = (_t1 + eps)
-    _t3 = torch.rsqrt(_t2)
-    _t4 = (x * _t3)
-    _t5 = (_t4 * weight)
-    _t6 = (_D == 0.0)
-    _t7 = (x * weight)
-    _t8 = torch.abs(_t7)
-    _t9 = _t8.amax(-1, keepdim=True)
-    _t10 = (_t3 * _t9)
-    _t11 = _support.where_uniform(_t6, _t9, _t10)
-    _t12 = (_t11 / 448.0)
-    _t13 = torch.maximum(torch.as_tensor(_t12), torch.as_tensor(1e-12))
-    _t14 = (_t5 / _t13)
-    y8 = _t14
-    scale = _t13
+    _t0 = (x * weight)
+    _t1 = (x * x)
+    _t2 = _t1.mean(-1, keepdim=True)
+    _t3 = (_t2 + eps)
+    _t4 = torch.rsqrt(_t3)
+    _t5 = (_D == 0.0)
+    _t6 = torch.abs(_t0)
+    _t7 = _t6.amax(-1, keepdim=True)
+    _t8 = (_t4 * _t7)
+    _t9 = _support.where_uniform(_t5, _t7, _t8)
+    _t10 = (_t9 / 448.0)
+    _t11 = torch.maximum(torch.as_tensor(_t10), torch.as_tensor(1e-12))
+    _t12 = (_t4 / _t11)
+    _t13 = (_t0 * _t12)
+    y8 = _t13
+    scale = _t11
     y8 = _support.to_output(y8, "float8_e4m3fn")
     scale = _support.to_output(scale, "float32")
     return y8, scale.squeeze(-1)
@@ -74,23 +74,22 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, *, eps: float = 1e-06):
     _D = x.shape[-1] if x.dim() else 1
     x = _r.exact(x)
     weight = _r.exact(weight)
-    _t0 = (x * x)
-    _t1 = (_r.sum(_t0) / _D)
-    _t2 = (_t1 + eps)
-    _t3 = _r.rsqrt(_t2)
-    _t4 = (x * _t3)
-    _t5 = (_t4 * weight)
-    _t6 = (_D == 0.0)
-    _t7 = (x * weight)
-    _t8 = _r.abs(_t7)
-    _t9 = _r.max(_t8)
-    _t10 = (_t3 * _t9)
-    _t11 = _r.select(_t6, _t9, _t10)
-    _t12 = (_t11 / 448.0)
-    _t13 = _r.select((_t12 != _t12), _t12, _r.select((_t12 > 1e-12), _t12, 1e-12))
-    _t14 = (_t5 / _t13)
-    y8 = _t14
-    scale = _t13
+    _t0 = (x * weight)
+    _t1 = (x * x)
+    _t2 = (_r.sum(_t1) / _D)
+    _t3 = (_t2 + eps)
+    _t4 = _r.rsqrt(_t3)
+    _t5 = (_D == 0.0)
+    _t6 = _r.abs(_t0)
+    _t7 = _r.max(_t6)
+    _t8 = (_t4 * _t7)
+    _t9 = _r.select(_t5, _t7, _t8)
+    _t10 = (_t9 / 448.0)
+    _t11 = _r.select((_t10 != _t10), _t10, _r.select((_t10 > 1e-12), _t10, 1e-12))
+    _t12 = (_t4 / _t11)
+    _t13 = (_t0 * _t12)
+    y8 = _t13
+    scale = _t11
     _outputs = (_r.result(y8, "[..., D]", "float8_e4m3fn"), _r.result(scale, "[...]", "float32"),)
     if _grads is None:
         return _outputs, None

@@ -8,9 +8,10 @@
 namespace fusegen_ops::rmsnorm_fp8 {
 
 // Spec:
-//   y = x * rsqrt(mean(x * x) + eps) * weight
+//   rstd = rsqrt(mean(x * x) + eps)
+//   y = x * rstd * weight
 //   s = max(max(abs(y)) / 448, 1.0e-12)
-//   y8 = y / s
+//   y8 = x * weight * (rstd / s)
 //   scale = s
 // The forward: outputs, then the per-row values saved for the backward.
 struct Forward {
@@ -18,7 +19,7 @@ struct Forward {
   static constexpr int kOutputs = 2;
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;      // passes of reductions over each row
-  static constexpr int kRowValues = 8;   // per-row values kept in registers
+  static constexpr int kRowValues = 9;   // per-row values kept in registers
   static constexpr bool kColumn = false; // reads the column index j
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
@@ -131,6 +132,7 @@ struct Forward {
       const T _t4 = _t3 ? _red[1] : _t2;
       const T _t5 = fg::div<kFast>(_t4, T(448.0));
       const T _t6 = (_t5 != _t5) ? _t5 : ((_t5 > T(1e-12)) ? _t5 : T(1e-12));
+      const T _t7 = fg::div<kFast>(_t1, _t6);
       _rv[0] = fg::div<kFast>(_red[0], _D);
       _rv[1] = _t0;
       _rv[2] = _t1;
@@ -139,6 +141,7 @@ struct Forward {
       _rv[5] = _t4;
       _rv[6] = _t5;
       _rv[7] = _t6;
+      _rv[8] = _t7;
     }
   }
 
@@ -152,11 +155,10 @@ struct Forward {
     (void)_D;
     (void)_j;
     const T _in_x = _in[0];
-    const T _t0 = _in_x * _rv[2];
     const T _in_weight = _in[1];
-    const T _t1 = _t0 * _in_weight;
-    const T _t2 = fg::div<kFast>(_t1, _rv[7]);
-    _out[0] = _t2;
+    const T _t0 = _in_x * _in_weight;
+    const T _t1 = _t0 * _rv[8];
+    _out[0] = _t1;
     _out[1] = T(0);
   }
 

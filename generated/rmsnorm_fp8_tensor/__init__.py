@@ -2,8 +2,9 @@
 """rmsnorm_fp8_tensor: RMSNorm quantized to float8_e4m3fn with a per-tensor scale (delayed scaling), returning the amax
 
 Spec:
-    y = x * rsqrt(mean(x * x) + eps) * weight
-    y8 = y * scale
+    rstd = rsqrt(mean(x * x) + eps)
+    y = x * rstd * weight
+    y8 = x * weight * (rstd * scale)
     amax = max_all(abs(y))
 
 `rmsnorm_fp8_tensor(...)` calls torch.ops.fusegen.rmsnorm_fp8_tensor; `reference(...)` is the same function in
@@ -41,17 +42,19 @@ def rmsnorm_fp8_tensor(x: Tensor, weight: Tensor, scale: Tensor, *, eps: float =
 
 def reference(x: Tensor, weight: Tensor, scale: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
     """rmsnorm_fp8_tensor in plain PyTorch, derived from the same spec."""
-    _t0 = (x * x)
-    _t1 = _t0.mean(-1, keepdim=True)
-    _t2 = (_t1 + eps)
-    _t3 = torch.rsqrt(_t2)
-    _t4 = (x * _t3)
-    _t5 = (_t4 * weight)
-    _t6 = (_t5 * scale)
-    _t7 = torch.abs(_t5)
-    _t8 = _t7.amax()
+    _t0 = (x * weight)
+    _t1 = (x * x)
+    _t2 = _t1.mean(-1, keepdim=True)
+    _t3 = (_t2 + eps)
+    _t4 = torch.rsqrt(_t3)
+    _t5 = (_t4 * scale)
+    _t6 = (_t0 * _t5)
+    _t7 = (x * _t4)
+    _t8 = (_t7 * weight)
+    _t9 = torch.abs(_t8)
+    _t10 = _t9.amax()
     y8 = _t6
-    amax = _t8
+    amax = _t10
     y8 = _support.to_output(y8, "float8_e4m3fn")
     amax = _support.to_output(amax, "float32")
     return y8, amax
@@ -67,18 +70,20 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, scale: Tensor, *, eps: f
     x = _r.exact(x)
     weight = _r.exact(weight)
     scale = _r.exact(scale)
-    _t0 = (x * x)
-    _t1 = (_r.sum(_t0) / _D)
-    _t2 = (_t1 + eps)
-    _t3 = _r.rsqrt(_t2)
-    _t4 = (x * _t3)
-    _t5 = (_t4 * weight)
-    _t6 = (_t5 * scale)
-    _t7 = _r.abs(_t5)
-    _t8 = _r.max_all(_t7)
+    _t0 = (x * weight)
+    _t1 = (x * x)
+    _t2 = (_r.sum(_t1) / _D)
+    _t3 = (_t2 + eps)
+    _t4 = _r.rsqrt(_t3)
+    _t5 = (_t4 * scale)
+    _t6 = (_t0 * _t5)
+    _t7 = (x * _t4)
+    _t8 = (_t7 * weight)
+    _t9 = _r.abs(_t8)
+    _t10 = _r.max_all(_t9)
     y8 = _t6
-    amax = _t8
-    _s0 = _t8
+    amax = _t10
+    _s0 = _t10
     _outputs = (_r.result(y8, "[..., D]", "float8_e4m3fn"), _r.whole(amax, "float32"),)
     if _grads is None:
         return _outputs, None

@@ -8,8 +8,9 @@
 namespace fusegen_ops::rmsnorm_fp8_tensor {
 
 // Spec:
-//   y = x * rsqrt(mean(x * x) + eps) * weight
-//   y8 = y * scale
+//   rstd = rsqrt(mean(x * x) + eps)
+//   y = x * rstd * weight
+//   y8 = x * weight * (rstd * scale)
 //   amax = max_all(abs(y))
 // The forward: outputs, then the per-row values saved for the backward.
 struct Forward {
@@ -17,7 +18,7 @@ struct Forward {
   static constexpr int kOutputs = 3;
   static constexpr int kAttrs = 1;
   static constexpr int kStages = 1;      // passes of reductions over each row
-  static constexpr int kRowValues = 4;   // per-row values kept in registers
+  static constexpr int kRowValues = 5;   // per-row values kept in registers
   static constexpr bool kColumn = false; // reads the column index j
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
@@ -126,9 +127,12 @@ struct Forward {
       const T _attr_eps = _attr[0];
       const T _t0 = fg::div<kFast>(_red[0], _D) + _attr_eps;
       const T _t1 = fg::rsqrt<kFast>(_t0);
+      const T _in_scale = _rv[0];
+      const T _t2 = _t1 * _in_scale;
       _rv[1] = fg::div<kFast>(_red[0], _D);
       _rv[2] = _t0;
       _rv[3] = _t1;
+      _rv[4] = _t2;
     }
   }
 
@@ -142,15 +146,15 @@ struct Forward {
     (void)_D;
     (void)_j;
     const T _in_x = _in[0];
-    const T _t0 = _in_x * _rv[3];
     const T _in_weight = _in[1];
-    const T _t1 = _t0 * _in_weight;
-    const T _in_scale = _rv[0];
-    const T _t2 = _t1 * _in_scale;
-    const T _t3 = fg::abs<kFast>(_t1);
-    _out[0] = _t2;
+    const T _t0 = _in_x * _in_weight;
+    const T _t1 = _t0 * _rv[4];
+    const T _t2 = _in_x * _rv[3];
+    const T _t3 = _t2 * _in_weight;
+    const T _t4 = fg::abs<kFast>(_t3);
+    _out[0] = _t1;
     _out[1] = T(0);
-    _out[2] = _t3;
+    _out[2] = _t4;
   }
 
   // Per row: the values of the [...] outputs and of the [] sums of per-row values.
