@@ -43,6 +43,19 @@ TEST(OutputTypes, AnOutputOfItsOwnTypeHasNoGradient) {
   EXPECT_EQ(ir::evaluate(g.inputGrads[0], env), 3.0); // 2 * 1.5: q contributes nothing
 }
 
+// A count is an integer formula: stored as float32 (its own type) it needs no 1.0 * (...); in
+// the op's dtype it is still an error.
+TEST(OutputTypes, AnOutputOfItsOwnTypeTakesIntegerValues) {
+  const std::string inputs = "op: t\ninputs:\n  x: [..., D]\n  t: {shape: [...], dtype: int64}\n";
+  Lowered ok = lowerSpec(inputs + "outputs:\n  y: where(j == t, x, 0)\n"
+                                  "  n: {value: t * 2 + 1, dtype: float32}\n");
+  EXPECT_TRUE(ok.fn) << ok.messages;
+  Lowered bad = lowerSpec(inputs + "outputs:\n  y: where(j == t, x, 0)\n"
+                                   "  n: t * 2 + 1\n");
+  EXPECT_FALSE(bad.fn);
+  EXPECT_NE(bad.messages.find("has integer values"), std::string::npos) << bad.messages;
+}
+
 TEST(OutputTypes, AnOpWithoutDifferentiableOutputsHasNoGradients) {
   Planned planned = planSpec("op: t\ninputs:\n  x: [..., D]\n  w: [D]\n"
                              "outputs:\n  q: {value: x * w, dtype: float8_e5m2}\n");

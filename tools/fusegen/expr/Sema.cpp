@@ -314,10 +314,12 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
                   "output '" + b.name + "' is a condition; outputs must be values (use where())");
       continue;
     }
-    if (e->type() == ir::ValueType::Int) {
+    // (An output of its own type takes integer values as they are: a count stored as float32.)
+    if (e->type() == ir::ValueType::Int && b.type == spec::OutputType::Dtype) {
       diags.error(b.formulaLoc, "output '" + b.name +
                                     "' has integer values; outputs are floating (of the op's "
-                                    "dtype): mix in a float, e.g. 1.0 * (...)");
+                                    "dtype): mix in a float, e.g. 1.0 * (...), or give it a "
+                                    "dtype of its own, {value: ..., dtype: float32}");
       continue;
     }
     if (e->isConstant()) {
