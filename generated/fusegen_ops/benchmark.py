@@ -48,10 +48,11 @@ def min_bytes(spec: OpInfo, rows: int, D: int, elem: int, backward: bool) -> int
     backward, the inputs and output gradients read again and the floating inputs' gradients
     written (outputs of their own type, FP8 or float32, have no gradient)."""
     size = {FULL: rows * D, COL: D, ROW: rows, SCALAR: 1}
-    width = {None: elem, "int64": 8, "int32": 4, "bool": 1, "float32": 4, "float8_e4m3fn": 1,
-             "float8_e5m2": 1}
-    reads = sum(size[a.shape] * width[a.dtype] for a in spec.inputs)
-    writes = sum(size[o.shape] * width[o.dtype] for o in spec.outputs)
+
+    def width(a):  # bytes per element: the call's dtype's, or the argument's own
+        return elem if a.dtype is None else getattr(torch, a.dtype).itemsize
+    reads = sum(size[a.shape] * width(a) for a in spec.inputs)
+    writes = sum(size[o.shape] * width(o) for o in spec.outputs)
     grad_outs = sum(size[o.shape] for o in spec.differentiable_outputs()) * elem
     grads = sum(size[a.shape] for a in spec.inputs if a.dtype is None) * elem
     return reads + writes + ((reads + grad_outs + grads) if backward else 0)

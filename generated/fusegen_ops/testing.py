@@ -260,30 +260,27 @@ class Rounding:
         v, e = self._all(a)
         return Bounded(v.amin(), e.amax(), self)
 
-    def whole(self, a, out=None):
-        """E of a [] output (from whole-tensor values) as the kernels write it: rounded to the
-        dtype, or to its own type `out` (twice: the reference rounds too, as in result())."""
-        a = self._b(a)
+    def stored(self, v, e, out=None):
+        """E of values v (bounds e) as the kernels store them: rounded to the dtype, or to an
+        output's own type `out` (float32, float8_e4m3fn, float8_e5m2), which the reference
+        rounds to as well (it returns the output as the op does): twice half its unit in the
+        last place, relative, or of its least subnormal, absolute, saturated values alike
+        (saturation moves both to the same largest finite value)."""
         if out is None:
-            return a.e + self.u_store * a.v.abs()
+            return e + self.u_store * v.abs()
         info = torch.finfo(getattr(torch, out))
-        return a.e + info.eps * a.v.abs().clamp(max=info.max) + info.smallest_normal * info.eps
+        return e + info.eps * v.abs().clamp(max=info.max) + info.smallest_normal * info.eps
+
+    def whole(self, a, out=None):
+        """E of a [] output (computed from whole-tensor values) as the kernels write it."""
+        a = self._b(a)
+        return self.stored(a.v, a.e, out)
 
     def result(self, a, cls, out=None):
         """E of an output or input gradient of shape class `cls` as the kernels write it: a
         [D] or [] gradient summed over rows (and columns) in the compute type, then every
-        value rounded to the dtype. `out`: an output's own type (float32, float8_e4m3fn,
-        float8_e5m2), which the kernels round to, and the reference too (it returns the
-        output as the op does): twice half its unit in the last place, relative, or of its
-        least subnormal, absolute, for values saturated or not (saturation moves both to the
-        same largest finite value)."""
+        value stored (rounded to the dtype, or to the output's own type `out`)."""
         a = self._b(a)
-        if out is not None:
-            info = torch.finfo(getattr(torch, out))
-            v, e = a.v.expand(self.full[:-1] + [1]).squeeze(-1) if cls == ROW else \
-                a.v.expand(self.full), a.e.expand(self.full[:-1] + [1]).squeeze(-1) \
-                if cls == ROW else a.e.expand(self.full)
-            return e + info.eps * v.abs().clamp(max=info.max) + info.smallest_normal * info.eps
         lead = self.full[:-1]
         if cls == ROW:  # per-row values are [..., 1] in the reference
             v, e = a.v.expand(lead + [1]).squeeze(-1), a.e.expand(lead + [1]).squeeze(-1)
@@ -301,7 +298,7 @@ class Rounding:
             if self.partial:
                 return v, e, running, n
             return self.sum_rounded(v, e, running)
-        return e + self.u_store * v.abs()
+        return self.stored(v, e, out)
 
     def sum_rounded(self, v, e, running, n=None):
         """E of a sum over rows: v and e, the sums of the terms' values and bounds; running,

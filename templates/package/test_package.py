@@ -67,3 +67,23 @@ def test_streams_seeds_and_offsets_are_independent():
         both = float(((base < 0.5) & (other < 0.5)).double().mean())
         assert abs(both - 0.25) < 6 * (0.25 * 0.75 / base.numel()) ** 0.5, both
     assert _draws().equal(base)  # and the same key draws the same numbers
+
+
+# ---- generated references: a where on a number-only condition (_support.where_uniform) ----
+def test_where_on_a_test_of_D_compiles_with_dynamic_shapes():
+    """The references spell where(D == 0, a, b) _support.where_uniform: under torch.compile
+    with dynamic shapes D is symbolic, and torch.as_tensor(D == 0) failed there. The branch
+    taken matches torch.where's, broadcast against the other."""
+    import torch
+    from fusegen_ops._support import where_uniform
+
+    def f(x):
+        return where_uniform(x.shape[-1] == 0, x.sum(-1, keepdim=True), x * 2)
+
+    compiled = torch.compile(f, dynamic=True, fullgraph=True)
+    for shape in [(3, 4), (5, 7), (2, 0)]:
+        x = torch.randn(shape)
+        want = torch.where(torch.tensor(shape[-1] == 0), x.sum(-1, keepdim=True), x * 2)
+        got = compiled(x)
+        assert got.shape == want.shape and torch.equal(got, want), shape
+    assert where_uniform(True, 1.0, 2.0) == 1.0  # numbers stay numbers

@@ -458,26 +458,37 @@ template <typename T> __global__ void sumChunksInPlace(T* partials, int chunks, 
   }
 }
 
-template <typename S>
-__global__ void __launch_bounds__(kThreads) finalizeScalar(const compute_t<S>* partials,
-                                                           int64_t n, S* out) {
-  __shared__ compute_t<S> shared[kThreads];
-  compute_t<S> s = 0;
+// partials[0 .. n) combined by r in a fixed order by one block of kThreads: each thread takes
+// every kThreads-th value, then a tree over `shared`. Every thread calls it; the result is
+// the one of thread 0 (the identity of r for n = 0).
+template <typename T>
+__device__ T blockCombine(Reduce r, const T* partials, int64_t n, T* shared) {
+  T s = reduceIdentity<T>(r);
   for (int64_t i = threadIdx.x; i < n; i += kThreads)
-    s += partials[i];
+    s = reduceCombine(r, s, partials[i]);
   shared[threadIdx.x] = s;
   __syncthreads();
   for (int width = kThreads / 2; width > 0; width /= 2) {
     if (static_cast<int>(threadIdx.x) < width)
-      shared[threadIdx.x] += shared[threadIdx.x + width];
+      shared[threadIdx.x] = reduceCombine(r, shared[threadIdx.x], shared[threadIdx.x + width]);
     __syncthreads();
   }
+  s = shared[0];
+  __syncthreads(); // (shared is free again)
+  return s;
+}
+
+template <typename S>
+__global__ void __launch_bounds__(kThreads) finalizeScalar(const compute_t<S>* partials,
+                                                           int64_t n, S* out) {
+  __shared__ compute_t<S> shared[kThreads];
+  const compute_t<S> s = blockCombine(Reduce::Sum, partials, n, shared);
   if (threadIdx.x == 0)
-    out[0] = fromCompute<S>(shared[0]);
+    out[0] = fromCompute<S>(s);
 }
 
 // Once, after every row (the row plan's Total outputs): each Total output's n partials (its
-// slot's, n apart) combined in a fixed order, as finalizeScalar does; written where needed;
+// slot's, n apart) combined in a fixed order (blockCombine); written where needed;
 // then the [] outputs computed from them (P::finish). With n = 0 (no rows) every Total is its
 // combination's identity.
 template <class P, typename S>
@@ -487,20 +498,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ T shared[kThreads];
   __shared__ T tot[atLeastOne<totalOutputs<P>()>()];
   for (int j = 0; j < totalOutputs<P>(); ++j) {
-    const Reduce r = totalReduce<P>(j);
-    T s = reduceIdentity<T>(r);
-    for (int64_t i = threadIdx.x; i < n; i += kThreads)
-      s = reduceCombine(r, s, partials[j * n + i]);
-    shared[threadIdx.x] = s;
-    __syncthreads();
-    for (int width = kThreads / 2; width > 0; width /= 2) {
-      if (static_cast<int>(threadIdx.x) < width)
-        shared[threadIdx.x] = reduceCombine(r, shared[threadIdx.x], shared[threadIdx.x + width]);
-      __syncthreads();
-    }
+    const T s = blockCombine(totalReduce<P>(j), partials + j * n, n, shared);
     if (threadIdx.x == 0)
-      tot[j] = shared[0];
-    __syncthreads();
+      tot[j] = s;
   }
   if (threadIdx.x != 0)
     return;

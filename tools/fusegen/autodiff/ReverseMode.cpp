@@ -18,13 +18,8 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
     simplifier.keep(r); // the derivatives read the values of the roots' nodes as they are
 
   // Shared pointers of every node, so rules can refer to `result` and the arguments.
-  std::unordered_map<const ir::Node*, ir::Expr> owner;
-  for (const ir::Expr& r : roots)
-    owner[r.get()] = r;
+  const std::unordered_map<const ir::Node*, ir::Expr> owner = ir::owners(roots);
   std::vector<const ir::Node*> order = ir::topoOrder(roots);
-  for (const ir::Node* n : order)
-    for (const ir::Expr& a : n->args())
-      owner[a.get()] = a;
 
   std::unordered_map<const ir::Node*, ir::Expr> adjoint;
   auto accumulate = [&](const ir::Node* n, ir::Expr contribution) {

@@ -47,18 +47,6 @@ std::string boundsFormula(const expr::AstPtr& a,
   return "";
 }
 
-const char* combineName(prims::Combine c) {
-  switch (c) {
-  case prims::Combine::Sum:
-    return "sum";
-  case prims::Combine::Max:
-    return "max";
-  case prims::Combine::Min:
-    return "min";
-  }
-  return "";
-}
-
 class Printer {
 public:
   Printer(Target target, const Bindings& bindings, std::string prefix = "_t")
@@ -259,9 +247,10 @@ private:
   static std::string boundsCall(const prims::Primitive& p,
                                 const std::vector<std::string>& operands) {
     if (p.kind == prims::PrimKind::Total) // (over every row: testing.Rounding's sum_all, ...)
-      return std::string("_r.") + combineName(p.combine) + "_all(" + operands[0] + ")";
+      return std::string("_r.") + prims::combineName(p.combine) + "_all(" + operands[0] + ")";
     if (p.kind == prims::PrimKind::Reduction) {
-      const std::string acc = std::string("_r.") + combineName(p.combine) + "(" + operands[0] + ")";
+      const std::string acc =
+          std::string("_r.") + prims::combineName(p.combine) + "(" + operands[0] + ")";
       if (!p.finish) return acc;
       return boundsFormula(p.finish, [&](const std::string& n) { return n == "acc" ? acc : "_D"; });
     }

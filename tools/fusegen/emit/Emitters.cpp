@@ -230,14 +230,6 @@ std::string secondOrderBody(const OpModel& op) {
   return out + "    return (" + join(results, ",\n            ") + ",)\n";
 }
 
-// Output m's slot among the program's Total outputs (fusegen_program.h totalSlot).
-int finishSlot(const plan::Program& p, size_t m) {
-  int n = 0;
-  for (size_t k = 0; k < m; ++k)
-    n += p.outputs[k].kind == plan::OutKind::Total;
-  return n;
-}
-
 // The C++ struct of one program (templates/op/program.mustache).
 std::string renderProgram(const plan::Program& p, const std::string& name,
                           const std::string& comment, const ir::Function& fn,
@@ -251,9 +243,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     const plan::Program::Input& in = p.inputs[k];
     Data x;
     x.set("bcast", api::programBcastEnumerator(in));
-    // (A whole-tensor value saved by the forward is read in the compute type.)
-    x.set("elem", in.stat && in.shape == ir::ShapeClass::Scalar ? "fg::Elem::Compute"
-                                                                : api::elemEnumerator(in.type));
+    x.set("elem", api::programElemEnumerator(in));
     x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
                              (in.stat     ? " (compute type)"
                               : in.random ? " (random stream " + in.name.substr(2) + ", drawn)"
@@ -380,9 +370,11 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   // The [] outputs, from the whole-tensor values (the Total outputs standing for them).
   Bindings totals = attrs;
   std::vector<Assignment> finish;
+  int totalSlot = 0; // (fusegen_program.h totalSlot)
   for (size_t m = 0; m < p.outputs.size(); ++m) {
     const plan::Program::Output& o = p.outputs[m];
-    if (o.whole) totals[o.whole.get()] = "_tot[" + std::to_string(finishSlot(p, m)) + "]";
+    if (o.whole) totals[o.whole.get()] = "_tot[" + std::to_string(totalSlot) + "]";
+    totalSlot += o.kind == plan::OutKind::Total;
     if (o.kind == plan::OutKind::Scalar)
       finish.push_back({"_out[" + std::to_string(m) + "]", o.value});
   }

@@ -201,23 +201,20 @@ ir::Expr Sema::inlineFunction(const cxx::UserFunction& f, const AstPtr& call,
 
 namespace {
 
-bool isWholeTensorValue(const ir::Node* n) {
-  return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Total;
-}
-
 bool usesWholeTensorValue(const ir::Expr& e) {
   for (const ir::Node* n : ir::topoOrder({e}))
-    if (isWholeTensorValue(n)) return true;
+    if (ir::isWholeTensorValue(n)) return true;
   return false;
 }
 
-// The rules of whole-tensor values (sum_all, max_all, min_all: prims::PrimKind::Total), which
-// are known only once every row is done: a [] output is computed from them after the rows
-// (outside them it reads only attrs, D and literals), no other output uses one, and none is
-// taken of a value that uses another.
+// The rules of whole-tensor values (sum_all, max_all, min_all), which are known only once every
+// row is done: only a [] output uses them, none is taken of a value that uses another, and
+// outside them a [] output reads attrs, D and literals only (it is computed after the rows).
 bool checkWholeTensorUses(const spec::Binding& b, const ir::Expr& e, Diagnostics& diags) {
+  bool uses = false;
   for (const ir::Node* n : ir::topoOrder({e})) {
-    if (!isWholeTensorValue(n)) continue;
+    if (!ir::isWholeTensorValue(n)) continue;
+    uses = true;
     if (usesWholeTensorValue(n->args()[0])) {
       diags.error(b.formulaLoc, "output '" + b.name + "' takes '" + n->prim()->name +
                                     "' of a value that uses another whole-tensor value; each "
@@ -233,16 +230,16 @@ bool checkWholeTensorUses(const spec::Binding& b, const ir::Expr& e, Diagnostics
       return false;
     }
   }
-  // Outside its whole-tensor values, a [] output reads no tensor.
+  if (!uses) return true;
+  // The [] output's nodes outside its whole-tensor values.
   std::vector<const ir::Node*> stack{e.get()};
   std::set<const ir::Node*> seen;
   while (!stack.empty()) {
     const ir::Node* n = stack.back();
     stack.pop_back();
-    if (!seen.insert(n).second || isWholeTensorValue(n)) continue;
-    const bool tensor = n->kind() == ir::NodeKind::Input || n->kind() == ir::NodeKind::Column ||
-                        n->kind() == ir::NodeKind::Random;
-    if (tensor && e->shape() == ir::ShapeClass::Scalar && usesWholeTensorValue(e)) {
+    if (!seen.insert(n).second || ir::isWholeTensorValue(n)) continue;
+    if (n->kind() == ir::NodeKind::Input || n->kind() == ir::NodeKind::Column ||
+        n->kind() == ir::NodeKind::Random) {
       diags.error(b.formulaLoc,
                   "[] output '" + b.name + "' reads " +
                       (n->kind() == ir::NodeKind::Input    ? "'" + n->name() + "'"

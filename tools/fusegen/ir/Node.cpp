@@ -152,6 +152,20 @@ bool Node::shallowEquals(const Node& o) const {
   return true;
 }
 
+std::unordered_map<const Node*, Expr> owners(const std::vector<Expr>& roots) {
+  std::unordered_map<const Node*, Expr> owner;
+  for (const Expr& r : roots)
+    if (r) owner[r.get()] = r;
+  for (const Node* n : topoOrder(roots))
+    for (const Expr& a : n->args())
+      owner[a.get()] = a;
+  return owner;
+}
+
+bool isWholeTensorValue(const Node* n) {
+  return n->kind() == NodeKind::Call && n->prim()->kind == prims::PrimKind::Total;
+}
+
 std::vector<const Node*> topoOrder(const std::vector<Expr>& roots) {
   std::vector<const Node*> order;
   std::unordered_set<const Node*> seen;

@@ -102,6 +102,13 @@ ShapeClass joinShapes(ShapeClass a, ShapeClass b);
 // Nodes reachable from `roots`, each once, arguments before users (a topological order).
 std::vector<const Node*> topoOrder(const std::vector<Expr>& roots);
 
+// A shared pointer of every node reachable from `roots` (null roots skipped), for passes that
+// walk topoOrder's raw pointers and rebuild or refer to nodes.
+std::unordered_map<const Node*, Expr> owners(const std::vector<Expr>& roots);
+
+// A whole-tensor reduction (sum_all, max_all, min_all: prims::PrimKind::Total).
+bool isWholeTensorValue(const Node* n);
+
 // `root` with every node that is a key of `replace` swapped for its value (a new DAG;
 // shared subexpressions stay shared).
 Expr substitute(const Expr& root, const std::unordered_map<const Node*, Expr>& replace);

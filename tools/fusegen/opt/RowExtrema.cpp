@@ -42,12 +42,7 @@ std::vector<ir::Expr> factorRowExtrema(const std::vector<ir::Expr>& roots,
     auto it = done.find(e.get());
     return it == done.end() ? e : it->second;
   };
-  std::unordered_map<const ir::Node*, ir::Expr> owner;
-  for (const ir::Expr& r : roots)
-    owner[r.get()] = r;
-  for (const ir::Node* n : ir::topoOrder(roots))
-    for (const ir::Expr& a : n->args())
-      owner[a.get()] = a;
+  const std::unordered_map<const ir::Node*, ir::Expr> owner = ir::owners(roots);
   for (const ir::Node* n : ir::topoOrder(roots)) {
     if (n->kind() != ir::NodeKind::Call) continue;
     std::vector<ir::Expr> args;

@@ -165,13 +165,8 @@ ir::Expr Simplifier::simplify(const ir::Expr& root) {
 
 std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots) {
   // Shared pointers of every node: leaves keep their identity, calls are rebuilt.
-  std::unordered_map<const ir::Node*, ir::Expr> owner;
-  for (const ir::Expr& r : roots)
-    if (r) owner[r.get()] = r;
+  const std::unordered_map<const ir::Node*, ir::Expr> owner = ir::owners(roots);
   std::vector<const ir::Node*> order = ir::topoOrder(roots);
-  for (const ir::Node* n : order)
-    for (const ir::Expr& a : n->args())
-      owner[a.get()] = a;
 
   std::unordered_map<size_t, std::vector<ir::Expr>> table; // hash -> canonical nodes
   std::unordered_map<const ir::Node*, ir::Expr> canon;

@@ -34,10 +34,6 @@ std::vector<ir::Expr> values(const std::vector<Program::Output>& outs) {
   return v;
 }
 
-bool isWholeTensorValue(const ir::Node* n) {
-  return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Total;
-}
-
 // Reduction depth: the number of reductions on the longest path to a leaf.
 std::unordered_map<const ir::Node*, int> depths(const std::vector<ir::Expr>& roots) {
   std::unordered_map<const ir::Node*, int> depth;
@@ -209,12 +205,7 @@ void markGuards(Program& p, const std::vector<ir::Expr>& roots) {
 bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Diagnostics& diags) {
   std::vector<ir::Expr> roots = values(p.outputs);
   std::unordered_map<const ir::Node*, int> depth = depths(roots);
-  std::unordered_map<const ir::Node*, ir::Expr> owner;
-  for (const ir::Expr& r : roots)
-    owner[r.get()] = r;
-  for (const ir::Node* n : ir::topoOrder(roots))
-    for (const ir::Expr& a : n->args())
-      owner[a.get()] = a;
+  const std::unordered_map<const ir::Node*, ir::Expr> owner = ir::owners(roots);
   int maxDepth = 0;
   for (const auto& [n, d] : depth)
     maxDepth = std::max(maxDepth, d);
@@ -424,17 +415,13 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   std::vector<ir::Expr> outputValues;
   for (const ir::FunctionOutput& o : fn.outputs)
     outputValues.push_back(o.value);
+  const std::unordered_map<const ir::Node*, ir::Expr> owner = ir::owners(outputValues);
   for (const ir::Node* n : ir::topoOrder(outputValues)) {
-    if (!isWholeTensorValue(n)) continue;
+    if (!ir::isWholeTensorValue(n)) continue;
     std::string name = "total" + std::to_string(plan.savedTotals.size());
-    ir::Expr node;
     for (const auto& [letName, e] : fn.lets)
       if (e.get() == n) name = letName;
-    for (const ir::Node* m : ir::topoOrder(outputValues)) // (the node's owner)
-      for (const ir::Expr& a : m->args())
-        if (a.get() == n) node = a;
-    for (const ir::FunctionOutput& o : fn.outputs)
-      if (o.value.get() == n) node = o.value;
+    const ir::Expr& node = owner.at(n);
     plan.savedTotals.push_back({name, node});
     const ir::Expr& arg = n->args()[0];
     Program::Output total{savedArgName(name), OutKind::Total, arg,
@@ -500,12 +487,6 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   return plan;
 }
 
-namespace {
-const char* combineName(prims::Combine c) {
-  return c == prims::Combine::Sum ? "sum" : c == prims::Combine::Max ? "max" : "min";
-}
-} // namespace
-
 std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
   std::ostringstream out;
   out << "op " << fn.name << "\n";
@@ -539,11 +520,11 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
               : o.kind == OutKind::Scalar
                   ? "[] computed once from the whole-tensor values, after every row (finish)"
               : o.totalOf == Program::TotalOf::Rows
-                  ? std::string("[] ") + combineName(o.combine) +
+                  ? std::string("[] ") + prims::combineName(o.combine) +
                         " over rows of a per-row value (partials + finalize)"
               : o.totalOf == Program::TotalOf::RowsTimesD
                   ? "[] sum over rows of D times a per-row value (partials + finalize)"
-                  : std::string("[] ") + combineName(o.combine) +
+                  : std::string("[] ") + prims::combineName(o.combine) +
                         " over rows and columns (partials + finalize)")
           << (o.value ? "" : " (zero)")
           << (o.type == spec::OutputType::Dtype ? ""

@@ -67,7 +67,7 @@ struct Program {
     prims::Combine combine = prims::Combine::Sum; // a Total output's combination
     // A Total output that is a whole-tensor value (sum_all(x)): that node, which the Scalar
     // outputs' formulas read (the program's finish gets its combined value).
-    ir::Expr whole;
+    ir::Expr whole = nullptr;
   };
   struct Stage {
     std::vector<ir::Expr> reductions; // combined in one pass over the row

@@ -18,6 +18,18 @@
 
 namespace fusegen::prims {
 
+const char* combineName(Combine c) {
+  switch (c) {
+  case Combine::Sum:
+    return "sum";
+  case Combine::Max:
+    return "max";
+  case Combine::Min:
+    break;
+  }
+  return "min";
+}
+
 int Primitive::paramIndex(const std::string& n) const {
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].name == n) return static_cast<int>(i);

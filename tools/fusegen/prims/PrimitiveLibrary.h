@@ -42,6 +42,7 @@ enum class PrimKind {
 
 // How a reduction combines the values of a row.
 enum class Combine { Sum, Max, Min };
+const char* combineName(Combine c); // sum, max, min (as primitives.yaml spells them)
 
 // What a primitive's value is known to be never below 0 under (`sign` in primitives.yaml),
 // read by the planner's sign analysis (plan/KernelPlan.cpp): the GPU adds a sum of terms that

@@ -42,6 +42,12 @@ const char* elemEnumerator(spec::InputType t) {
   return "fg::Elem::Dtype";
 }
 
+const char* programElemEnumerator(const plan::Program::Input& in) {
+  // A whole-tensor value saved by the forward is read back in the compute type.
+  return in.stat && in.shape == ir::ShapeClass::Scalar ? "fg::Elem::Compute"
+                                                       : elemEnumerator(in.type);
+}
+
 const char* outElemEnumerator(spec::OutputType t) {
   switch (t) {
   case spec::OutputType::Float32:
@@ -130,11 +136,9 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
       }
       position += a.isTensor();
     }
-    const bool compute = arg->type == plan::ElemType::ComputeType;
-    const bool whole = compute && arg->shape == ir::ShapeClass::Scalar; // a saved total
-    rows.push_back("{\"" + in.name + "\", " + bcastEnumerator(arg->shape, compute) + ", " +
-                   std::to_string(position) + ", " +
-                   (whole ? "fg::Elem::Compute" : elemEnumerator(in.type)) + ", " +
+    rows.push_back("{\"" + in.name + "\", " +
+                   bcastEnumerator(arg->shape, arg->type == plan::ElemType::ComputeType) + ", " +
+                   std::to_string(position) + ", " + programElemEnumerator(in) + ", " +
                    (in.read ? "true" : "false") + "}");
   }
   return rows;

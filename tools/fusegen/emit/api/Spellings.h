@@ -46,6 +46,9 @@ const char* bcastEnumerator(ir::ShapeClass s, bool stat);
 // and TypedCol (fusegen_runtime.h).
 const char* programBcastEnumerator(const plan::Program::Input& in);
 const char* elemEnumerator(spec::InputType t);
+// What input `in`'s elements are to the program (its table InElems): the above, or Compute for
+// a whole-tensor value the forward saved.
+const char* programElemEnumerator(const plan::Program::Input& in);
 const char* outElemEnumerator(spec::OutputType t);
 // An output's dtype as torch names it (float8_e4m3fn, ...); null for the op's dtype.
 const char* outputDtypeName(plan::ElemType t);
