@@ -54,11 +54,13 @@ def measure(args):
         spec, op = mod.SPEC, getattr(mod, name)
         for r, d in shapes:
             forward, step, xg = benchmark.timed_steps(spec, op, r, d, dtype, "cuda")
+            # (step is None for an op without a differentiable output: forward only)
             rows.append({"op": name, "rows": r, "D": d, "fwd_ms": benchmark._time(forward),
-                         "fwd_bwd_ms": benchmark._time(step, grad_to_none=xg)})
+                         "fwd_bwd_ms": benchmark._time(step, grad_to_none=xg) if step else None})
             if args.kernel_time:
                 rows[-1]["fwd_kernel_us"] = kernel_us(forward)
-                rows[-1]["fwd_bwd_kernel_us"] = kernel_us(step, grad_to_none=xg)
+                if step:
+                    rows[-1]["fwd_bwd_kernel_us"] = kernel_us(step, grad_to_none=xg)
             print(json.dumps(rows[-1]), flush=True)
     meta = {"label": args.label, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "dtype": args.dtype, "date": datetime.date.today().isoformat(),
@@ -88,17 +90,22 @@ def compare(paths, out):
         o = bres.get(key(r))
         if o is None:
             continue
-        fr, br = r["fwd_ms"] / o["fwd_ms"], r["fwd_bwd_ms"] / o["fwd_bwd_ms"]
+        fr = r["fwd_ms"] / o["fwd_ms"]
+        br = r["fwd_bwd_ms"] / o["fwd_bwd_ms"] if r["fwd_bwd_ms"] and o["fwd_bwd_ms"] else None
+        fb = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
         row = {"op": r["op"], "rows": r["rows"], "D": r["D"], "fwd_ratio": fr, "fwd_bwd_ratio": br,
                la: r, lb: o}
         line = (f"| {r['op']} | {r['rows']}x{r['D']} | {r['fwd_ms']:.4f} | {o['fwd_ms']:.4f} | {fr:.3f} | "
-                f"{r['fwd_bwd_ms']:.4f} | {o['fwd_bwd_ms']:.4f} | {br:.3f} |")
+                f"{fb(r['fwd_bwd_ms'])} | {fb(o['fwd_bwd_ms'])} | {'-' if br is None else f'{br:.3f}'} |")
         if kernels:
             row["fwd_kernel_ratio"] = r["fwd_kernel_us"] / o["fwd_kernel_us"]
-            row["fwd_bwd_kernel_ratio"] = r["fwd_bwd_kernel_us"] / o["fwd_bwd_kernel_us"]
-            line += (f" {r['fwd_kernel_us']:.1f} | {o['fwd_kernel_us']:.1f} | {row['fwd_kernel_ratio']:.3f} |"
-                     f" {r['fwd_bwd_kernel_us']:.1f} | {o['fwd_bwd_kernel_us']:.1f} |"
-                     f" {row['fwd_bwd_kernel_ratio']:.3f} |")
+            line += f" {r['fwd_kernel_us']:.1f} | {o['fwd_kernel_us']:.1f} | {row['fwd_kernel_ratio']:.3f} |"
+            if "fwd_bwd_kernel_us" in r and "fwd_bwd_kernel_us" in o:
+                row["fwd_bwd_kernel_ratio"] = r["fwd_bwd_kernel_us"] / o["fwd_bwd_kernel_us"]
+                line += (f" {r['fwd_bwd_kernel_us']:.1f} | {o['fwd_bwd_kernel_us']:.1f} |"
+                         f" {row['fwd_bwd_kernel_ratio']:.3f} |")
+            else:
+                line += " - | - | - |"
         rows.append(row)
         lines.append(line)
     os.makedirs(out, exist_ok=True)

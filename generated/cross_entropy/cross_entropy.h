@@ -74,6 +74,28 @@ struct Forward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
+  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
+  // and their values for a call, as bits.
+  static constexpr int kUniforms = 2;
+  static constexpr unsigned kDefaultKnown = 3u;
+  static constexpr unsigned kDefaultValue = 0u;
+  template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
+    (void)_attr;
+    (void)_D;
+    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
+    const T _attr_label_smoothing = _attr[1];
+    const bool _t0 = _attr_label_smoothing > T(0.0);
+    const T _attr_softcap = _attr[3];
+    const bool _t1 = _attr_softcap > T(0.0);
+    _u[0] = _t0;
+    _u[1] = _t1;
+    unsigned _bits = 0;
+    for (int _i = 0; _i < kUniforms && _i < 32; ++_i)
+      _bits |= static_cast<unsigned>(_u[_i]) << _i;
+    return _bits;
+  }
+
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
@@ -89,7 +111,7 @@ struct Forward {
   }
 
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
     (void)_in;
     (void)_rv;
@@ -102,7 +124,7 @@ struct Forward {
       const bool _t0 = _attr_softcap > T(0.0);
       const T _in_logits = _in[0];
       T _t1;
-      if (_t0) {
+      if (fg::uniform<U>(1, _t0)) {
         const T _t2 = _t0 ? _attr_softcap : T(1.0);
         const T _t3 = fg::div<kFast>(_in_logits, _t2);
         const T _t4 = fg::tanh<kFast>(_t3);
@@ -123,7 +145,7 @@ struct Forward {
       const bool _t0 = _attr_softcap > T(0.0);
       const T _in_logits = _in[0];
       T _t1;
-      if (_t0) {
+      if (fg::uniform<U>(1, _t0)) {
         const T _t2 = _t0 ? _attr_softcap : T(1.0);
         const T _t3 = fg::div<kFast>(_in_logits, _t2);
         const T _t4 = fg::tanh<kFast>(_t3);
@@ -155,7 +177,7 @@ struct Forward {
 
   // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
   // condition guarding every use: Program::Stage::guard); the same for every element.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void guards(const T* _attr, T _D, bool* _g) {
     (void)_attr;
     (void)_D;
@@ -164,7 +186,7 @@ struct Forward {
     if constexpr (kPass == 0) {
       const T _attr_label_smoothing = _attr[1];
       const bool _t0 = _attr_label_smoothing > T(0.0);
-      _g[2] = _t0;
+      _g[2] = fg::uniform<U>(0, _t0);
     }
     if constexpr (kPass == 1) {
     }
@@ -219,7 +241,7 @@ struct Forward {
 
   // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
   // sums.
-  template <typename T, bool kFast>
+  template <typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
     (void)_in;
     (void)_rv;
@@ -314,6 +336,25 @@ struct Backward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
+  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
+  // and their values for a call, as bits.
+  static constexpr int kUniforms = 1;
+  static constexpr unsigned kDefaultKnown = 1u;
+  static constexpr unsigned kDefaultValue = 0u;
+  template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
+    (void)_attr;
+    (void)_D;
+    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
+    const T _attr_softcap = _attr[3];
+    const bool _t0 = _attr_softcap > T(0.0);
+    _u[0] = _t0;
+    unsigned _bits = 0;
+    for (int _i = 0; _i < kUniforms && _i < 32; ++_i)
+      _bits |= static_cast<unsigned>(_u[_i]) << _i;
+    return _bits;
+  }
+
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
@@ -369,7 +410,7 @@ struct Backward {
   }
 
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
     (void)_in;
     (void)_rv;
@@ -390,7 +431,7 @@ struct Backward {
 
   // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
   // condition guarding every use: Program::Stage::guard); the same for every element.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void guards(const T* _attr, T _D, bool* _g) {
     (void)_attr;
     (void)_D;
@@ -409,7 +450,7 @@ struct Backward {
 
   // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
   // sums.
-  template <typename T, bool kFast>
+  template <typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
     (void)_in;
     (void)_rv;
@@ -427,7 +468,7 @@ struct Backward {
     const T _t5 = fg::div<kFast>(_in_logits, _t4);
     const T _t6 = fg::tanh<kFast>(_t5);
     T _t7;
-    if (_t0) {
+    if (fg::uniform<U>(0, _t0)) {
       const T _t8 = _attr_softcap * _t6;
       _t7 = _t8;
     } else {

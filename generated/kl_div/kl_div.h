@@ -61,6 +61,25 @@ struct Forward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
+  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
+  // and their values for a call, as bits.
+  static constexpr int kUniforms = 1;
+  static constexpr unsigned kDefaultKnown = 1u;
+  static constexpr unsigned kDefaultValue = 1u;
+  template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
+    (void)_attr;
+    (void)_D;
+    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
+    const T _attr_log_target = _attr[0];
+    const bool _t0 = _attr_log_target > T(0.0);
+    _u[0] = _t0;
+    unsigned _bits = 0;
+    for (int _i = 0; _i < kUniforms && _i < 32; ++_i)
+      _bits |= static_cast<unsigned>(_u[_i]) << _i;
+    return _bits;
+  }
+
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
@@ -71,7 +90,7 @@ struct Forward {
   }
 
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
     (void)_in;
     (void)_rv;
@@ -85,7 +104,7 @@ struct Forward {
       const T _in_target = _in[1];
       const T _in_input = _in[0];
       T _t1;
-      if (_t0) {
+      if (fg::uniform<U>(0, _t0)) {
         const T _t2 = fg::exp<kFast>(_in_target);
         const T _t3 = _in_target - _in_input;
         const T _t4 = _t2 * _t3;
@@ -116,7 +135,7 @@ struct Forward {
 
   // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
   // condition guarding every use: Program::Stage::guard); the same for every element.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void guards(const T* _attr, T _D, bool* _g) {
     (void)_attr;
     (void)_D;
@@ -140,7 +159,7 @@ struct Forward {
 
   // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
   // sums.
-  template <typename T, bool kFast>
+  template <typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
     (void)_in;
     (void)_rv;
@@ -222,6 +241,22 @@ struct Backward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
+  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
+  // and their values for a call, as bits.
+  static constexpr int kUniforms = 0;
+  static constexpr unsigned kDefaultKnown = 0u;
+  static constexpr unsigned kDefaultValue = 0u;
+  template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
+    (void)_attr;
+    (void)_D;
+    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
+    unsigned _bits = 0;
+    for (int _i = 0; _i < kUniforms && _i < 32; ++_i)
+      _bits |= static_cast<unsigned>(_u[_i]) << _i;
+    return _bits;
+  }
+
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
@@ -240,7 +275,7 @@ struct Backward {
   }
 
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
     (void)_in;
     (void)_rv;
@@ -261,7 +296,7 @@ struct Backward {
 
   // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
   // condition guarding every use: Program::Stage::guard); the same for every element.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void guards(const T* _attr, T _D, bool* _g) {
     (void)_attr;
     (void)_D;
@@ -280,7 +315,7 @@ struct Backward {
 
   // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
   // sums.
-  template <typename T, bool kFast>
+  template <typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
     (void)_in;
     (void)_rv;

@@ -71,6 +71,22 @@ struct Forward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
+  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
+  // and their values for a call, as bits.
+  static constexpr int kUniforms = 0;
+  static constexpr unsigned kDefaultKnown = 0u;
+  static constexpr unsigned kDefaultValue = 0u;
+  template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
+    (void)_attr;
+    (void)_D;
+    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
+    unsigned _bits = 0;
+    for (int _i = 0; _i < kUniforms && _i < 32; ++_i)
+      _bits |= static_cast<unsigned>(_u[_i]) << _i;
+    return _bits;
+  }
+
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
@@ -89,7 +105,7 @@ struct Forward {
   }
 
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
     (void)_in;
     (void)_rv;
@@ -122,7 +138,7 @@ struct Forward {
 
   // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
   // condition guarding every use: Program::Stage::guard); the same for every element.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void guards(const T* _attr, T _D, bool* _g) {
     (void)_attr;
     (void)_D;
@@ -161,7 +177,7 @@ struct Forward {
 
   // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
   // sums.
-  template <typename T, bool kFast>
+  template <typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
     (void)_in;
     (void)_rv;
@@ -278,6 +294,22 @@ struct Backward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
+  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
+  // and their values for a call, as bits.
+  static constexpr int kUniforms = 0;
+  static constexpr unsigned kDefaultKnown = 0u;
+  static constexpr unsigned kDefaultValue = 0u;
+  template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
+    (void)_attr;
+    (void)_D;
+    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
+    unsigned _bits = 0;
+    for (int _i = 0; _i < kUniforms && _i < 32; ++_i)
+      _bits |= static_cast<unsigned>(_u[_i]) << _i;
+    return _bits;
+  }
+
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
   FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
@@ -300,7 +332,7 @@ struct Backward {
   }
 
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
     (void)_in;
     (void)_rv;
@@ -341,7 +373,7 @@ struct Backward {
 
   // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
   // condition guarding every use: Program::Stage::guard); the same for every element.
-  template <int kPass, typename T, bool kFast>
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void guards(const T* _attr, T _D, bool* _g) {
     (void)_attr;
     (void)_D;
@@ -400,7 +432,7 @@ struct Backward {
 
   // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
   // sums.
-  template <typename T, bool kFast>
+  template <typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
     (void)_in;
     (void)_rv;

@@ -133,6 +133,40 @@ template <typename T> FG_HD RowAcc<T> accMergeShifted(RowAcc<T> a, T ma, RowAcc<
   return accMerge(Reduce::Sum, RowAcc<T>{a.s * sa, a.c * sa}, RowAcc<T>{b.s * sb, b.c * sb});
 }
 
+// Uniform conditions (emit/CodePrinter.h UniformConditions): the conditions, the same for
+// every element, that a program's element functions branch on (a lazy branch, a reduction's
+// guard) read as fg::uniform<U>(i, value). U knows some of their values at compile time: the
+// bits of kKnown, with the values in kValue. A kernel runs its element loop with the values
+// the op's attr defaults give (P::kDefaultKnown, P::kDefaultValue) where the call's match
+// them, so each such branch folds away, and with NoUniforms (every branch taken at run time)
+// else: nvcc keeps a uniform branch inside an unrolled element loop, about 2 instructions per
+// element each.
+template <unsigned Known, unsigned Value> struct Uniforms {
+  static constexpr unsigned kKnown = Known, kValue = Value;
+};
+using NoUniforms = Uniforms<0u, 0u>;
+
+template <class U> FG_HD constexpr bool uniform(int i, bool value) {
+  return i < 32 && ((U::kKnown >> i) & 1u) ? ((U::kValue >> i) & 1u) != 0 : value;
+}
+
+// Calls f(U{}) with the Uniforms of this call: P's defaults where its attrs (as T) and D
+// give them, else NoUniforms.
+template <class P, typename T, class F> FG_HD void withUniforms(const double* attr, int64_t D, F&& f) {
+  if constexpr (P::kDefaultKnown == 0u) {
+    f(NoUniforms{});
+  } else {
+    T at[atLeastOne<P::kAttrs>()];
+    for (int k = 0; k < P::kAttrs; ++k)
+      at[k] = static_cast<T>(attr[k]);
+    if ((P::template uniforms<T, false>(at, static_cast<T>(D)) & P::kDefaultKnown) ==
+        P::kDefaultValue)
+      f(Uniforms<P::kDefaultKnown, P::kDefaultValue>{});
+    else
+      f(NoUniforms{});
+  }
+}
+
 // Picks (P::pick(s, j), the planner's Program::Stage::pick): a sum(where(j == r, x, 0)) with r
 // one value per row has one term that may be nonzero, at column r. Its term is evaluated
 // there alone (P::pickColumns gives r; the element's inputs are loaded at that column), not

@@ -286,7 +286,18 @@ template <class P, typename S, int ITEMS> constexpr int rowThreadsPerSm() {
              : 1024;
 }
 
-template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel {
+// Vectors a thread of a row re-read per pass loads before using the first (RowKernel's
+// forEachVector, accumulateShifted): 4, fewer where the inputs' vectors (full, [D], random
+// and integer ones) would take more than 16 registers (32 spilled in rmsnorm's, layernorm's,
+// kl_div's and jsd's kernels).
+template <class P, typename S> constexpr int rowLoadBatch() {
+  constexpr int words = (inputsOf<P>(Bcast::Full) + inputsOf<P>(Bcast::Col)) * 4 +
+                        rowExtraWordsPerItem<P, S>();
+  return words * 4 <= 16 ? 4 : words * 2 <= 16 ? 2 : 1;
+}
+
+// U: the uniform conditions' values known at compile time (fusegen_program.h Uniforms).
+template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct RowKernel {
   using T = compute_t<S>;
   static constexpr int kItems = ITEMS > 0 ? ITEMS : 1;
   static constexpr int kNR = maxReductions<P>();
@@ -294,6 +305,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   const typename P::Args& a;
   T attr[atLeastOne<P::kAttrs>()];
   T Dval;
+  int nvec; // vectors per row
   Vec<S, V> cache[atLeastOne<inputsOf<P>(Bcast::Full)>()][kItems]; // the row (ITEMS > 0)
   static constexpr bool kCacheExtras = rowCachesExtras<P, S, ITEMS>();
   // its random numbers and integer and bool [..., D] elements (rowExtraSlot)
@@ -314,6 +326,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
     for (int k = 0; k < P::kAttrs; ++k)
       attr[k] = static_cast<T>(a.attr[k]);
     Dval = static_cast<T>(a.D);
+    nvec = static_cast<int>((a.D + V - 1) / V);
 #pragma unroll
     for (int k = 0; k < P::kInputs; ++k)
       scalar[k] = P::inBcast(k) != Bcast::Scalar ? T(0)
@@ -321,12 +334,19 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
                                                  : loadTyped<T>(P::inElem(k), a.in[k], 0);
   }
 
-  __device__ bool valid(int64_t vi) const { return vi * V < a.D; }
+  // Vector indices within a row are 32-bit (the glue caps a row plan's D at 2^31 - 1 on the
+  // GPU): 64-bit ones took about 2 instructions per element of a re-read row (cross_entropy's
+  // forward, ncu per-instruction counts, H100) for their additions, comparisons and products.
+  __device__ bool valid(int vi) const { return vi < nvec; }
+  // The offset of element l of vector vi of the row in a [..., D] tensor.
+  __device__ __forceinline__ int64_t offset(int64_t row, int vi) const {
+    return row * a.D + static_cast<int64_t>(vi) * V;
+  }
 
   // The column index j of element l of vector vi, in the compute type: a 32-bit conversion
   // (the glue caps D at 2^24 where a program reads j), an exact addition for l.
-  __device__ __forceinline__ T column(int64_t vi, int l) const {
-    return static_cast<T>(static_cast<int32_t>(vi * V)) + static_cast<T>(l);
+  __device__ __forceinline__ T column(int vi, int l) const {
+    return static_cast<T>(vi * V) + static_cast<T>(l);
   }
 
   // The vectors of the inputs the elements at vector index vi read: the full inputs' from
@@ -344,23 +364,23 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   // Input k's V elements at vector index vi of the row, for a Random input (drawn) or an integer
   // or bool one (one load of the V elements: rowGeometry checked their alignment; byte-wise
   // loads of a bool mask: masked_softmax 0.166 ms against 0.163 forward, 16384x4096 bf16).
-  template <int k> __device__ __forceinline__ void drawOrLoad(int64_t row, int64_t vi, T (&out)[V]) const {
+  template <int k> __device__ __forceinline__ void drawOrLoad(int64_t row, int vi, T (&out)[V]) const {
     if constexpr (P::inBcast(k) == Bcast::Random)
-      uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), row * a.D + vi * V, out);
+      uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), offset(row, vi), out);
     else
       loadTypedVec<T, V>(P::inElem(k), a.in[k],
-                         (P::inBcast(k) == Bcast::TypedFull ? row * a.D : 0) + vi * V, out);
+                         P::inBcast(k) == Bcast::TypedFull ? offset(row, vi) : vi * V, out);
   }
 
   template <class I>
-  __device__ __forceinline__ void loadVectors(int64_t row, int64_t vi, I, Vectors& x) const {
+  __device__ __forceinline__ void loadVectors(int64_t row, int vi, I, Vectors& x) const {
     staticFor<P::kInputs>([&](auto kc) {
       constexpr int k = decltype(kc)::value;
       if constexpr (P::inBcast(k) == Bcast::Full) {
         if constexpr (ITEMS > 0)
           x.full[inputSlot<P>(k, Bcast::Full)] = cache[inputSlot<P>(k, Bcast::Full)][I::value];
         else
-          x.full[inputSlot<P>(k, Bcast::Full)] = loadVec<S, V>(a.in[k], row * a.D + vi * V);
+          x.full[inputSlot<P>(k, Bcast::Full)] = loadVec<S, V>(a.in[k], offset(row, vi));
       } else if constexpr (P::inBcast(k) == Bcast::Col) {
         if constexpr (sizeof(Vec<S, V>) == 16)
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
@@ -398,15 +418,16 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
   template <int St, int N>
   __device__ __forceinline__ void accumulatePass(int64_t row, const T* rv, RowAcc<T> (&acc)[N]) {
     bool need[N]; // the guards (Program::Stage::guard): uniform, so the branch never diverges
-    P::template guards<St, T, isHalf<S>()>(attr, Dval, need);
-    forEachItem([&](int64_t vi, auto item) {
-      Vectors x;
-      loadVectors(row, vi, item, x);
+    P::template guards<St, T, isHalf<S>(), U>(attr, Dval, need);
+    // (Batched loads only for a single reduction: polynorm's backward, 3 compensated sums,
+    // spilled with 2 vectors per batch and ran 9% slower.)
+    forEachVector<P::reductions(St) == 1 ? rowLoadBatch<P, S>() : 1>(
+        row, [&](int vi, auto, const Vectors& x) {
 #pragma unroll
       for (int l = 0; l < V; ++l) {
         T in[P::kInputs], t[N];
         elementInputs(x, l, in);
-        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l), t);
+        P::template term<St, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
         for (int j = 0; j < P::reductions(St); ++j)
           if (!P::pick(St, j) && need[j])
@@ -449,41 +470,63 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
           else
             in[k] = scalar[k];
         });
-        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, c[j], t);
+        P::template term<St, T, isHalf<S>(), U>(in, rv, attr, Dval, c[j], t);
         acc[j].s += t[j];
       }
     }
   }
 
   // Passes St and St + 1 (sums shifted by pass St's maxima) over this thread's elements in one
-  // read of the row (online max-and-sum): per vector, pass St's terms go into first[]; where a
-  // maximum grew, the sums it shifts are rescaled by exp(old - new) and the row values after
-  // pass St recomputed from this thread's results so far (rowAfter: the shifted terms read
-  // only the maxima of it); then the vector's pass St + 1 terms go into sm[] against the
-  // current maxima. A maximum grows at the first vectors and seldom after, so the
-  // rescaling costs little; reading the row once instead of twice is what re-read rows
-  // (ITEMS == 0) are bound by.
+  // read of the row (online max-and-sum), a batch of rowLoadBatch vectors at a time, all
+  // loaded before the first is used: pass St's terms of the batch go into first[]; where a maximum
+  // grew, the sums it shifts are rescaled by exp(old - new) and the row values after pass St
+  // recomputed from this thread's results so far (rowAfter: the shifted terms read only the
+  // maxima of it); then the batch's pass St + 1 terms go into sm[] against the current
+  // maxima. Reading the row once instead of twice is what re-read rows (ITEMS == 0) are
+  // bound by.
+  //
+  // Why per batch: a warp takes the rescaling branch where any of its 32 threads' maxima
+  // grew, which on random logits checked per vector was 86% of the vectors (cross_entropy's
+  // forward at 8192x128256, ncu per-instruction counts, H100); the check and the rescaling
+  // cost about 2 instructions per element there. Why batches at all: with the rescaling
+  // branch in the body nvcc did not unroll a loop of load-and-use, which then kept one
+  // 16-byte load in flight per thread (44% of DRAM bandwidth).
   template <int St, int NM, int NS>
   __device__ __forceinline__ void accumulateShifted(int64_t row, T* rv, RowAcc<T> (&first)[NM],
                                                     RowAcc<T> (&sm)[NS]) {
     bool need[NM], needSum[NS]; // the guards (Program::Stage::guard)
-    P::template guards<St, T, isHalf<S>()>(attr, Dval, need);
-    P::template guards<St + 1, T, isHalf<S>()>(attr, Dval, needSum);
+    P::template guards<St, T, isHalf<S>(), U>(attr, Dval, need);
+    P::template guards<St + 1, T, isHalf<S>(), U>(attr, Dval, needSum);
     T seen[NM]; // the maxima the row values rv were computed from: none yet
 #pragma unroll
     for (int i = 0; i < NM; ++i)
       seen[i] = reduceIdentity<T>(P::reduceKind(St, i));
     P::template rowAfter<St, T, isHalf<S>()>(seen, attr, Dval, rv);
-    auto process = [&](int64_t vi, const Vectors& x) {
+    constexpr int kBatch = rowLoadBatch<P, S>();
+    const ClusterPlace place = clusterPlace<CLUSTER>();
+    const int rowThread = place.rank * blockDim.x + threadIdx.x;
+    const int rowThreads = place.blocks * blockDim.x;
+    for (int base = rowThread; valid(base); base += kBatch * rowThreads) {
+      Vectors x[kBatch];
 #pragma unroll
-      for (int l = 0; l < V; ++l) {
-        T in[P::kInputs], t[NM];
-        elementInputs(x, l, in);
-        P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l), t);
+      for (int b = 0; b < kBatch; ++b)
+        if (valid(base + b * rowThreads))
+          loadVectors(row, base + b * rowThreads, std::integral_constant<int, 0>{}, x[b]);
 #pragma unroll
-        for (int i = 0; i < NM; ++i)
-          if (!P::pick(St, i) && need[i])
-            accAddTerm(P::reduceKind(St, i), P::plainSum(St, i), first[i], t[i]);
+      for (int b = 0; b < kBatch; ++b) {
+        const int vi = base + b * rowThreads;
+        if (!valid(vi))
+          continue;
+#pragma unroll
+        for (int l = 0; l < V; ++l) {
+          T in[P::kInputs], t[NM];
+          elementInputs(x[b], l, in);
+          P::template term<St, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), t);
+#pragma unroll
+          for (int i = 0; i < NM; ++i)
+            if (!P::pick(St, i) && need[i])
+              accAddTerm(P::reduceKind(St, i), P::plainSum(St, i), first[i], t[i]);
+        }
       }
       bool grew = false;
 #pragma unroll
@@ -494,7 +537,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         for (int j = 0; j < NS; ++j) {
           const int i = P::shiftOf(St + 1, j);
           // (From no maximum, the sum is still empty: scale 1 keeps its zero.)
-          const T scale = seen[i] == -T(INFINITY) ? T(1) : fg::exp(seen[i] - first[i].s);
+          const T scale =
+              seen[i] == -T(INFINITY) ? T(1) : fg::exp<isHalf<S>()>(seen[i] - first[i].s);
           sm[j].s *= scale;
           sm[j].c *= scale;
         }
@@ -507,35 +551,21 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv);
       }
 #pragma unroll
-      for (int l = 0; l < V; ++l) {
-        T in[P::kInputs], t[NS];
-        elementInputs(x, l, in);
-        P::template term<St + 1, T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l),
-                                                  t);
+      for (int b = 0; b < kBatch; ++b) {
+        const int vi = base + b * rowThreads;
+        if (!valid(vi))
+          continue;
 #pragma unroll
-        for (int j = 0; j < NS; ++j)
-          if (needSum[j])
-            accAddTerm(Reduce::Sum, P::plainSum(St + 1, j), sm[j], t[j]);
+        for (int l = 0; l < V; ++l) {
+          T in[P::kInputs], t[NS];
+          elementInputs(x[b], l, in);
+          P::template term<St + 1, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), t);
+#pragma unroll
+          for (int j = 0; j < NS; ++j)
+            if (needSum[j])
+              accAddTerm(Reduce::Sum, P::plainSum(St + 1, j), sm[j], t[j]);
+        }
       }
-    };
-    // Batches of kBatch vectors per thread, all loaded before the first is used: with the
-    // rescaling branch in the body nvcc did not unroll forEachItem's loop, which then kept one
-    // 16-byte load in flight per thread (cross-entropy's forward at 44% of DRAM bandwidth and
-    // 80% of the SMs' issue rate, ncu, H100).
-    constexpr int kBatch = 4;
-    const ClusterPlace place = clusterPlace<CLUSTER>();
-    const int rowThread = place.rank * blockDim.x + threadIdx.x;
-    const int rowThreads = place.blocks * blockDim.x;
-    for (int64_t base = rowThread; valid(base); base += kBatch * rowThreads) {
-      Vectors x[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b)
-        if (valid(base + b * rowThreads))
-          loadVectors(row, base + b * rowThreads, std::integral_constant<int, 0>{}, x[b]);
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b)
-        if (valid(base + b * rowThreads))
-          process(base + b * rowThreads, x[b]);
     }
   }
 
@@ -609,15 +639,47 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
     const int rowThreads = place.blocks * blockDim.x;
     if constexpr (ITEMS > 0) {
       staticFor<ITEMS>([&](auto item) {
-        const int64_t vi = rowThread + static_cast<int64_t>(decltype(item)::value) * rowThreads;
+        const int vi = rowThread + decltype(item)::value * rowThreads;
         if (valid(vi))
           f(vi, item);
       });
     } else {
       // (Unrolled so that a thread has several vectors' loads in flight.)
 #pragma unroll 4
-      for (int64_t vi = rowThread; valid(vi); vi += rowThreads)
+      for (int vi = rowThread; valid(vi); vi += rowThreads)
         f(vi, std::integral_constant<int, 0>{});
+    }
+  }
+
+  // Calls f(vi, item, x) for each vector vi of the row this thread owns, x its inputs'
+  // vectors (loadVectors). Rows re-read per pass (ITEMS == 0) are loaded kBatch vectors at a
+  // time, all before the first is used, so that each thread has that many loads in flight:
+  // with the loop of load-and-use unrolled, rows of a few vectors per thread ran a remainder
+  // loop of single loads (rmsnorm's forward at 16384x32000, 8 vectors per thread: 0.772 ms
+  // batched by 2 against 0.897). kBatch 1 is that unrolled loop (forEachItem).
+  template <int kBatch, class F>
+  __device__ __forceinline__ void forEachVector(int64_t row, F&& f) const {
+    if constexpr (ITEMS > 0 || kBatch == 1) {
+      forEachItem([&](int vi, auto item) {
+        Vectors x;
+        loadVectors(row, vi, item, x);
+        f(vi, item, x);
+      });
+    } else {
+      const ClusterPlace place = clusterPlace<CLUSTER>();
+      const int rowThread = place.rank * blockDim.x + threadIdx.x;
+      const int rowThreads = place.blocks * blockDim.x;
+      for (int base = rowThread; valid(base); base += kBatch * rowThreads) {
+        Vectors x[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b)
+          if (valid(base + b * rowThreads))
+            loadVectors(row, base + b * rowThreads, std::integral_constant<int, 0>{}, x[b]);
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b)
+          if (valid(base + b * rowThreads))
+            f(base + b * rowThreads, std::integral_constant<int, 0>{}, x[b]);
+      }
     }
   }
 
@@ -722,12 +784,12 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
       if (active) {
         P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
         if constexpr (ITEMS > 0)
-          forEachItem([&](int64_t vi, auto item) {
+          forEachItem([&](int vi, auto item) {
             staticFor<P::kInputs>([&](auto kc) {
               constexpr int k = decltype(kc)::value;
               if constexpr (P::inBcast(k) == Bcast::Full)
                 cache[inputSlot<P>(k, Bcast::Full)][item.value] =
-                    loadVec<S, V>(a.in[k], row * a.D + vi * V);
+                    loadVec<S, V>(a.in[k], offset(row, vi));
               else if constexpr ((P::inBcast(k) == Bcast::Random ||
                                   P::inBcast(k) == Bcast::TypedFull) &&
                                  kCacheExtras)
@@ -738,7 +800,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
       stage<0>(row, active, rv, shared, clusterSlots);
       if (!active)
         continue;
-      forEachItem([&](int64_t vi, auto item) {
+      forEachItem([&](int vi, auto item) {
         Vectors x;
         loadVectors(row, vi, item, x);
         Vec<S, V> y[P::kOutputs];
@@ -747,7 +809,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs], out[P::kOutputs];
           elementInputs(x, l, in);
-          P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, column(vi, l), out);
+          P::template elem<T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), out);
           staticFor<P::kOutputs>([&](auto mc) {
             constexpr int m = decltype(mc)::value;
             if constexpr (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
@@ -769,10 +831,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
           constexpr int m = decltype(mc)::value;
           if constexpr (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
             if (a.need[m])
-              storeVec<S, V>(a.out[m], row * a.D + vi * V, y[m]);
+              storeVec<S, V>(a.out[m], offset(row, vi), y[m]);
           } else if constexpr (P::outKind(m) == OutKind::Full) {
             if (a.need[m])
-              storeTypedVec(P::outElem(m), a.out[m], row * a.D + vi * V, typed[typedSlot<P>(m)]);
+              storeTypedVec(P::outElem(m), a.out[m], offset(row, vi), typed[typedSlot<P>(m)]);
           }
         });
       });
@@ -796,7 +858,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER> struct RowKernel 
         if (blockDim.y > 1)
           combineColSums(shared);
       if (threadIdx.y == 0)
-        forEachItem([&](int64_t vi, auto item) {
+        forEachItem([&](int vi, auto item) {
           staticFor<P::kOutputs>([&](auto mc) {
             constexpr int m = decltype(mc)::value;
             if constexpr (P::outKind(m) == OutKind::ColSum) {
@@ -840,8 +902,10 @@ __global__ void __launch_bounds__(MAX_THREADS, (rowThreadsPerSm<P, S, ITEMS>() /
   extern __shared__ unsigned char sharedRaw[];
   using T = compute_t<S>;
   T* shared = reinterpret_cast<T*>(sharedRaw);
-  RowKernel<P, S, V, ITEMS, CLUSTER> k(a);
-  k.run(shared, shared + rowSharedWords<P>(blockDim.x, blockDim.y), partials);
+  withUniforms<P, T>(a.attr, a.D, [&](auto u) {
+    RowKernel<P, S, V, ITEMS, CLUSTER, decltype(u)> k(a);
+    k.run(shared, shared + rowSharedWords<P>(blockDim.x, blockDim.y), partials);
+  });
 }
 
 struct RowGeometry : RowShape {
@@ -942,6 +1006,43 @@ template <class P, typename S, class F> void withRowProgram(const RowGeometry& g
   default:
     return f(rowProgram<P, S, V, 0>);
   }
+}
+
+// Spilled registers a row variant may have and still be chosen: a few words, stored and
+// reloaded outside the element loops, cost nothing measurable (cross_entropy's forward, 8
+// bytes with 4 items); hundreds did (cross_entropy_mean's, 762 bytes: 12x slower than the row
+// re-read by a variant that spills 64).
+constexpr size_t kRowSpillTolerance = 64;
+
+// The most vectors per thread (4, 2, 1; 0: none) whose variant holding aligned rows in
+// registers spills at most kRowSpillTolerance bytes (RowTraits::maxItems), as compiled for
+// the current device; asked once per device.
+template <class P, typename S> int rowMaxItems() {
+  static int known[64] = {}; // per device: 0 not asked yet, else maxItems + 1
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  int unknown = 0;
+  int& k = device < 64 ? known[device] : unknown;
+  if (k == 0) {
+    int most = 0;
+    for (int items : {4, 2, 1}) {
+      RowGeometry v{};
+      v.vec = vecWidth<S>();
+      v.items = items;
+      v.cluster = 1;
+      v.group = kMaxGroup;
+      cudaFuncAttributes attributes{};
+      withRowProgram<P, S>(v, [&](auto kernel) {
+        check(cudaFuncGetAttributes(&attributes, kernel), "row kernel attributes");
+      });
+      if (attributes.localSizeBytes <= kRowSpillTolerance) {
+        most = items;
+        break;
+      }
+    }
+    k = most + 1;
+  }
+  return k - 1;
 }
 
 // Whether this package's row kernels were compiled with clusters for the current device (a
@@ -1048,7 +1149,8 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   const int maxCluster = aligned ? rowMaxCluster<P, S>() : 1;
   RowGeometry g{};
   static_cast<RowShape&>(g) =
-      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0, rowExtraWordsPerItem<P, S>()},
+      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0, rowExtraWordsPerItem<P, S>(),
+                aligned ? rowMaxItems<P, S>() : 4},
                a.D, V, aligned, maxCluster);
   if (aligned) {
     applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);

@@ -27,6 +27,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -312,6 +313,12 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
               ": the last dim of '", args[plan.full].name, "' is ", std::to_string(p.D),
               "; this op reads the column index, which is exact in float32 up to 2^24 = 16777216 "
               "columns (float64 inputs have no such limit)");
+  // The GPU's row plan indexes a row's vectors in 32 bits (fusegen_row_cuda.cuh).
+  TORCH_CHECK(plan.plan != Plan::Row || !p.device.is_cuda() ||
+                  p.D <= std::numeric_limits<int32_t>::max(),
+              plan.op, ": the last dim of '", args[plan.full].name, "' is ", std::to_string(p.D),
+              "; this op reduces over it, which on the GPU takes rows of at most 2^31 - 1 = "
+              "2147483647 elements");
   const at::OptionalDeviceGuard guard(p.device);
   const auto resultOptions = args[plan.full].tensor.options(); // (p.tensors: undefined where unread)
   std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (p.fullShape.empty() ? 0 : 1));

@@ -150,7 +150,8 @@ constexpr int kFlatUnroll = 1;
 
 // What every element of a flat or colwise call shares: the attrs, D and the per-row values,
 // which depend on [] inputs and attrs only (rowPre, once per thread).
-template <class P, typename S> struct PointwiseSetup {
+// U: the uniform conditions' values known at compile time (fusegen_program.h Uniforms).
+template <class P, typename S, class U> struct PointwiseSetup {
   using T = compute_t<S>;
   T attr[atLeastOne<P::kAttrs>()];
   T D;
@@ -187,7 +188,7 @@ template <class P, typename S> struct PointwiseSetup {
   // out = elem(in) for one element, of column c (the flat plan runs programs that do not
   // read it: P::kColumn).
   __device__ __forceinline__ void elem(const T* in, T c, T* out) const {
-    P::template elem<T, isHalf<S>()>(in, rv, attr, D, c, out);
+    P::template elem<T, isHalf<S>(), U>(in, rv, attr, D, c, out);
   }
 };
 
@@ -196,11 +197,11 @@ template <class P> FG_HD constexpr int sumSlot(int m) { return colSumSlot<P>(m) 
 template <class P> constexpr int sumOutputs() { return sumSlot<P>(P::kOutputs); }
 
 // ---------------------------------------------------------------- flat plan
-template <class P, typename S, int V, typename I, int kUnroll = kFlatUnroll>
-__global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a) {
+template <class P, typename S, int V, typename I, int kUnroll, class U>
+__device__ __forceinline__ void flatBody(const typename P::Args& a) {
   using T = compute_t<S>;
   static_assert(!P::kColumn, "the planner gives programs that read j the colwise plan");
-  const PointwiseSetup<P, S> setup(a);
+  const PointwiseSetup<P, S, U> setup(a);
   const I n = static_cast<I>(a.rows * a.D);
   const I nvec = n / V;
   const I stride = static_cast<I>(gridDim.x) * kThreads;
@@ -270,6 +271,12 @@ __global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a
   }
 }
 
+template <class P, typename S, int V, typename I, int kUnroll = kFlatUnroll>
+__global__ void __launch_bounds__(kThreads) flatProgram(const typename P::Args a) {
+  withUniforms<P, compute_t<S>>(a.attr, a.D,
+                                [&](auto u) { flatBody<P, S, V, I, kUnroll, decltype(u)>(a); });
+}
+
 // ---------------------------------------------------------------- colwise plan
 constexpr int64_t kSumRowsPerChunk = 32; // see colGeometry
 
@@ -306,14 +313,14 @@ inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, const DeviceInfo&
 
 // kSums: the call needs one of the sums (ColSum, Total outputs): they are accumulated and
 // written as partials[sumSlot][blockIdx.y][D].
-template <class P, typename S, int V, bool kSums>
-__global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials) {
+template <class P, typename S, int V, bool kSums, class U>
+__device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t<S>* partials) {
   using T = compute_t<S>;
   const int64_t c = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
   const bool active = c < a.D;
   if (!kSums && !active)
     return;
-  const PointwiseSetup<P, S> setup(a);
+  const PointwiseSetup<P, S, U> setup(a);
   T fixed[P::kInputs][V]; // [D] inputs: loaded once, reused for every row
   T acc[P::kOutputs][V];
 #pragma unroll
@@ -398,6 +405,12 @@ __global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials)
       __syncthreads();
     }
   }
+}
+
+template <class P, typename S, int V, bool kSums>
+__global__ void colwiseProgram(const typename P::Args a, compute_t<S>* partials) {
+  withUniforms<P, compute_t<S>>(
+      a.attr, a.D, [&](auto u) { colwiseBody<P, S, V, kSums, decltype(u)>(a, partials); });
 }
 
 // Blocks of kThreads for the column-by-column kernels below (each strides over the columns a

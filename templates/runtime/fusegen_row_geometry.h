@@ -32,6 +32,11 @@ struct RowTraits {
   int wordsPerItem;       // 32-bit registers the row cache takes per item and thread
   bool colSums;           // the program has ColSum outputs
   int extraWordsPerItem = 0; // ... and its random numbers and typed elements, if kept (0: none)
+  // The most items per thread whose compiled variant keeps its registers (rowMaxItems: the
+  // budgets below count the row cache, not what the program holds besides, such as
+  // cross_entropy_mean's 21 row values and 2 whole-tensor sums, which spilled 762 bytes per
+  // thread with 4 items and ran 12x slower than re-read rows).
+  int maxItems = 4;
 };
 
 struct RowShape {
@@ -72,14 +77,15 @@ constexpr int rowsPerBlockFor(bool colSums, int group, int items, int cluster) {
 //   1 x 512 against 0.614 with 2 x 256; 0.413 with 1 x 1024 against 0.609 with 2 x 512.
 inline int itemsWithinBudget(const RowTraits& t, int64_t nv) {
   if (t.colSums) {
-    if (2 * t.wordsPerItem <= 32 && nv >= 2 * 256 && 2 * kMaxGroup >= nv)
+    if (t.maxItems >= 2 && 2 * t.wordsPerItem <= 32 && nv >= 2 * 256 && 2 * kMaxGroup >= nv)
       return 2;
-    if (t.wordsPerItem <= 64 && maxGroupFor(true, 1) >= nv)
+    if (t.maxItems >= 1 && t.wordsPerItem <= 64 && maxGroupFor(true, 1) >= nv)
       return 1;
     return 0;
   }
   for (int items : {4, 2, 1})
-    if (items * t.wordsPerItem <= 24 && static_cast<int64_t>(items) * kMaxGroup >= nv &&
+    if (items <= t.maxItems && items * t.wordsPerItem <= 24 &&
+        static_cast<int64_t>(items) * kMaxGroup >= nv &&
         (items == 1 || items * 32 <= nv))
       return items;
   return 0;
@@ -93,7 +99,7 @@ inline int itemsWithinRegisters(const RowTraits& t, int64_t nv) {
   if (!t.colSums)
     return 0;
   for (int items : {1, 2, 4})
-    if (items * t.wordsPerItem <= 64 &&
+    if (items <= t.maxItems && items * t.wordsPerItem <= 64 &&
         static_cast<int64_t>(items) * maxGroupFor(t.colSums, items) >= nv)
       return items;
   return 0;
@@ -119,11 +125,12 @@ inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int
   // ran at 79% of copy against 74%), else held without them, redrawn and re-read per pass (at
   // 8192 x 8192, 73% against 63% re-read).
   if (t.extraWordsPerItem > 0) {
-    const RowTraits with{t.wordsPerItem + t.extraWordsPerItem, t.colSums, 0};
+    const RowTraits with{t.wordsPerItem + t.extraWordsPerItem, t.colSums, 0, t.maxItems};
     const RowShape s = rowShape(with, D, V, aligned, maxCluster);
     if (s.items > 0 || !aligned)
       return s;
-    return rowShape(RowTraits{t.wordsPerItem, t.colSums, 0}, D, V, aligned, maxCluster);
+    return rowShape(RowTraits{t.wordsPerItem, t.colSums, 0, t.maxItems}, D, V, aligned,
+                    maxCluster);
   }
   if (!t.colSums)
     maxCluster = 1;

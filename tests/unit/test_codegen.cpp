@@ -158,6 +158,31 @@ TEST_F(CodePrinter, BranchesOfUniformConditionsAreLazy) {
   EXPECT_EQ(shared.find("if ("), std::string::npos) << shared;
 }
 
+// With UniformConditions, a lazy branch's condition and an assignment of a uniform condition
+// (a reduction's guard) read through fg::uniform<U>, numbered once per distinct condition
+// across every function printed with the same registry: structurally equal conditions built
+// apart share a number. A condition per element is left alone.
+TEST_F(CodePrinter, UniformConditionsAreNumberedAcrossFunctions) {
+  Expr capped = call("tanh", {call("div", {x, alpha})});
+  auto positive = [&] { return call("gt", {alpha, Node::makeConst(0)}); };
+  Expr y = call("where", {positive(), capped, x});
+  Expr big = call("gt", {alpha, Node::makeConst(2)});
+  emit::UniformConditions uniforms;
+  std::string term = emit::printCpp({{"o", y}}, 0, leaves(), &uniforms);
+  EXPECT_NE(term.find("if (fg::uniform<U>(0, _t0)) {"), std::string::npos) << term;
+  std::string guards = emit::printCpp({{"g0", big}, {"g1", positive()}}, 0, leaves(), &uniforms);
+  EXPECT_NE(guards.find("g0 = fg::uniform<U>(1, _t0);"), std::string::npos) << guards;
+  EXPECT_NE(guards.find("g1 = fg::uniform<U>(0, _t1);"), std::string::npos) << guards;
+  ASSERT_EQ(uniforms.conditions().size(), 2u);
+  std::string perElement =
+      emit::printCpp({{"o", call("where", {call("gt", {x, Node::makeConst(0)}), capped, x})}}, 0,
+                     leaves(), &uniforms);
+  EXPECT_EQ(perElement.find("fg::uniform"), std::string::npos) << perElement;
+  EXPECT_EQ(uniforms.conditions().size(), 2u);
+  // Without a registry the code is as before.
+  EXPECT_EQ(emit::printCpp({{"o", y}}, 0, leaves()).find("fg::uniform"), std::string::npos);
+}
+
 TEST_F(CodePrinter, PrimitiveFormulasAreInlinedWithOperands) {
   std::string cpp = emit::printCpp({{"o", call("leaky_relu", {x, alpha})}}, 0, leaves());
   EXPECT_EQ(cpp, "const T _in_x = in_x[i];\nconst T _attr_alpha = alpha_;\n"

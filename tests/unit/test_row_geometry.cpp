@@ -201,5 +201,29 @@ TEST(RowGeometry, LongRowsSplitOverClusters) {
   EXPECT_EQ(g.items, 0);
 }
 
+// RowTraits::maxItems (rowMaxItems: the variants that spill): no shape holds more items per
+// thread than it allows, covering the row with more threads, more blocks of a cluster or, with
+// none allowed, re-reading it.
+TEST(RowGeometry, VariantsThatSpillAreNotChosen) {
+  const int maxCluster = fg::cuda::kMaxPortableCluster;
+  RowShape g = fg::cuda::rowShape({4, false, 0, 4}, 4096, 8, true, maxCluster);
+  EXPECT_EQ(g.items, 4);
+  EXPECT_EQ(g.group, 128);
+  g = fg::cuda::rowShape({4, false, 0, 2}, 4096, 8, true, maxCluster);
+  EXPECT_EQ(g.items, 2);
+  EXPECT_EQ(g.group, 256);
+  g = fg::cuda::rowShape({4, false, 0, 0}, 4096, 8, true, maxCluster);
+  EXPECT_EQ(g.items, 0);
+  g = fg::cuda::rowShape({16, true, 0, 1}, 16384, 8, true, maxCluster);
+  EXPECT_EQ(g.items, 1);
+  EXPECT_EQ(g.cluster, 2);
+  for (int most : {0, 1, 2, 4})
+    for (bool colSums : {false, true})
+      for (int64_t D : rowLengths()) {
+        const RowShape s = fg::cuda::rowShape({8, colSums, 0, most}, D, 8, D % 8 == 0, maxCluster);
+        EXPECT_LE(s.items, most) << "D " << D << ", at most " << most << " items";
+      }
+}
+
 } // namespace
 } // namespace fusegen::test

@@ -49,8 +49,9 @@ std::string boundsFormula(const expr::AstPtr& a,
 
 class Printer {
 public:
-  Printer(Target target, const Bindings& bindings, std::string prefix = "_t")
-      : target_(target), bindings_(bindings), prefix_(std::move(prefix)) {}
+  Printer(Target target, const Bindings& bindings, std::string prefix = "_t",
+          UniformConditions* uniforms = nullptr)
+      : target_(target), bindings_(bindings), prefix_(std::move(prefix)), uniforms_(uniforms) {}
 
   std::string run(const std::vector<Assignment>& assignments, int indent) {
     std::vector<ir::Expr> roots;
@@ -64,6 +65,7 @@ public:
     for (const Assignment& a : assignments) {
       std::string value =
           a.value ? names_.at(a.value.get()) : (target_ == Target::Cpp ? "T(0)" : "0.0");
+      if (a.value && isUniformCondition(*a.value)) value = uniform(a.value, value);
       out << pad << a.target << " = " << value << (target_ == Target::Cpp ? ";\n" : "\n");
     }
     return out.str();
@@ -79,6 +81,16 @@ private:
   };
 
   bool opaque(const ir::Node* n) const { return target_ != Target::Python && bindings_.count(n); }
+
+  bool isUniformCondition(const ir::Node& n) const {
+    return uniforms_ && n.type() == ir::ValueType::Bool && n.isConstant() &&
+           n.kind() != ir::NodeKind::Const;
+  }
+  // A uniform condition's value as the code reads it (UniformConditions).
+  std::string uniform(const ir::Expr& condition, const std::string& value) const {
+    if (!uniforms_) return value;
+    return "fg::uniform<U>(" + std::to_string(uniforms_->indexOf(condition)) + ", " + value + ")";
+  }
 
   // Lazy branches (C++ only): a where whose condition is the same for every element (attrs,
   // literals and D only, such as softcap > 0) computes the nodes only its taken branch uses
@@ -105,7 +117,7 @@ private:
       if (lazy_.count(n)) {
         const std::string name = prefix_ + std::to_string(next_++);
         out << pad << "T " << name << ";\n";
-        out << pad << "if (" << names_.at(n->args()[0].get()) << ") {\n";
+        out << pad << "if (" << uniform(n->args()[0], names_.at(n->args()[0].get())) << ") {\n";
         emit(Level{n, 1}, indent + 2, out);
         out << pad << "  " << name << " = " << names_.at(n->args()[1].get()) << ";\n";
         out << pad << "} else {\n";
@@ -308,6 +320,7 @@ private:
   std::map<const ir::Node*, Level> owner_; // C++: nodes computed inside a lazy branch
   std::set<const ir::Node*> lazy_;         // C++: wheres printed as an if
   std::string prefix_;
+  UniformConditions* uniforms_;
   std::map<const ir::Node*, std::string> names_;
   std::set<const ir::Node*> pyScalars_; // Python numbers in the Python target
   int next_ = 0;
@@ -364,9 +377,32 @@ std::string pythonLiteral(double v) {
   return formatDouble(v);
 }
 
+namespace {
+
+// Whether a and b compute the same value: the same node, or equal nodes of equal arguments.
+bool sameValue(const ir::Node* a, const ir::Node* b) {
+  if (a == b) return true;
+  if (a->kind() != b->kind() || a->type() != b->type() || a->prim() != b->prim() ||
+      a->name() != b->name() || a->index() != b->index() || a->args().size() != b->args().size() ||
+      !(a->value() == b->value() || (std::isnan(a->value()) && std::isnan(b->value()))))
+    return false;
+  for (size_t i = 0; i < a->args().size(); ++i)
+    if (!sameValue(a->args()[i].get(), b->args()[i].get())) return false;
+  return true;
+}
+
+} // namespace
+
+int UniformConditions::indexOf(const ir::Expr& condition) {
+  for (size_t i = 0; i < conditions_.size(); ++i)
+    if (sameValue(conditions_[i].get(), condition.get())) return static_cast<int>(i);
+  conditions_.push_back(condition);
+  return static_cast<int>(conditions_.size() - 1);
+}
+
 std::string printCpp(const std::vector<Assignment>& assignments, int indent,
-                     const Bindings& bindings) {
-  return Printer(Target::Cpp, bindings).run(assignments, indent);
+                     const Bindings& bindings, UniformConditions* uniforms) {
+  return Printer(Target::Cpp, bindings, "_t", uniforms).run(assignments, indent);
 }
 
 std::string printPython(const std::vector<Assignment>& assignments, int indent) {

@@ -31,9 +31,27 @@ struct Assignment {
 // D is always the parameter _D.
 using Bindings = std::map<const ir::Node*, std::string>;
 
-// Statements computing every assignment, indented by `indent` spaces.
+// The conditions that a program's element functions branch on and that are the same for
+// every element (attrs, literals and D only: the lazy branches' conditions, the reductions'
+// guards), numbered in the order first printed; structurally equal ones share a number. The
+// code printed with them reads each through fg::uniform<U>(i, value) (fusegen_program.h), so
+// that a kernel specialized for the values the op's defaults give folds every such branch:
+// nvcc does not move a uniform branch out of an element loop, and each cost about 2
+// instructions per element (cross_entropy's softcap and label smoothing).
+class UniformConditions {
+public:
+  int indexOf(const ir::Expr& condition);
+  const std::vector<ir::Expr>& conditions() const { return conditions_; }
+
+private:
+  std::vector<ir::Expr> conditions_;
+};
+
+// Statements computing every assignment, indented by `indent` spaces. With `uniforms`, the
+// uniform conditions of lazy branches and the assignments of uniform conditions (guards) go
+// through fg::uniform<U>.
 std::string printCpp(const std::vector<Assignment>& assignments, int indent,
-                     const Bindings& bindings);
+                     const Bindings& bindings, UniformConditions* uniforms = nullptr);
 std::string printPython(const std::vector<Assignment>& assignments, int indent);
 // The same values as Python over `_r` (a testing.Rounding) and its bounded numbers: `a + b`,
 // `_r.exp(a)`, `_r.sum(a)`..., each call node's `eval` (or a reduction and its `finish`)

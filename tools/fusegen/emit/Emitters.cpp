@@ -4,6 +4,7 @@
 #include "emit/CodeFormatter.h"
 #include "emit/CodePrinter.h"
 #include "emit/api/Spellings.h"
+#include "ir/Interpreter.h"
 #include "plan/KernelPlan.h"
 #include "plan/OpInterface.h"
 #include "support/Version.h"
@@ -230,6 +231,34 @@ std::string secondOrderBody(const OpModel& op) {
   return out + "    return (" + join(results, ",\n            ") + ",)\n";
 }
 
+// The uniform conditions' values at the attrs' defaults (fusegen_program.h Uniforms): bit i
+// of `known` is set where condition i reads no D and only attrs with a default, and bit i of
+// `value` is then its value there. Kernels run code specialized for these values where a
+// call's values match them (the options an op is called with most), the general code else.
+struct DefaultUniforms {
+  unsigned known = 0, value = 0;
+};
+DefaultUniforms defaultUniforms(const std::vector<ir::Expr>& conditions, const ir::Function& fn) {
+  DefaultUniforms d;
+  ir::Env env;
+  std::set<std::string> withDefault;
+  for (const ir::FunctionAttr& a : fn.attrs)
+    if (a.attr.hasDefault) {
+      env.attrs[a.attr.name] = a.attr.defaultValue;
+      withDefault.insert(a.attr.name);
+    }
+  for (size_t i = 0; i < conditions.size() && i < 32; ++i) {
+    bool decidable = true;
+    for (const ir::Node* n : ir::topoOrder({conditions[i]}))
+      decidable = decidable && n->kind() != ir::NodeKind::Dim &&
+                  (n->kind() != ir::NodeKind::Attr || withDefault.count(n->name()));
+    if (!decidable) continue;
+    d.known |= 1u << i;
+    if (ir::evaluate(conditions[i], env) != 0) d.value |= 1u << i;
+  }
+  return d;
+}
+
 // The C++ struct of one program (templates/op/program.mustache).
 std::string renderProgram(const plan::Program& p, const std::string& name,
                           const std::string& comment, const ir::Function& fn,
@@ -301,6 +330,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("inputs", list(inputs));
   d.set("outputs", list(outputs));
   std::vector<Data> reductions, shifts, plain, picks;
+  UniformConditions uniforms; // of term, guards and elem
   d.set("row_pre", printCpp(assignRowValues(-1), 4, rowPre));
   std::vector<Data> stages;
   for (size_t s = 0; s < p.stages.size(); ++s) {
@@ -337,8 +367,8 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
       guards.push_back({target, p.stages[s].guard[j]});
       if (!p.stages[s].guardWhen[j]) negate += "      " + target + " = !" + target + ";\n";
     }
-    x.set("guards", printCpp(guards, 6, attrs) + negate);
-    x.set("term", printCpp(terms, 6, rowValuesBefore(element, st)));
+    x.set("guards", printCpp(guards, 6, attrs, &uniforms) + negate);
+    x.set("term", printCpp(terms, 6, rowValuesBefore(element, st), &uniforms));
     x.set("after", printCpp(assignRowValues(st), 6, after));
     stages.push_back(x);
   }
@@ -365,7 +395,15 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
                 target + " = _D > T(0) ? " + target + " * _D : T(0);\n";
   }
   const int all = static_cast<int>(p.stages.size());
-  d.set("elem", printCpp(elem, 4, rowValuesBefore(element, all)));
+  d.set("elem", printCpp(elem, 4, rowValuesBefore(element, all), &uniforms));
+  std::vector<Assignment> uniformValues;
+  for (size_t i = 0; i < uniforms.conditions().size(); ++i)
+    uniformValues.push_back({"_u[" + std::to_string(i) + "]", uniforms.conditions()[i]});
+  const DefaultUniforms defaults = defaultUniforms(uniforms.conditions(), fn);
+  d.set("n_uniforms", std::to_string(uniforms.conditions().size()));
+  d.set("default_known", std::to_string(defaults.known) + "u");
+  d.set("default_value", std::to_string(defaults.value) + "u");
+  d.set("uniforms", printCpp(uniformValues, 4, attrs));
   d.set("row_out", printCpp(rowOut, 4, rowValuesBefore(attrs, all)) + timesD);
   // The [] outputs, from the whole-tensor values (the Total outputs standing for them).
   Bindings totals = attrs;
