@@ -1007,6 +1007,14 @@ template <class P, typename S, class F> void withRowProgram(const RowGeometry& g
   }
 }
 
+// RowTraits::readOnce: one shifted pair of passes and no [..., D] outputs.
+template <class P> constexpr bool rowReadOnce() {
+  bool fullOutputs = false;
+  for (int m = 0; m < P::kOutputs; ++m)
+    fullOutputs = fullOutputs || P::outKind(m) == OutKind::Full;
+  return P::kStages == 2 && shiftedStage<P>(1) && !fullOutputs;
+}
+
 // Spilled registers a row variant may have and still be chosen: a few words, stored and
 // reloaded outside the element loops, cost nothing measurable (cross_entropy's forward, 8
 // bytes with 4 items); hundreds did (cross_entropy_mean's, 762 bytes: 12x slower than the row
@@ -1149,7 +1157,7 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   RowGeometry g{};
   static_cast<RowShape&>(g) =
       rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0, rowExtraWordsPerItem<P, S>(),
-                aligned ? rowMaxItems<P, S>() : 4},
+                aligned ? rowMaxItems<P, S>() : 4, rowReadOnce<P>()},
                a.D, V, aligned, maxCluster);
   if (aligned) {
     applyRowConfigOverride<P>(g, (a.D + V - 1) / V, maxCluster);

@@ -37,7 +37,20 @@ struct RowTraits {
   // cross_entropy_mean's 21 row values and 2 whole-tensor sums, which spilled 762 bytes per
   // thread with 4 items and ran 12x slower than re-read rows).
   int maxItems = 4;
+  // A re-read row is read once: the program's passes are one shifted pair (online
+  // max-and-sum) and it writes no [..., D] outputs (cross_entropy's and logsumexp's forwards).
+  bool readOnce = false;
 };
+
+// Threads per re-read row of a readOnce program (RowTraits). On the H100 (bf16, ms, 16384 x
+// 32000 / 8192 x 128256 / 4096 x 65536), cross_entropy's forward took 0.545 / 0.760 / 0.227
+// with 512 threads per row, 0.383 / 0.720 / 0.203 with 64 (32: 0.375 / 0.722 / 0.202; 128:
+// 0.393 / 0.726 / 0.207), logsumexp's 0.440 / 0.709 / 0.203 against 0.368 / 0.711 / 0.198:
+// four rows per block of 256 threads keep more rows' loads in flight than a row per block of
+// 512 that combines its threads' results before the next row starts. Programs that read the
+// row again (softmax: 0.806 ms with 512, 1.035 with 256) or reduce it without shifting
+// (kl_div: 0.675 against 0.699) keep the default.
+constexpr int kReadOnceGroup = 64;
 
 struct RowShape {
   int group;        // threads per row in each block (blockDim.x)
@@ -125,12 +138,13 @@ inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int
   // ran at 79% of copy against 74%), else held without them, redrawn and re-read per pass (at
   // 8192 x 8192, 73% against 63% re-read).
   if (t.extraWordsPerItem > 0) {
-    const RowTraits with{t.wordsPerItem + t.extraWordsPerItem, t.colSums, 0, t.maxItems};
+    const RowTraits with{t.wordsPerItem + t.extraWordsPerItem, t.colSums, 0, t.maxItems,
+                         t.readOnce};
     const RowShape s = rowShape(with, D, V, aligned, maxCluster);
     if (s.items > 0 || !aligned)
       return s;
-    return rowShape(RowTraits{t.wordsPerItem, t.colSums, 0, t.maxItems}, D, V, aligned,
-                    maxCluster);
+    return rowShape(RowTraits{t.wordsPerItem, t.colSums, 0, t.maxItems, t.readOnce}, D, V,
+                    aligned, maxCluster);
   }
   if (!t.colSums)
     maxCluster = 1;
@@ -162,7 +176,8 @@ inline RowShape rowShape(const RowTraits& t, int64_t D, int V, bool aligned, int
       const int64_t threads = (perBlock + perThread - 1) / perThread;
       group = static_cast<int>(std::min<int64_t>(maxGroup, (threads + 31) / 32 * 32));
     } else {
-      while (group < maxGroup && static_cast<int64_t>(group) * perThread < perBlock)
+      const int most = t.readOnce && !t.colSums ? kReadOnceGroup : maxGroup;
+      while (group < most && static_cast<int64_t>(group) * perThread < perBlock)
         group *= 2;
     }
   }

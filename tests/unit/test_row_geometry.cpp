@@ -225,5 +225,20 @@ TEST(RowGeometry, VariantsThatSpillAreNotChosen) {
       }
 }
 
+// A row re-read once (RowTraits::readOnce: an online max-and-sum, no [..., D] outputs) takes
+// kReadOnceGroup threads, several rows per block; the others grow the group to cover it.
+TEST(RowGeometry, RowsReadOnceTakeFewThreads) {
+  RowShape g = fg::cuda::rowShape({4, false, 0, 4, true}, 32000, 8, true, 1);
+  EXPECT_EQ(g.items, 0);
+  EXPECT_EQ(g.group, fg::cuda::kReadOnceGroup);
+  EXPECT_EQ(g.rowsPerBlock, 256 / fg::cuda::kReadOnceGroup);
+  g = fg::cuda::rowShape({4, false, 0, 4, false}, 32000, 8, true, 1);
+  EXPECT_EQ(g.items, 0);
+  EXPECT_EQ(g.group, 512);
+  g = fg::cuda::rowShape({4, false, 0, 4, true}, 4096, 8, true, 1); // held: unchanged
+  EXPECT_EQ(g.items, 4);
+  EXPECT_EQ(g.group, 128);
+}
+
 } // namespace
 } // namespace fusegen::test
