@@ -502,15 +502,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       seen[i] = reduceIdentity<T>(P::reduceKind(St, i));
     P::template rowAfter<St, T, isHalf<S>()>(seen, attr, Dval, rv);
     constexpr int kBatch = rowLoadBatch<P, S>();
-    const ClusterPlace place = clusterPlace<CLUSTER>();
-    const int rowThread = place.rank * blockDim.x + threadIdx.x;
-    const int rowThreads = place.blocks * blockDim.x;
-    for (int base = rowThread; valid(base); base += kBatch * rowThreads) {
-      Vectors x[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b)
-        if (valid(base + b * rowThreads))
-          loadVectors(row, base + b * rowThreads, std::integral_constant<int, 0>{}, x[b]);
+    forEachBatch<kBatch>(row, [&](int base, int rowThreads, const Vectors(&x)[kBatch]) {
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         const int vi = base + b * rowThreads;
@@ -565,7 +557,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
               accAddTerm(Reduce::Sum, P::plainSum(St + 1, j), sm[j], t[j]);
         }
       }
-    }
+    });
   }
 
   // Passes St (with maxima) and St + 1 (sums shifted by them) as one (fusegen_program.h): each
@@ -665,20 +657,30 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
         f(vi, item, x);
       });
     } else {
-      const ClusterPlace place = clusterPlace<CLUSTER>();
-      const int rowThread = place.rank * blockDim.x + threadIdx.x;
-      const int rowThreads = place.blocks * blockDim.x;
-      for (int base = rowThread; valid(base); base += kBatch * rowThreads) {
-        Vectors x[kBatch];
+      forEachBatch<kBatch>(row, [&](int base, int stride, const Vectors(&x)[kBatch]) {
 #pragma unroll
         for (int b = 0; b < kBatch; ++b)
-          if (valid(base + b * rowThreads))
-            loadVectors(row, base + b * rowThreads, std::integral_constant<int, 0>{}, x[b]);
+          if (valid(base + b * stride))
+            f(base + b * stride, std::integral_constant<int, 0>{}, x[b]);
+      });
+    }
+  }
+
+  // Calls f(base, stride, x) for each batch of kBatch vectors this thread owns in a row
+  // re-read per pass: vectors base, base + stride, ... (those in the row), all loaded into x
+  // before f runs, so that the thread has kBatch loads in flight.
+  template <int kBatch, class F>
+  __device__ __forceinline__ void forEachBatch(int64_t row, F&& f) const {
+    const ClusterPlace place = clusterPlace<CLUSTER>();
+    const int rowThread = place.rank * blockDim.x + threadIdx.x;
+    const int rowThreads = place.blocks * blockDim.x;
+    for (int base = rowThread; valid(base); base += kBatch * rowThreads) {
+      Vectors x[kBatch];
 #pragma unroll
-        for (int b = 0; b < kBatch; ++b)
-          if (valid(base + b * rowThreads))
-            f(base + b * rowThreads, std::integral_constant<int, 0>{}, x[b]);
-      }
+      for (int b = 0; b < kBatch; ++b)
+        if (valid(base + b * rowThreads))
+          loadVectors(row, base + b * rowThreads, std::integral_constant<int, 0>{}, x[b]);
+      f(base, rowThreads, x);
     }
   }
 
