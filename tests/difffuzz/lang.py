@@ -156,7 +156,10 @@ def walk(roots):
 # ---- numbers ------------------------------------------------------------------------------------
 
 def fmt_number(v: float) -> str:
-    """A literal the formula language reads back to exactly v (no hex, no inf/nan)."""
+    """A literal the formula language reads back to exactly v (no hex or nan; inf is the
+    literal `inf`)."""
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
     if v == 0:
         return "-0.0" if math.copysign(1, v) < 0 else "0"
     if v == int(v) and abs(v) < 1e15:
@@ -660,7 +663,7 @@ def loads_spec(text: str, header_text: Optional[str] = None) -> Spec:
             raise ParseError(f"the spec names functions: {spec.functions_file}, but no header was given")
         spec.header_text = header_text
         spec.functions = parse_header(header_text)
-    scope: Dict[str, Node] = {"D": Node("D")}
+    scope: Dict[str, Node] = {"D": Node("D"), "inf": num(math.inf)}
     for name, _ in inputs:
         scope[name] = Node("input", name=name)
     for a in attrs:

@@ -58,7 +58,9 @@ class _Printer:
         elif n.op == "D":
             self.lines.append(f"{v} = _M.c(_D)")
         elif n.op == "num":
-            self.lines.append(f"{v} = _M.c({float(n.value)!r})")
+            value = float(n.value)
+            spelled = repr(value) if math.isfinite(value) else f"float('{value}')"
+            self.lines.append(f"{v} = _M.c({spelled})")
         else:
             args = [self.emit(a, cls_memo, params) for a in n.args]
             fn = self.spec.functions.get(n.name)

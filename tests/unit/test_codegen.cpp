@@ -250,6 +250,9 @@ TEST(CppLiteral, RoundTripsExactly) {
   EXPECT_EQ(emit::pythonLiteral(0.5), "0.5");
   EXPECT_EQ(emit::pythonLiteral(std::numeric_limits<double>::infinity()), "float('inf')");
   EXPECT_EQ(emit::pythonLiteral(-std::numeric_limits<double>::infinity()), "float('-inf')");
+  // The literal inf (a name of the formula language): INFINITY, a macro of <cmath>, in T.
+  EXPECT_EQ(emit::cppLiteral(std::numeric_limits<double>::infinity()), "T(INFINITY)");
+  EXPECT_EQ(emit::cppLiteral(-std::numeric_limits<double>::infinity()), "(-T(INFINITY))");
 }
 
 } // namespace

@@ -4,11 +4,13 @@
 // compile or silently broadcasts the wrong way. Last, how the row plan takes [] inputs.
 #include "TestUtil.h"
 
+#include "ir/Interpreter.h"
 #include "ir/Node.h"
 #include "opt/Simplify.h"
 #include "plan/KernelPlan.h"
 
 #include <gtest/gtest.h>
+#include <limits>
 #include <regex>
 
 #include <set>
@@ -78,6 +80,20 @@ TEST(Sema, ConstantsAreScalarAndDoNotWidenShapes) {
   EXPECT_EQ(y->shape(), ShapeClass::Full);
   EXPECT_EQ(y->args()[1]->shape(), ShapeClass::Col);
   EXPECT_FALSE(y->isConstant());
+}
+
+// inf is a literal every formula can use, like D and j (-inf its negation).
+TEST(Sema, InfIsALiteral) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: where(x > 0, x, -inf)\n  z: x * inf\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  const ir::Expr& y = output(r, "y");
+  ASSERT_EQ(y->args().size(), 3u);
+  EXPECT_TRUE(y->args()[2]->isConstant());
+  EXPECT_EQ(ir::evaluate(y->args()[2], ir::Env{}), -std::numeric_limits<double>::infinity());
+  const ir::Expr& z = output(r, "z");
+  ASSERT_EQ(z->args().size(), 2u);
+  EXPECT_EQ(z->args()[1]->kind(), ir::NodeKind::Const);
+  EXPECT_EQ(z->args()[1]->value(), std::numeric_limits<double>::infinity());
 }
 
 TEST(Sema, UnknownNameWithDidYouMeanNote) {

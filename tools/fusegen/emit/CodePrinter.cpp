@@ -369,6 +369,7 @@ std::string cppReductionResult(const prims::Primitive& p, const std::string& acc
 }
 
 std::string cppLiteral(double v) {
+  if (std::isinf(v)) return v > 0 ? "T(INFINITY)" : "(-T(INFINITY))";
   return "T(" + formatDouble(v) + ")";
 }
 

@@ -6,6 +6,7 @@
 #include "opt/Simplify.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 namespace fusegen::expr {
@@ -266,6 +267,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   Scope scope;
   scope["D"] = ir::Node::makeDim();    // the length of the last dim
   scope["j"] = ir::Node::makeColumn(); // the column index
+  scope["inf"] = ir::Node::makeConst(std::numeric_limits<double>::infinity()); // -inf: neg
   // Names and calls are told apart by the parentheses, so an input, attr, let or output may be
   // named like a primitive (`mean` and `rstd`, as torch.native_layer_norm names its outputs).
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
