@@ -160,8 +160,8 @@ def load_primitives(path: Optional[str] = None) -> List[Prim]:
 # Keyed by (name, arity). Arguments are Python expressions of float64 tensors (row values are
 # [..., 1], [D] values are [D], 0-dim for scalars and constants); `{0}`, `{1}`... by position.
 # Reductions and with_grad/detach go through helpers of the arithmetic model `_M` (reference.py),
-# which implement the semantics the docs state (a max reduction's gradient reaches every
-# maximal element; with_grad's gradient is the stated one).
+# which implement the semantics the docs state (a max reduction's gradient is split among the
+# maximal elements; with_grad's gradient is the stated one).
 TORCH: Dict[tuple, str] = {
     ("add", 2): "({0} + {1})",
     ("sub", 2): "({0} - {1})",

@@ -138,8 +138,8 @@ def compile_reference(spec: Spec):
 # ---- the exact model ----------------------------------------------------------------------------
 
 class _RedExtreme(torch.autograd.Function):
-    """max/min over the last dim whose gradient reaches every extremal element in full (the
-    documented rule; torch.amax would split it at a tie)."""
+    """max/min over the last dim whose gradient is split evenly among the extremal elements
+    (the documented rule, as torch.amax's)."""
 
     @staticmethod
     def forward(ctx, t, is_max):
@@ -150,7 +150,13 @@ class _RedExtreme(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         t, r = ctx.saved_tensors
-        return torch.where(t == r, g, torch.zeros_like(g)), None
+        return _split_among(t == r, g), None
+
+
+def _split_among(tie, g):
+    """g split evenly among the elements of each row that tie (0 elsewhere)."""
+    n = tie.sum(-1, keepdim=True).clamp_min(1).to(g.dtype)
+    return torch.where(tie, g / n, torch.zeros_like(g))
 
 
 def _with_grad(value, *pairs):
@@ -545,8 +551,8 @@ class _Edge(torch.autograd.Function):
 
 
 class _RedExtremeTies(torch.autograd.Function):
-    """max/min whose gradient reaches each element within a random 0 to 1024 roundoffs of the
-    result (the Monte Carlo model of ties that rounding creates)."""
+    """max/min whose gradient is split among the elements within a random 0 to 1024 roundoffs
+    of the result (the Monte Carlo model of ties that rounding creates)."""
 
     @staticmethod
     def forward(ctx, t, is_max, model):
@@ -561,4 +567,4 @@ class _RedExtremeTies(torch.autograd.Function):
         m = ctx.model
         width = TIE_ROUNDOFFS * m.u_compute * r.abs() * torch.rand(r.shape, generator=m.gen, dtype=r.dtype,
                                                                     device=r.device)
-        return torch.where((t - r).abs() <= width, g, torch.zeros_like(g)), None, None
+        return _split_among((t - r).abs() <= width, g), None, None

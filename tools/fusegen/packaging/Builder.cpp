@@ -276,7 +276,7 @@ std::string ninjaFile(const emit::Templates& templates, const Toolchain& tc,
   std::vector<std::string> nvccFlags = tc.nvccFlags;
   // --fmad=false: no contraction of a * b + c into an FMA. The backward recomputes forward
   // values in another kernel and compares them with the extremes the forward saved (the rule
-  // of max/min: where(x == result, grad, 0)); nvcc contracts the same formula differently in
+  // of max/min: where(x == result, ...)); nvcc contracts the same formula differently in
   // the two kernels, so the values differed in the last bit and gradients were lost (difffuzz
   // fz401_39, fz403_18, fz403_32 on the H100). The math library keeps its own FMAs.
   for (const char* f : {"-O3", "-std=c++17", "-lineinfo", "--fmad=false"})
