@@ -74,16 +74,16 @@ struct Forward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
-  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
-  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
-  // and their values for a call, as bits.
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms):
+  // how many, and their values at the attrs' defaults where those decide them (bits of
+  // kDefaultKnown); uniforms gives their values for a call, as bits.
   static constexpr int kUniforms = 2;
   static constexpr unsigned kDefaultKnown = 3u;
   static constexpr unsigned kDefaultValue = 0u;
   template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
     (void)_attr;
     (void)_D;
-    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
+    bool _u[kUniforms];
     const T _attr_label_smoothing = _attr[1];
     const bool _t0 = _attr_label_smoothing > T(0.0);
     const T _attr_softcap = _attr[3];
@@ -336,16 +336,16 @@ struct Backward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
-  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
-  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
-  // and their values for a call, as bits.
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms):
+  // how many, and their values at the attrs' defaults where those decide them (bits of
+  // kDefaultKnown); uniforms gives their values for a call, as bits.
   static constexpr int kUniforms = 1;
   static constexpr unsigned kDefaultKnown = 1u;
   static constexpr unsigned kDefaultValue = 0u;
   template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
     (void)_attr;
     (void)_D;
-    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
+    bool _u[kUniforms];
     const T _attr_softcap = _attr[3];
     const bool _t0 = _attr_softcap > T(0.0);
     _u[0] = _t0;

@@ -61,21 +61,12 @@ struct Forward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
-  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
-  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
-  // and their values for a call, as bits.
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms):
+  // how many, and their values at the attrs' defaults where those decide them (bits of
+  // kDefaultKnown).
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
-  template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
-    (void)_attr;
-    (void)_D;
-    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
-    unsigned _bits = 0;
-    for (int _i = 0; _i < kUniforms && _i < 32; ++_i)
-      _bits |= static_cast<unsigned>(_u[_i]) << _i;
-    return _bits;
-  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -245,21 +236,12 @@ struct Backward {
   }
   FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
 
-  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms),
-  // their values at the attrs' defaults where those decide them (bits of kDefaultKnown),
-  // and their values for a call, as bits.
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms):
+  // how many, and their values at the attrs' defaults where those decide them (bits of
+  // kDefaultKnown).
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
-  template <typename T, bool kFast> FG_HD static unsigned uniforms(const T* _attr, T _D) {
-    (void)_attr;
-    (void)_D;
-    bool _u[kUniforms > 0 ? kUniforms : 1] = {};
-    unsigned _bits = 0;
-    for (int _i = 0; _i < kUniforms && _i < 32; ++_i)
-      _bits |= static_cast<unsigned>(_u[_i]) << _i;
-    return _bits;
-  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>

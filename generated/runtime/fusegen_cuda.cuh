@@ -319,7 +319,7 @@ inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, const DeviceInfo&
 // bound below (H100, bf16, 16384x4096): bias_gelu_fp8's forward 0.155 -> 0.128 ms, bias_gelu's
 // backward 5% faster, dyt's 3% slower; 2 rows for bias_dropout_add's backward (the Philox
 // draws of both) spilled and ran 12% slower.
-template <class P, typename S> constexpr int colwiseRows() {
+template <class P> constexpr int colwiseRows() {
   return randomStreams<P>() == 0 && inputsOf<P>(Bcast::Full) * 4 * 2 <= 8 ? 2 : 1;
 }
 
@@ -350,7 +350,7 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
     // kRows rows per iteration, their vectors all loaded before the first is used: the stores
     // may alias the inputs, so with one row per iteration each thread kept one load per input
     // in flight.
-    constexpr int kRows = colwiseRows<P, S>();
+    constexpr int kRows = colwiseRows<P>();
     const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.y;
     for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r0 < a.rows;
          r0 += kRows * stride) {
@@ -363,43 +363,43 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
             xs[u][k] = loadVec<S, V>(a.in[k], (r0 + u * stride) * a.D + c);
 #pragma unroll
       for (int u = 0; u < kRows; ++u) {
-      const int64_t r = r0 + u * stride;
-      if (r >= a.rows)
-        break;
-      const int64_t off = r * a.D + c;
-      const Vec<S, V>(&x)[P::kInputs] = xs[u];
-      Vec<S, V> y[P::kOutputs];
-      T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
-      T rnd[atLeastOne<randomStreams<P>()>()][V];
-      setup.draw(off, rnd);
+        const int64_t r = r0 + u * stride;
+        if (r >= a.rows)
+          break;
+        const int64_t off = r * a.D + c;
+        const Vec<S, V>(&x)[P::kInputs] = xs[u];
+        Vec<S, V> y[P::kOutputs];
+        T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
+        T rnd[atLeastOne<randomStreams<P>()>()][V];
+        setup.draw(off, rnd);
 #pragma unroll
-      for (int l = 0; l < V; ++l) {
-        T in[P::kInputs], out[P::kOutputs];
+        for (int l = 0; l < V; ++l) {
+          T in[P::kInputs], out[P::kOutputs];
 #pragma unroll
-        for (int k = 0; k < P::kInputs; ++k)
-          in[k] = P::inBcast(k) == Bcast::Full        ? toCompute(x[k].v[l])
-                  : P::inBcast(k) == Bcast::Random    ? rnd[inputSlot<P>(k, Bcast::Random)][l]
-                  : P::inBcast(k) == Bcast::TypedFull ? loadTyped<T>(P::inElem(k), a.in[k], off + l)
-                                                      : fixed[k][l];
-        setup.elem(in, static_cast<T>(c + l), out);
+          for (int k = 0; k < P::kInputs; ++k)
+            in[k] = P::inBcast(k) == Bcast::Full        ? toCompute(x[k].v[l])
+                    : P::inBcast(k) == Bcast::Random    ? rnd[inputSlot<P>(k, Bcast::Random)][l]
+                    : P::inBcast(k) == Bcast::TypedFull ? loadTyped<T>(P::inElem(k), a.in[k], off + l)
+                                                        : fixed[k][l];
+          setup.elem(in, static_cast<T>(c + l), out);
 #pragma unroll
-        for (int m = 0; m < P::kOutputs; ++m) {
-          if (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype)
-            y[m].v[l] = fromCompute<S>(out[m]);
-          else if (P::outKind(m) == OutKind::Full)
-            typed[typedSlot<P>(m)][l] = out[m];
-          else if (kSums)
-            acc[m][l] += out[m];
+          for (int m = 0; m < P::kOutputs; ++m) {
+            if (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype)
+              y[m].v[l] = fromCompute<S>(out[m]);
+            else if (P::outKind(m) == OutKind::Full)
+              typed[typedSlot<P>(m)][l] = out[m];
+            else if (kSums)
+              acc[m][l] += out[m];
+          }
         }
-      }
 #pragma unroll
-      for (int m = 0; m < P::kOutputs; ++m)
-        if (P::outKind(m) == OutKind::Full && a.need[m]) {
-          if (P::outElem(m) == Elem::Dtype)
-            storeVec<S, V>(a.out[m], off, y[m]);
-          else
-            storeTypedVec(P::outElem(m), a.out[m], off, typed[typedSlot<P>(m)]);
-        }
+        for (int m = 0; m < P::kOutputs; ++m)
+          if (P::outKind(m) == OutKind::Full && a.need[m]) {
+            if (P::outElem(m) == Elem::Dtype)
+              storeVec<S, V>(a.out[m], off, y[m]);
+            else
+              storeTypedVec(P::outElem(m), a.out[m], off, typed[typedSlot<P>(m)]);
+          }
       }
     }
   }

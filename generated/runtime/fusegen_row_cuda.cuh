@@ -1018,6 +1018,19 @@ template <class P> constexpr bool rowReadOnce() {
   return P::kStages == 2 && shiftedStage<P>(1) && !fullOutputs;
 }
 
+// f(), an int, for the current device: computed once per device and call site (devices from
+// 64 on: every time). Each caller's lambda is a type of its own, with its own cache.
+template <class F> int oncePerDevice(F&& f) {
+  static int known[64] = {}; // 0: not asked yet, else f() + 1
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  if (device >= 64)
+    return f();
+  if (known[device] == 0)
+    known[device] = f() + 1;
+  return known[device] - 1;
+}
+
 // Spilled registers a row variant may have and still be chosen: a few words, stored and
 // reloaded outside the element loops, cost nothing measurable (cross_entropy's forward, 8
 // bytes with 4 items); hundreds did (cross_entropy_mean's, 762 bytes: 12x slower than the row
@@ -1028,13 +1041,7 @@ constexpr size_t kRowSpillTolerance = 64;
 // registers spills at most kRowSpillTolerance bytes (RowTraits::maxItems), as compiled for
 // the current device; asked once per device.
 template <class P, typename S> int rowMaxItems() {
-  static int known[64] = {}; // per device: 0 not asked yet, else maxItems + 1
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  int unknown = 0;
-  int& k = device < 64 ? known[device] : unknown;
-  if (k == 0) {
-    int most = 0;
+  return oncePerDevice([] {
     for (int items : {4, 2, 1}) {
       RowGeometry v{};
       v.vec = vecWidth<S>();
@@ -1045,31 +1052,22 @@ template <class P, typename S> int rowMaxItems() {
       withRowProgram<P, S>(v, [&](auto kernel) {
         check(cudaFuncGetAttributes(&attributes, kernel), "row kernel attributes");
       });
-      if (attributes.localSizeBytes <= kRowSpillTolerance) {
-        most = items;
-        break;
-      }
+      if (attributes.localSizeBytes <= kRowSpillTolerance)
+        return items;
     }
-    k = most + 1;
-  }
-  return k - 1;
+    return 0;
+  });
 }
 
 // Whether this package's row kernels were compiled with clusters for the current device (a
 // build for an older architecture running there has none); asked once per device.
 template <class P, typename S> bool rowClustersCompiled() {
-  static int compiled[64] = {}; // 0: not asked yet, 1: no, 2: yes
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  int unknown = 0;
-  int& c = device < 64 ? compiled[device] : unknown;
-  if (c == 0) {
+  return oncePerDevice([] {
     cudaFuncAttributes attributes{};
     check(cudaFuncGetAttributes(&attributes, rowProgram<P, S, vecWidth<S>(), 4, kMaxGroup, true>),
           "row kernel attributes");
-    c = attributes.binaryVersion >= 90 ? 2 : 1;
-  }
-  return c == 2;
+    return attributes.binaryVersion >= 90 ? 1 : 0;
+  }) == 1;
 }
 
 // The launch of g's variant over `blocks` blocks: a cluster of g.cluster blocks per row where

@@ -401,6 +401,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     uniformValues.push_back({"_u[" + std::to_string(i) + "]", uniforms.conditions()[i]});
   const DefaultUniforms defaults = defaultUniforms(uniforms.conditions(), fn);
   d.set("n_uniforms", std::to_string(uniforms.conditions().size()));
+  d.set("n_uniforms_nonzero", !uniforms.conditions().empty());
   d.set("default_known", std::to_string(defaults.known) + "u");
   d.set("default_value", std::to_string(defaults.value) + "u");
   d.set("uniforms", printCpp(uniformValues, 4, attrs));
