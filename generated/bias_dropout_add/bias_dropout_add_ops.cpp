@@ -28,17 +28,17 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype, true},
-    {"residual", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"residual", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, false},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, false},
-    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, false},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, false, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, false, fg::kAllDims},
+    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, false, fg::kAllDims},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -57,6 +57,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -74,10 +76,11 @@ constexpr glue::OpInfo kOp{
     "_saved_rng, float p, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     glue::plan<Forward>("fusegen::bias_dropout_add", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::bias_dropout_add_backward", kBackwardTensors, /*full=*/0,
                          kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                         kBackwardCudaWorkspace, kBackwardCuda, /*rngTensor=*/4),
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/4),
     {"fusegen::bias_dropout_add_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/true, kSaveInputs, kPassthrough, kDifferentiable}};
 

@@ -28,13 +28,13 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -51,6 +51,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -67,10 +69,11 @@ constexpr glue::OpInfo kOp{
     "(Tensor, Tensor)",
     glue::plan<Forward>("fusegen::bias_gelu_erf", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::bias_gelu_erf_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::bias_gelu_erf_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

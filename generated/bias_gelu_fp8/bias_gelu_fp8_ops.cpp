@@ -28,15 +28,15 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype, true},
-    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
-    {"scale", fg::Bcast::Scalar, 3, fg::Elem::Dtype, false},
-    {"_grad_out", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"scale", fg::Bcast::Scalar, 3, fg::Elem::Dtype, false, fg::kAllDims},
+    {"_grad_out", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -56,6 +56,8 @@ constexpr bool kDifferentiable[] = {
     true,
     false,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -72,10 +74,11 @@ constexpr glue::OpInfo kOp{
     "output_mask) -> (Tensor, Tensor, Tensor)",
     glue::plan<Forward>("fusegen::bias_gelu_fp8", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::bias_gelu_fp8_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::bias_gelu_fp8_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

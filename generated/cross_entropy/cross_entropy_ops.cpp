@@ -28,17 +28,17 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"logits", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"target", fg::Bcast::Row, 1, fg::Elem::Int64, true},
+    {"logits", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"target", fg::Bcast::Row, 1, fg::Elem::Int64, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"logits", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"target", fg::Bcast::Row, 2, fg::Elem::Int64, true},
-    {"_saved_m", fg::Bcast::Stat, 3, fg::Elem::Dtype, true},
-    {"_saved_stat1", fg::Bcast::Stat, 4, fg::Elem::Dtype, true},
-    {"_saved_lse", fg::Bcast::Stat, 5, fg::Elem::Dtype, true},
-    {"_saved_stat3", fg::Bcast::Stat, 6, fg::Elem::Dtype, true},
-    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype, true},
+    {"logits", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"target", fg::Bcast::Row, 2, fg::Elem::Int64, true, fg::kAllDims},
+    {"_saved_m", fg::Bcast::Stat, 3, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_stat1", fg::Bcast::Stat, 4, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_lse", fg::Bcast::Stat, 5, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_stat3", fg::Bcast::Stat, 6, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -55,6 +55,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -74,10 +76,11 @@ constexpr glue::OpInfo kOp{
     "label_smoothing, float z_loss, float softcap, bool[2] output_mask) -> (Tensor, Tensor)",
     glue::plan<Forward>("fusegen::cross_entropy", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::cross_entropy_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::cross_entropy_backward", /*inputs=*/2, /*attrs=*/4, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

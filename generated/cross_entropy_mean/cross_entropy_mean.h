@@ -26,6 +26,7 @@ struct Forward {
   static constexpr int kStages = 2;     // passes of reductions over each row
   static constexpr int kRowValues = 20; // per-row values kept in registers
   static constexpr bool kColumn = true; // reads the column index j
+  static constexpr int kNamedDims = 0;  // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -40,6 +41,7 @@ struct Forward {
                              /* logits [..., D] */ fg::Bcast::Full,
                              /* target [...] */ fg::Bcast::Row>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Int64>;
+  using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims>;
   using OutKinds = fg::Table<
       fg::OutKind,
       /* loss [] (finish) */ fg::OutKind::Scalar,
@@ -52,6 +54,8 @@ struct Forward {
   using OutElems =
       fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype,
                 fg::Elem::Dtype, fg::Elem::Compute, fg::Elem::Compute>;
+  using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims,
+                             fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum,
                                fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
   using TotalPerRows = fg::Table<bool, false, false, false, false, false, true, true>;
@@ -64,8 +68,12 @@ struct Forward {
   using Picks = fg::Table<bool, false, true, false, false>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
+  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
+  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
+  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
   FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
   // A Total output of a per-row value (rowOut's), not of an element value (elem's).
   FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
@@ -300,6 +308,7 @@ struct Backward {
   static constexpr int kStages = 0;     // passes of reductions over each row
   static constexpr int kRowValues = 22; // per-row values kept in registers
   static constexpr bool kColumn = true; // reads the column index j
+  static constexpr int kNamedDims = 0;  // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -323,10 +332,13 @@ struct Backward {
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Int64, fg::Elem::Dtype,
                             fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Compute,
                             fg::Elem::Compute, fg::Elem::Dtype>;
+  using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims,
+                           fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_logits [..., D] */ fg::OutKind::Full,
                              /* grad_target [...] */ fg::OutKind::Row>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype>;
+  using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum>;
   using TotalPerRows = fg::Table<bool, false, false>;
   using Reductions = fg::Table<int>;
@@ -337,8 +349,12 @@ struct Backward {
   using Picks = fg::Table<bool>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
+  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
+  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
+  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
   FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
   // A Total output of a per-row value (rowOut's), not of an element value (elem's).
   FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }

@@ -28,22 +28,22 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x0", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"residual", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype, true},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
+    {"x0", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"residual", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x0", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
-    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 4, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 5, fg::Elem::Dtype, false},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
-    {"_saved_mu", fg::Bcast::Stat, 6, fg::Elem::Dtype, true},
-    {"_saved_rstd", fg::Bcast::Stat, 7, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"_grad_residual_out", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"x0", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 4, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 5, fg::Elem::Dtype, false, fg::kAllDims},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_mu", fg::Bcast::Stat, 6, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_rstd", fg::Bcast::Stat, 7, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_residual_out", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -65,6 +65,8 @@ constexpr bool kDifferentiable[] = {
     true,
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -84,10 +86,11 @@ constexpr glue::OpInfo kOp{
     "_saved_rng, float p, float eps, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)",
     glue::plan<Forward>("fusegen::dropout_add_layernorm", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::dropout_add_layernorm_backward", kBackwardTensors, /*full=*/0,
                          kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                         kBackwardCudaWorkspace, kBackwardCuda, /*rngTensor=*/8),
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/8),
     {"fusegen::dropout_add_layernorm_backward", /*inputs=*/4, /*attrs=*/2, /*outputs=*/2,
      /*generator=*/true, kSaveInputs, kPassthrough, kDifferentiable}};
 

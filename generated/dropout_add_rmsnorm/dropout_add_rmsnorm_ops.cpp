@@ -28,19 +28,19 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x0", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"residual", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
+    {"x0", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"residual", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x0", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
-    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 4, fg::Elem::Dtype, true},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true},
-    {"_saved_rstd", fg::Bcast::Stat, 5, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"_grad_residual_out", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"x0", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 4, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_rstd", fg::Bcast::Stat, 5, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_residual_out", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -60,6 +60,8 @@ constexpr bool kDifferentiable[] = {
     true,
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -79,10 +81,11 @@ constexpr glue::OpInfo kOp{
     "output_mask) -> (Tensor, Tensor, Tensor)",
     glue::plan<Forward>("fusegen::dropout_add_rmsnorm", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::dropout_add_rmsnorm_backward", kBackwardTensors, /*full=*/0,
                          kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                         kBackwardCudaWorkspace, kBackwardCuda, /*rngTensor=*/6),
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/6),
     {"fusegen::dropout_add_rmsnorm_backward", /*inputs=*/3, /*attrs=*/2, /*outputs=*/2,
      /*generator=*/true, kSaveInputs, kPassthrough, kDifferentiable}};
 

@@ -27,17 +27,17 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"alpha", fg::Bcast::Scalar, 1, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"alpha", fg::Bcast::Scalar, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"alpha", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 3, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 4, fg::Elem::Dtype, false},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"alpha", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 3, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 4, fg::Elem::Dtype, false, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -58,6 +58,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -65,21 +67,22 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{
-    __FILE__,
-    "dyt",
-    "dyt(Tensor x, Tensor alpha, Tensor weight, Tensor bias) -> Tensor",
-    "dyt_backward",
-    "dyt_backward(Tensor _grad_y, Tensor x, Tensor alpha, Tensor weight, Tensor bias, bool[4] "
-    "output_mask) -> (Tensor, Tensor, Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::dyt", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
-    glue::plan<Backward>("fusegen::dyt_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
-    {"fusegen::dyt_backward", /*inputs=*/4, /*attrs=*/0, /*outputs=*/1,
-     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{__FILE__,
+                           "dyt",
+                           "dyt(Tensor x, Tensor alpha, Tensor weight, Tensor bias) -> Tensor",
+                           "dyt_backward",
+                           "dyt_backward(Tensor _grad_y, Tensor x, Tensor alpha, Tensor weight, "
+                           "Tensor bias, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)",
+                           glue::plan<Forward>("fusegen::dyt", kForwardTensors, /*full=*/0, kDtypes,
+                                               &glue::cpuEntry<Forward::Args, &forwardCpu>,
+                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
+                           glue::plan<Backward>("fusegen::dyt_backward", kBackwardTensors,
+                                                /*full=*/0, kDtypes,
+                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                                                /*rngTensor=*/-1),
+                           {"fusegen::dyt_backward", /*inputs=*/4, /*attrs=*/0, /*outputs=*/1,
+                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -15,10 +15,65 @@ STAT = "stat"  # a per-row statistic the forward saves for the backward: ROW, in
 TOTAL = "total"  # a whole-tensor value the forward saves for the backward: SCALAR, compute type
 
 
+# Named leading dims (a spec's `x: [..., S, H, D]`): an input may omit some of the op's dims
+# (`cos: [S, D]`) and is broadcast over them. Its shape is spelled as the spec writes it, a
+# class of its own ("mapped"); the op's dims are OpInfo.dims.
+def parse_shape(cls: str) -> Tuple[bool, List[str], bool]:
+    """(has the batch '...', the named dims, has D) of a shape spelling."""
+    parts = [p.strip() for p in cls.strip("[]").split(",") if p.strip()]
+    return parts[:1] == ["..."], [p for p in parts if p not in ("...", "D")], parts[-1:] == ["D"]
+
+
+def is_mapped(cls: str) -> bool:
+    """Whether cls is the shape of an input that omits some of the op's leading dims."""
+    return cls not in (FULL, COL, ROW, SCALAR, STAT, TOTAL, "rng")
+
+
+def mapped_shape(cls: str, sizes: Sequence[int], dims: Sequence[str], D: int) -> List[int]:
+    """The shape of a mapped input, from the named dims' sizes and D."""
+    _, named, has_d = parse_shape(cls)
+    return [int(sizes[i]) for i, d in enumerate(dims) if d in named] + ([int(D)] if has_d else [])
+
+
+def align(t: torch.Tensor, cls: str, dims: Sequence[str]) -> torch.Tensor:
+    """A mapped input as a view broadcasting against the op's [..., *dims, D] (per-row ones
+    against [..., *dims, 1], as the references hold per-row values)."""
+    _, named, has_d = parse_shape(cls)
+    if not has_d:
+        t = t.unsqueeze(-1)
+    k = len(dims)
+    for i in reversed(range(k)):
+        if dims[i] not in named:
+            t = t.unsqueeze(-(k - 1 - i) - 2)
+    return t
+
+
+def position(like: torch.Tensor, dims: Sequence[str], i: int) -> torch.Tensor:
+    """pos(dims[i]): the index along named dim i, as int64 broadcasting against the op's
+    [..., *dims, D] (like: a tensor of that shape)."""
+    k = len(dims)
+    n = like.shape[like.dim() - 1 - k + i]
+    return torch.arange(n, device=like.device).view([n] + [1] * (k - i))
+
+
+def reduce_to(g: torch.Tensor, cls: str, full: Sequence[int], dims: Sequence[str]) -> torch.Tensor:
+    """A value broadcast against the op's full shape (per-row: [..., 1]) summed over the
+    leading dims a mapped input omits: its gradient, in its shape."""
+    _, named, has_d = parse_shape(cls)
+    k = len(dims)
+    shape = list(full) if has_d else list(full[:-1]) + [1]
+    g = torch.broadcast_to(g, shape)
+    lead = len(full) - 1 - k
+    sums = list(range(lead)) + [lead + i for i in range(k) if dims[i] not in named]
+    if sums:  # (sum over an empty list of dims would sum everything)
+        g = g.sum(dim=sums)
+    return g if has_d else g.squeeze(-1)
+
+
 @dataclasses.dataclass(frozen=True)
 class Arg:
     name: str
-    shape: str  # one of FULL, COL, ROW, SCALAR
+    shape: str  # one of FULL, COL, ROW, SCALAR, or a mapped input's spelling ("[S, D]")
     # An integer or bool input's dtype (int64, int32, bool), or an output's own type (float32,
     # float8_e4m3fn, float8_e5m2: no gradient flows through it); None: the op's dtype.
     dtype: str = None
@@ -51,6 +106,7 @@ class OpInfo:
     schema: str = ""  # the op's and its backward's schemas, as fusegen spelled them
     backward_schema: str = ""
     column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
+    dims: List[str] = dataclasses.field(default_factory=list)  # named leading dims, outermost first
     random: int = 0  # random streams drawn (rand, dropout): a generator argument, rng state
 
     @property
@@ -131,7 +187,26 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
         raise RuntimeError(f"{op}: argument '{ref_name}' must have at least 1 dim (its last dim is "
                            "D), but is 0-dim")
     D = ref.shape[-1] if ref.dim() else 1
+    k = len(spec.dims)
+    if k and ref.dim() < k + 1:
+        raise RuntimeError(f"{op}: argument '{ref_name}' must have at least {k + 1} dims "
+                           f"[..., {', '.join(spec.dims)}, D], but has shape {_shape(ref.shape)}")
+    sizes = list(ref.shape[ref.dim() - 1 - k:-1]) if k else []
     for name, cls, t, *_ in named:
+        if is_mapped(cls):
+            _, dims_of, has_d = parse_shape(cls)
+            want = mapped_shape(cls, sizes, spec.dims, D)
+            if t.dim() != len(want):
+                raise RuntimeError(f"{op}: argument '{name}' must have shape {cls} = {_shape(want)} "
+                                   f"(from '{ref_name}' {_shape(ref.shape)}), but has shape "
+                                   f"{_shape(t.shape)}")
+            for j, d in enumerate(dims_of):
+                if t.shape[j] != want[j]:
+                    raise RuntimeError(f"{op}: argument '{name}' has {d} = {t.shape[j]} (dim {j} of "
+                                       f"{_shape(t.shape)}) where '{ref_name}' has {d} = {want[j]}")
+            if has_d and t.shape[-1] != D:
+                raise RuntimeError(f"{op}: argument '{name}' has D = {t.shape[-1]} (its last dim) "
+                                   f"where '{ref_name}' has D = {D}")
         if cls == FULL and list(t.shape) != list(ref.shape):
             raise RuntimeError(f"{op}: argument '{name}' must have the same shape as '{ref_name}' "
                                f"{_shape(ref.shape)}, but has shape {_shape(t.shape)}")
@@ -344,9 +419,10 @@ def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int
     scalar_rank = tensors[full].dim() - (dims[full] is not None) == 0  # a 0-dim [..., D]
     per_sample = (
         random
-        or any(d is not None and c in (COL, SCALAR) for c, d in zip(classes, dims))
+        or any(d is not None and (c in (COL, SCALAR) or is_mapped(c))
+               for c, d in zip(classes, dims))
         or (mask_at is not None
-            and any(m and c in (COL, SCALAR) for c, m in zip(results, mask)))
+            and any(m and (c in (COL, SCALAR) or is_mapped(c)) for c, m in zip(results, mask)))
         or (scalar_rank and COL in classes)  # the op's error, per sample
         or (mask_at is None and SCALAR in results)  # whole-tensor values: each sample's own
         or info.batch_size == 0)
@@ -406,12 +482,16 @@ def compute_type(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     return [t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors]
 
 
-def cotangent(g: torch.Tensor, computed: bool, cls: str, like: torch.Tensor) -> torch.Tensor:
+def cotangent(g: torch.Tensor, computed: bool, cls: str, like: torch.Tensor,
+              dims: Sequence[str] = ()) -> torch.Tensor:
     """The cotangent of one output of <op>_backward in like's dtype: zero where output_mask
-    left the output uncomputed (an empty tensor); per-row values as [..., 1]."""
+    left the output uncomputed (an empty tensor); per-row values as [..., 1]; a mapped
+    input's gradient aligned with the op's dims."""
     if not computed or g is None:
         return like.new_zeros(())
     g = g.to(like.dtype)
+    if is_mapped(cls):
+        return align(g, cls, dims)
     return g.unsqueeze(-1) if cls == ROW else g
 
 
@@ -420,12 +500,14 @@ def _sum_leading(t: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def grad_to(a: torch.Tensor, cls: str, full: List[int], dtype: torch.dtype,
-            rowlike: bool = False) -> torch.Tensor:
+            rowlike: bool = False, dims: Sequence[str] = ()) -> torch.Tensor:
     """A second-order adjoint (an expression broadcast against the [..., D] shape `full`) as
     the gradient of an argument of shape class cls: per element, per row ([..., 1]), summed
     over rows ([D]), or over every element ([]; over rows where the adjoint is per row)."""
     lead = full[:-1]
-    if cls == FULL:
+    if is_mapped(cls):
+        out = reduce_to(a, cls, full, dims)
+    elif cls == FULL:
         out = torch.broadcast_to(a, full)
     elif cls == ROW:
         out = torch.broadcast_to(a, lead + [1]).squeeze(-1)

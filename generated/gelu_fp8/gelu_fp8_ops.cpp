@@ -27,12 +27,12 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"scale", fg::Bcast::Scalar, 1, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"scale", fg::Bcast::Scalar, 1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, false},
-    {"scale", fg::Bcast::Scalar, 1, fg::Elem::Dtype, false},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, false, fg::kAllDims},
+    {"scale", fg::Bcast::Scalar, 1, fg::Elem::Dtype, false, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -49,6 +49,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     false,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -64,10 +66,11 @@ constexpr glue::OpInfo kOp{
     "gelu_fp8_backward(Tensor x, Tensor scale, bool[2] output_mask) -> (Tensor, Tensor)",
     glue::plan<Forward>("fusegen::gelu_fp8", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::gelu_fp8_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::gelu_fp8_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

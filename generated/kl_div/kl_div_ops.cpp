@@ -27,13 +27,13 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"input", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"target", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"input", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"target", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"input", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"target", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
-    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype, true},
+    {"input", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"target", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -50,6 +50,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -57,21 +59,22 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{
-    __FILE__,
-    "kl_div",
-    "kl_div(Tensor input, Tensor target, *, bool log_target=True) -> Tensor",
-    "kl_div_backward",
-    "kl_div_backward(Tensor _grad_loss, Tensor input, Tensor target, bool log_target, bool[2] "
-    "output_mask) -> (Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::kl_div", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
-    glue::plan<Backward>("fusegen::kl_div_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
-    {"fusegen::kl_div_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
-     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{__FILE__,
+                           "kl_div",
+                           "kl_div(Tensor input, Tensor target, *, bool log_target=True) -> Tensor",
+                           "kl_div_backward",
+                           "kl_div_backward(Tensor _grad_loss, Tensor input, Tensor target, bool "
+                           "log_target, bool[2] output_mask) -> (Tensor, Tensor)",
+                           glue::plan<Forward>("fusegen::kl_div", kForwardTensors, /*full=*/0,
+                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
+                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
+                           glue::plan<Backward>("fusegen::kl_div_backward", kBackwardTensors,
+                                                /*full=*/0, kDtypes,
+                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                                                /*rngTensor=*/-1),
+                           {"fusegen::kl_div_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
+                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp);
 

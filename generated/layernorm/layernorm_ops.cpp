@@ -27,17 +27,17 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true},
-    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype, false},
-    {"_saved_mu", fg::Bcast::Stat, 4, fg::Elem::Dtype, true},
-    {"_saved_rstd", fg::Bcast::Stat, 5, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype, false, fg::kAllDims},
+    {"_saved_mu", fg::Bcast::Stat, 4, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_rstd", fg::Bcast::Stat, 5, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -56,6 +56,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -73,10 +75,11 @@ constexpr glue::OpInfo kOp{
     "Tensor _saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     glue::plan<Forward>("fusegen::layernorm", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::layernorm_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::layernorm_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

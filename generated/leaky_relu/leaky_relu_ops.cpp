@@ -27,11 +27,11 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -46,6 +46,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -62,10 +64,11 @@ constexpr glue::OpInfo kOp{
     "Tensor",
     glue::plan<Forward>("fusegen::leaky_relu", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::leaky_relu_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::leaky_relu_backward", /*inputs=*/1, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

@@ -18,6 +18,7 @@ struct Forward {
   static constexpr int kStages = 2;      // passes of reductions over each row
   static constexpr int kRowValues = 4;   // per-row values kept in registers
   static constexpr bool kColumn = false; // reads the column index j
+  static constexpr int kNamedDims = 0;   // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -31,11 +32,13 @@ struct Forward {
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
+  using InDims = fg::Table<unsigned, fg::kAllDims>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* y [..., D] */ fg::OutKind::Full,
                              /* _saved_m [...] (compute type) */ fg::OutKind::Stat,
                              /* _saved_stat1 [...] (compute type) */ fg::OutKind::Stat>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
+  using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
   using TotalPerRows = fg::Table<bool, false, false, false>;
   using Reductions = fg::Table<int, 1, 1>;
@@ -46,8 +49,12 @@ struct Forward {
   using Picks = fg::Table<bool, false, false>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
+  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
+  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
+  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
   FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
   // A Total output of a per-row value (rowOut's), not of an element value (elem's).
   FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
@@ -191,6 +198,7 @@ struct Backward {
   static constexpr int kStages = 1;      // passes of reductions over each row
   static constexpr int kRowValues = 4;   // per-row values kept in registers
   static constexpr bool kColumn = false; // reads the column index j
+  static constexpr int kNamedDims = 0;   // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -208,9 +216,11 @@ struct Backward {
                              /* _grad_y [..., D] */ fg::Bcast::Full>;
   using InElems =
       fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
+  using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
+  using OutKeeps = fg::Table<unsigned, fg::kAllDims>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum>;
   using TotalPerRows = fg::Table<bool, false>;
   using Reductions = fg::Table<int, 1>;
@@ -221,8 +231,12 @@ struct Backward {
   using Picks = fg::Table<bool, false>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
+  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
+  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
+  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
   FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
   // A Total output of a per-row value (rowOut's), not of an element value (elem's).
   FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }

@@ -27,13 +27,13 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"a", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"b", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"a", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"b", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"a", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"b", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"a", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"b", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -50,6 +50,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -65,10 +67,11 @@ constexpr glue::OpInfo kOp{
     "mul_backward(Tensor _grad_y, Tensor a, Tensor b, bool[2] output_mask) -> (Tensor, Tensor)",
     glue::plan<Forward>("fusegen::mul", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::mul_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::mul_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

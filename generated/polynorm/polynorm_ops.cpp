@@ -27,22 +27,22 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"w0", fg::Bcast::Scalar, 1, fg::Elem::Dtype, true},
-    {"w1", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true},
-    {"w2", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true},
-    {"b", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"w0", fg::Bcast::Scalar, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"w1", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"w2", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true, fg::kAllDims},
+    {"b", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"w0", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true},
-    {"w1", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true},
-    {"w2", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true},
-    {"b", fg::Bcast::Scalar, 5, fg::Elem::Dtype, false},
-    {"_saved_stat0", fg::Bcast::Stat, 6, fg::Elem::Dtype, true},
-    {"_saved_stat1", fg::Bcast::Stat, 7, fg::Elem::Dtype, true},
-    {"_saved_stat2", fg::Bcast::Stat, 8, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"w0", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"w1", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true, fg::kAllDims},
+    {"w2", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true, fg::kAllDims},
+    {"b", fg::Bcast::Scalar, 5, fg::Elem::Dtype, false, fg::kAllDims},
+    {"_saved_stat0", fg::Bcast::Stat, 6, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_stat1", fg::Bcast::Stat, 7, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_stat2", fg::Bcast::Stat, 8, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -57,6 +57,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -75,10 +77,11 @@ constexpr glue::OpInfo kOp{
     "(Tensor, Tensor, Tensor, Tensor, Tensor)",
     glue::plan<Forward>("fusegen::polynorm", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::polynorm_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::polynorm_backward", /*inputs=*/5, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

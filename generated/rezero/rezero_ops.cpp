@@ -27,15 +27,15 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"h", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"alpha", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"h", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"alpha", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, false},
-    {"h", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
-    {"alpha", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, false, fg::kAllDims},
+    {"h", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"alpha", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -54,6 +54,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -61,21 +63,22 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{
-    __FILE__,
-    "rezero",
-    "rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor",
-    "rezero_backward",
-    "rezero_backward(Tensor _grad_y, Tensor x, Tensor h, Tensor alpha, bool[3] output_mask) -> "
-    "(Tensor, Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::rezero", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
-    glue::plan<Backward>("fusegen::rezero_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
-    {"fusegen::rezero_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/1,
-     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{__FILE__,
+                           "rezero",
+                           "rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor",
+                           "rezero_backward",
+                           "rezero_backward(Tensor _grad_y, Tensor x, Tensor h, Tensor alpha, "
+                           "bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+                           glue::plan<Forward>("fusegen::rezero", kForwardTensors, /*full=*/0,
+                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
+                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
+                           glue::plan<Backward>("fusegen::rezero_backward", kBackwardTensors,
+                                                /*full=*/0, kDtypes,
+                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                                                /*rngTensor=*/-1),
+                           {"fusegen::rezero_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/1,
+                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -27,12 +27,12 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, false},
-    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, false},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, false, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, false, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -50,6 +50,8 @@ constexpr bool kDifferentiable[] = {
     false,
     false,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -66,10 +68,11 @@ constexpr glue::OpInfo kOp{
     "Tensor)",
     glue::plan<Forward>("fusegen::rmsnorm_fp8", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::rmsnorm_fp8_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::rmsnorm_fp8_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

@@ -20,6 +20,7 @@ struct Forward {
   static constexpr int kStages = 1;      // passes of reductions over each row
   static constexpr int kRowValues = 5;   // per-row values kept in registers
   static constexpr bool kColumn = false; // reads the column index j
+  static constexpr int kNamedDims = 0;   // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -35,12 +36,14 @@ struct Forward {
                              /* weight [D] */ fg::Bcast::Col,
                              /* scale [] */ fg::Bcast::Scalar>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
+  using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using OutKinds = fg::Table<
       fg::OutKind,
       /* y8 [..., D] stored as float8_e4m3fn */ fg::OutKind::Full,
       /* amax [] (finish) stored as float32 */ fg::OutKind::Scalar,
       /* _saved_total0 [] (over all rows) stored as the compute type */ fg::OutKind::Total>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Float8E4M3, fg::Elem::Float32, fg::Elem::Compute>;
+  using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Max>;
   using TotalPerRows = fg::Table<bool, false, false, false>;
   using Reductions = fg::Table<int, 1>;
@@ -51,8 +54,12 @@ struct Forward {
   using Picks = fg::Table<bool, false>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
+  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
+  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
+  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
   FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
   // A Total output of a per-row value (rowOut's), not of an element value (elem's).
   FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
@@ -195,6 +202,7 @@ struct Backward {
   static constexpr int kStages = 0;      // passes of reductions over each row
   static constexpr int kRowValues = 0;   // per-row values kept in registers
   static constexpr bool kColumn = false; // reads the column index j
+  static constexpr int kNamedDims = 0;   // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -212,11 +220,13 @@ struct Backward {
                              /* _saved_total0 [] (compute type) */ fg::Bcast::Unread>;
   using InElems =
       fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Compute>;
+  using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full,
                              /* grad_weight [D] (sum over rows) */ fg::OutKind::ColSum,
                              /* grad_scale [] (over all rows) */ fg::OutKind::Total>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
+  using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
   using TotalPerRows = fg::Table<bool, false, false, false>;
   using Reductions = fg::Table<int>;
@@ -227,8 +237,12 @@ struct Backward {
   using Picks = fg::Table<bool>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
+  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
+  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
+  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
   FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
   // A Total output of a per-row value (rowOut's), not of an element value (elem's).
   FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }

@@ -28,15 +28,15 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true},
-    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, false},
-    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, false},
-    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, false},
-    {"_saved_total0", fg::Bcast::Scalar, 3, fg::Elem::Compute, false},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, false, fg::kAllDims},
+    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, false, fg::kAllDims},
+    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, false, fg::kAllDims},
+    {"_saved_total0", fg::Bcast::Scalar, 3, fg::Elem::Compute, false, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -56,6 +56,8 @@ constexpr bool kDifferentiable[] = {
     false,
     false,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -73,10 +75,11 @@ constexpr glue::OpInfo kOp{
     "float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     glue::plan<Forward>("fusegen::rmsnorm_fp8_tensor", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::rmsnorm_fp8_tensor_backward", kBackwardTensors, /*full=*/0,
                          kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                         kBackwardCudaWorkspace, kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::rmsnorm_fp8_tensor_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

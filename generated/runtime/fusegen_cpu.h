@@ -77,11 +77,16 @@ template <class P, typename S> struct Runner {
                                                  : loadTyped<T>(P::inElem(k), a.in[k], 0);
   }
 
+  // Input k's row at the op's row `row`: its own where it omits some leading dims.
+  int64_t inRow(int k, int64_t row) const {
+    return P::inDims(k) == kAllDims ? row : mappedRow<P::kNamedDims>(P::inDims(k), row, a.dims);
+  }
+
   void elementInputs(int64_t row, int64_t c, T* in) const {
     for (int k = 0; k < P::kInputs; ++k) {
       switch (P::inBcast(k)) {
       case Bcast::Full:
-        in[k] = toCompute(static_cast<const S*>(a.in[k])[row * a.D + c]);
+        in[k] = toCompute(static_cast<const S*>(a.in[k])[inRow(k, row) * a.D + c]);
         break;
       case Bcast::Col:
         in[k] = toCompute(static_cast<const S*>(a.in[k])[c]);
@@ -93,7 +98,7 @@ template <class P, typename S> struct Runner {
         break;
       }
       case Bcast::TypedFull:
-        in[k] = loadTyped<T>(P::inElem(k), a.in[k], row * a.D + c);
+        in[k] = loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row) * a.D + c);
         break;
       case Bcast::TypedCol:
         in[k] = loadTyped<T>(P::inElem(k), a.in[k], c);
@@ -152,7 +157,7 @@ template <class P, typename S> struct Runner {
     T laneRed[kLanes][NM];
     for (int l = 0; l < kLanes; ++l) {
       for (int i = 0; i < NM; ++i)
-        laneRed[l][i] = accResult(P::reduceKind(St, i), first[i][l]);
+        laneRed[l][i] = shiftBase(P::reduceKind(St, i), accResult(P::reduceKind(St, i), first[i][l]));
       P::template rowAfter<St, T, isHalf<S>()>(laneRed[l], attr, Dval, laneRv[l]);
     }
     for (int64_t c = 0; c < a.D; ++c) {
@@ -240,10 +245,13 @@ template <class P, typename S> struct Runner {
       T rowIn[P::kInputs];
       for (int k = 0; k < P::kInputs; ++k)
         rowIn[k] = P::inBcast(k) == Bcast::Row
-                       ? (P::inElem(k) == Elem::Dtype ? toCompute(static_cast<const S*>(a.in[k])[row])
-                                                      : loadTyped<T>(P::inElem(k), a.in[k], row))
+                       ? (P::inElem(k) == Elem::Dtype
+                              ? toCompute(static_cast<const S*>(a.in[k])[inRow(k, row)])
+                              : loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row)))
                    : P::inBcast(k) == Bcast::Stat ? static_cast<const T*>(a.in[k])[row]
-                                                  : scalar[k];
+                   : P::inBcast(k) == Bcast::Position
+                       ? static_cast<T>(positionOf<P::kNamedDims>(P::inDims(k), row, a.dims))
+                       : scalar[k];
       P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
       stage<0>(row, rv);
       for (int64_t c = 0; c < a.D; ++c) {

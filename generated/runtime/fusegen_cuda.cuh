@@ -105,7 +105,13 @@ template <typename T> __device__ __forceinline__ void storeTyped(Elem e, void* p
 // Elements i ... i + N - 1 of it, as one store of N x elemBytes(e) bytes (p + i aligned to that).
 template <typename T, int N>
 __device__ __forceinline__ void storeTypedVec(Elem e, void* p, int64_t i, const T (&x)[N]) {
-  if (e == Elem::Float32) {
+  if (e == Elem::Compute) { // (a gradient the glue sums over leading dims)
+    ElemPack<T, N> v;
+#pragma unroll
+    for (int l = 0; l < N; ++l)
+      v.v[l] = x[l];
+    reinterpret_cast<ElemPack<T, N>*>(static_cast<T*>(p) + i)[0] = v;
+  } else if (e == Elem::Float32) {
     ElemPack<float, N> v;
 #pragma unroll
     for (int l = 0; l < N; ++l)
@@ -140,7 +146,9 @@ __device__ __forceinline__ void storeOutput(int m, void* p, int64_t i, T x) {
 // Whether output m's vectors of V elements can be stored whole (p aligned to their bytes).
 template <class P, typename S>
 inline bool outputAligned(int m, const void* p, int V) {
-  const int bytes = P::outElem(m) == Elem::Dtype ? static_cast<int>(sizeof(S)) : elemBytes(P::outElem(m));
+  const int bytes = P::outElem(m) == Elem::Dtype     ? static_cast<int>(sizeof(S))
+                    : P::outElem(m) == Elem::Compute ? static_cast<int>(sizeof(compute_t<S>))
+                                                     : elemBytes(P::outElem(m));
   return reinterpret_cast<uintptr_t>(p) % (static_cast<uintptr_t>(bytes) * V) == 0;
 }
 

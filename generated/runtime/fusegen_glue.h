@@ -28,6 +28,7 @@ struct Call {
   const double* attrs;        // the spec's attrs (ints and bools as doubles)
   int64_t rows;
   int64_t D;
+  const int64_t* dims; // the sizes of the op's named leading dims
   void* workspace; // CUDA: set by the glue after asking cudaWorkspace
   RngArgs rng;     // an op that draws random numbers: where its seed and offset are
 };
@@ -42,6 +43,9 @@ struct TensorInfo {
   int position;     // among the schema's tensor arguments
   Elem elem;        // the dtype of the call, or a fixed integer or bool type
   bool read;        // the program reads its elements (else only its shape is checked)
+  // The op's leading dims it has (kAllDims: all): an input that omits some is checked and read
+  // against its own (fusegen_runtime.h mappedRow); Position: the dim whose index it is.
+  unsigned dims;
 };
 
 // One program of an op (struct Forward or Backward of <op>.h), described to the glue.
@@ -52,8 +56,13 @@ struct PlanInfo {
   const TensorInfo* tensors;
   int nTensors;
   int full; // the first full input: it defines D and the output shape
+  int namedDims;                // the op's named leading dims: the last of the full input's
+  const char* const* dimNames;  // ... their names, outermost first
   const OutKind* kinds; // per result: its shape (allocated by the glue, those not needed empty)
   const Elem* elems;    // per result: its element type (Dtype: the call's)
+  // Per result: the leading dims kept (kAllDims: all); the kernel writes the others too and the
+  // glue sums them away (the gradient of an input broadcast over them).
+  const unsigned* keeps;
   int nResults;
   const DType* dtypes; // those the op supports
   int nDtypes;
@@ -118,6 +127,8 @@ template <class Args> Args argsOf(const Call& c) {
   }
   a.rows = c.rows;
   a.D = c.D;
+  for (int i = 0; i < kMaxNamedDims; ++i)
+    a.dims[i] = c.dims[i];
   a.workspace = c.workspace;
   a.rng = c.rng;
   return a;
@@ -149,19 +160,28 @@ constexpr std::array<Elem, sizeof...(M)> outElems(std::integer_sequence<int, M..
 }
 template <class P>
 inline constexpr auto kOutElems = outElems<P>(std::make_integer_sequence<int, P::kOutputs>{});
+template <class P, int... M>
+constexpr std::array<unsigned, sizeof...(M)> outKeeps(std::integer_sequence<int, M...>) {
+  return {P::outKeep(M)...};
+}
+template <class P>
+inline constexpr auto kOutKeeps = outKeeps<P>(std::make_integer_sequence<int, P::kOutputs>{});
 
 template <class P, size_t NT, size_t ND>
 constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full,
                         const DType (&dtypes)[ND], CpuEntry cpu, CudaWorkspaceEntry cudaWorkspace,
-                        CudaEntry cuda, int rngTensor = -1) {
+                        CudaEntry cuda, const char* const* dimNames, int rngTensor = -1) {
   return {op,
           P::kPlan,
           P::kColumn,
           tensors,
           static_cast<int>(NT),
           full,
+          P::kNamedDims,
+          dimNames,
           kOutKinds<P>.data(),
           kOutElems<P>.data(),
+          kOutKeeps<P>.data(),
           P::kOutputs,
           dtypes,
           static_cast<int>(ND),

@@ -343,6 +343,17 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
     return row * a.D + static_cast<int64_t>(vi) * V;
   }
 
+  // Input k's row at the op's row `row`: its own where it omits some of the op's leading dims
+  // (a [S, D] table against [..., S, H, D]: divisions by the dims' sizes, once per row and
+  // input after unrolling); the op's row else.
+  __device__ __forceinline__ int64_t inRow(int k, int64_t row) const {
+    return P::inDims(k) == kAllDims ? row : mappedRow<P::kNamedDims>(P::inDims(k), row, a.dims);
+  }
+  // The offset of vector vi of input k's row (Full and TypedFull inputs).
+  __device__ __forceinline__ int64_t inOffset(int k, int64_t row, int vi) const {
+    return inRow(k, row) * a.D + static_cast<int64_t>(vi) * V;
+  }
+
   // The column index j of element l of vector vi, in the compute type: a 32-bit conversion
   // (the glue caps D at 2^24 where a program reads j), an exact addition for l.
   __device__ __forceinline__ T column(int vi, int l) const {
@@ -369,7 +380,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), offset(row, vi), out);
     else
       loadTypedVec<T, V>(P::inElem(k), a.in[k],
-                         P::inBcast(k) == Bcast::TypedFull ? offset(row, vi) : vi * V, out);
+                         P::inBcast(k) == Bcast::TypedFull ? inOffset(k, row, vi) : vi * V, out);
   }
 
   template <class I>
@@ -380,7 +391,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
         if constexpr (ITEMS > 0)
           x.full[inputSlot<P>(k, Bcast::Full)] = cache[inputSlot<P>(k, Bcast::Full)][I::value];
         else
-          x.full[inputSlot<P>(k, Bcast::Full)] = loadVec<S, V>(a.in[k], offset(row, vi));
+          x.full[inputSlot<P>(k, Bcast::Full)] = loadVec<S, V>(a.in[k], inOffset(k, row, vi));
       } else if constexpr (P::inBcast(k) == Bcast::Col) {
         if constexpr (sizeof(Vec<S, V>) == 16)
           x.col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
@@ -456,7 +467,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
         staticFor<P::kInputs>([&](auto kc) {
           constexpr int k = decltype(kc)::value;
           if constexpr (P::inBcast(k) == Bcast::Full)
-            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + row * a.D + col));
+            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + inRow(k, row) * a.D + col));
           else if constexpr (P::inBcast(k) == Bcast::Col)
             in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + col));
           else if constexpr (P::inBcast(k) == Bcast::Random) {
@@ -464,7 +475,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
             uniforms<T, 1>(key, inputSlot<P>(k, Bcast::Random), row * a.D + col, u);
             in[k] = u[0];
           } else if constexpr (P::inBcast(k) == Bcast::TypedFull)
-            in[k] = loadTyped<T>(P::inElem(k), a.in[k], row * a.D + col);
+            in[k] = loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row) * a.D + col);
           else if constexpr (P::inBcast(k) == Bcast::TypedCol)
             in[k] = loadTyped<T>(P::inElem(k), a.in[k], col);
           else
@@ -501,7 +512,13 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
 #pragma unroll
     for (int i = 0; i < NM; ++i)
       seen[i] = reduceIdentity<T>(P::reduceKind(St, i));
-    P::template rowAfter<St, T, isHalf<S>()>(seen, attr, Dval, rv);
+    {
+      T base[NM];
+#pragma unroll
+      for (int i = 0; i < NM; ++i)
+        base[i] = shiftBase(P::reduceKind(St, i), seen[i]);
+      P::template rowAfter<St, T, isHalf<S>()>(base, attr, Dval, rv);
+    }
     constexpr int kBatch = rowLoadBatch<P, S>();
     forEachBatch<kBatch>(row, [&](int base, int rowThreads, const Vectors(&x)[kBatch]) {
 #pragma unroll
@@ -537,7 +554,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
         T red[NM];
 #pragma unroll
         for (int i = 0; i < NM; ++i) {
-          red[i] = accResult(P::reduceKind(St, i), first[i]);
+          red[i] = shiftBase(P::reduceKind(St, i), accResult(P::reduceKind(St, i), first[i]));
           seen[i] = first[i].s;
         }
         P::template rowAfter<St, T, isHalf<S>()>(red, attr, Dval, rv);
@@ -777,12 +794,15 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       T rowIn[P::kInputs];
 #pragma unroll
       for (int k = 0; k < P::kInputs; ++k)
-        rowIn[k] = P::inBcast(k) != Bcast::Row && P::inBcast(k) != Bcast::Stat
+        rowIn[k] = P::inBcast(k) == Bcast::Position
+                       ? static_cast<T>(positionOf<P::kNamedDims>(P::inDims(k), row, a.dims))
+                   : P::inBcast(k) != Bcast::Row && P::inBcast(k) != Bcast::Stat
                        ? scalar[k] // [] inputs; 0 for the others
                    : !active                     ? T(0)
                    : P::inBcast(k) == Bcast::Stat ? static_cast<const T*>(a.in[k])[row]
-                   : P::inElem(k) == Elem::Dtype  ? toCompute(static_cast<const S*>(a.in[k])[row])
-                                                  : loadTyped<T>(P::inElem(k), a.in[k], row);
+                   : P::inElem(k) == Elem::Dtype
+                       ? toCompute(static_cast<const S*>(a.in[k])[inRow(k, row)])
+                       : loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row));
       if (active) {
         P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
         if constexpr (ITEMS > 0)
@@ -791,7 +811,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
               constexpr int k = decltype(kc)::value;
               if constexpr (P::inBcast(k) == Bcast::Full)
                 cache[inputSlot<P>(k, Bcast::Full)][item.value] =
-                    loadVec<S, V>(a.in[k], offset(row, vi));
+                    loadVec<S, V>(a.in[k], inOffset(k, row, vi));
               else if constexpr ((P::inBcast(k) == Bcast::Random ||
                                   P::inBcast(k) == Bcast::TypedFull) &&
                                  kCacheExtras)

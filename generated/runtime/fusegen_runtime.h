@@ -37,6 +37,11 @@ enum class DType : int { Float32 = 0, Float16 = 1, BFloat16 = 2, Float64 = 3 };
 // an integer or bool input of shape [..., D] or [D] (P::inElem(k)), read in its own type, not
 // through the dtype's 128-bit vectors: by the row plan V elements at a time (loadTypedVec; kept
 // with the row cache where the row fits with them), by the other plans element by element.
+// Position: no tensor; pos(S), the row's index along the named dim its P::inDims(k) has,
+// computed by the plan per row (positionOf) and read like a Row input.
+// Inputs that omit some of the op's named leading dims (P::inDims(k) != kAllDims: a [S, D]
+// table against [..., S, H, D]) keep their Bcast (Full, Row, TypedFull) and are read at their
+// own row of each of the op's rows (mappedRow), by the row plan and the CPU.
 enum class Bcast : int {
   Full = 0,
   Col = 1,
@@ -46,8 +51,39 @@ enum class Bcast : int {
   Random = 5,
   Unread = 6,
   TypedFull = 7,
-  TypedCol = 8
+  TypedCol = 8,
+  Position = 9
 };
+
+// ---- named leading dims (spec `x: [..., S, H, D]`): the op's rows are the batch, then the
+// named dims, flattened; an input has a mask of them (bit i: named dim i, outermost first; bit
+// n: the batch) and its rows are its dims' flattened.
+constexpr int kMaxNamedDims = 6;
+constexpr unsigned kAllDims = ~0u; // an input with every dim: its row is the op's
+
+// The row of an input with dims `has` at the op's row `row` (dims: the N named dims' sizes).
+template <int N> FG_HD int64_t mappedRow(unsigned has, int64_t row, const int64_t* dims) {
+  int64_t out = 0, stride = 1;
+  for (int i = N - 1; i >= 0; --i) {
+    const int64_t index = row % dims[i];
+    row /= dims[i];
+    if ((has >> i) & 1u) {
+      out += index * stride;
+      stride *= dims[i];
+    }
+  }
+  return (has >> N) & 1u ? out + row * stride : out;
+}
+
+// pos(S) at the op's row `row`: the index along the named dim that `has` has.
+template <int N> FG_HD int64_t positionOf(unsigned has, int64_t row, const int64_t* dims) {
+  for (int i = N - 1; i >= 0; --i) {
+    if ((has >> i) & 1u)
+      return row % dims[i];
+    row /= dims[i];
+  }
+  return 0;
+}
 
 // What an input's elements are stored as (P::inElem(k)): the call's dtype, or an integer or
 // bool type the spec declares. Integer and bool inputs reach the program in the compute type:
@@ -285,6 +321,7 @@ template <int NI, int NO, int NA> struct Args {
   double attr[atLeastOne<NA>()];
   int64_t rows; // product of the leading dims
   int64_t D;    // the last dim (1 for a 0-dim tensor)
+  int64_t dims[kMaxNamedDims]; // the sizes of the op's named leading dims (P::kNamedDims)
   void* workspace; // CUDA: partial sums of ColSum and Total outputs
   RngArgs rng;     // programs with Random inputs: the seed and offset
 };

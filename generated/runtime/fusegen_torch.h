@@ -42,6 +42,7 @@ struct TensorArg {
   Bcast bcast;
   Elem elem;
   bool read; // the plan reads its elements (else it may be a placeholder of its shape)
+  unsigned dims; // the op's leading dims it has (TensorInfo::dims)
 };
 
 inline at::ScalarType elemScalarType(Elem e) {
@@ -123,11 +124,77 @@ struct Prepared {
   int64_t D = 1;
   at::ScalarType dtype = at::kFloat;
   at::Device device = at::kCPU;
+  int namedDims = 0;
+  int64_t dims[kMaxNamedDims] = {}; // the named leading dims' sizes (the full input's)
 };
+
+// The shape of a tensor with the leading dims `keep` of p's (not the batch's), and D if `withD`.
+inline std::vector<int64_t> keptShape(const Prepared& p, unsigned keep, bool withD) {
+  std::vector<int64_t> s;
+  for (int i = 0; i < p.namedDims; ++i)
+    if ((keep >> i) & 1u) s.push_back(p.dims[i]);
+  if (withD) s.push_back(p.D);
+  return s;
+}
+
+// "[S, D]": the dims `keep` of the op's, by name.
+inline std::string dimsSpelling(const char* const* names, int n, unsigned keep, bool withD) {
+  std::string out;
+  for (int i = 0; i < n; ++i)
+    if ((keep >> i) & 1u) out += (out.empty() ? "" : ", ") + std::string(names[i]);
+  if (withD) out += out.empty() ? "D" : ", D";
+  return "[" + out + "]";
+}
+
+// An input that omits some of the op's leading dims ([S, D] against [..., S, H, D]): its shape
+// is its own dims' sizes, each checked against the full input's by name.
+inline void checkMapped(const char* op, const TensorArg& a, const char* refName,
+                        const at::Tensor& ref, const Prepared& p, const char* const* names) {
+  const bool withD = a.bcast == Bcast::Full || a.bcast == Bcast::TypedFull;
+  const std::vector<int64_t> want = keptShape(p, a.dims, withD);
+  const at::Tensor& t = a.tensor;
+  TORCH_CHECK(t.dim() == static_cast<int64_t>(want.size()), op, ": argument '", a.name,
+              "' must have shape ", dimsSpelling(names, p.namedDims, a.dims, withD), " = ",
+              shapeString(want), " (from '", refName, "' ", shapeString(ref.sizes()),
+              "), but has shape ", shapeString(t.sizes()));
+  int64_t k = 0;
+  for (int i = 0; i < p.namedDims; ++i) {
+    if (!((a.dims >> i) & 1u)) continue;
+    TORCH_CHECK(t.size(k) == p.dims[i], op, ": argument '", a.name, "' has ", names[i], " = ",
+                std::to_string(t.size(k)), " (dim ", std::to_string(k), " of ",
+                shapeString(t.sizes()), ") where '", refName, "' has ", names[i], " = ",
+                std::to_string(p.dims[i]));
+    ++k;
+  }
+  TORCH_CHECK(!withD || t.size(k) == p.D, op, ": argument '", a.name, "' has D = ",
+              std::to_string(t.size(k)), " (its last dim) where '", refName, "' has D = ",
+              std::to_string(p.D));
+}
+
+// A result written per element (or row) of the op that the glue sums over the leading dims
+// not in `keep` (the gradient of an input broadcast over them), in the compute type, then
+// stored in `dtype`.
+inline at::Tensor sumToKept(const at::Tensor& t, const Prepared& p, unsigned keep, bool withD,
+                            at::ScalarType dtype) {
+  int64_t named = 1;
+  for (int i = 0; i < p.namedDims; ++i)
+    named *= p.dims[i];
+  std::vector<int64_t> view{named ? p.rows / named : 0};
+  std::vector<int64_t> sumDims;
+  if (!((keep >> p.namedDims) & 1u)) sumDims.push_back(0);
+  for (int i = 0; i < p.namedDims; ++i) {
+    view.push_back(p.dims[i]);
+    if (!((keep >> i) & 1u)) sumDims.push_back(1 + i);
+  }
+  if (withD) view.push_back(p.D);
+  at::Tensor v = t.view(view);
+  return (sumDims.empty() ? v : v.sum(sumDims)).to(dtype).view(keptShape(p, keep, withD));
+}
 
 // `full` is the index of the first full input: it defines D and the output shape.
 inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
-                        c10::ArrayRef<at::ScalarType> dtypes) {
+                        c10::ArrayRef<at::ScalarType> dtypes, int namedDims,
+                        const char* const* dimNames) {
   const at::Tensor& ref = args[full].tensor;
   const char* refName = args[full].name;
   Prepared p;
@@ -137,7 +204,7 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
   for (const TensorArg& a : args)
     hasCol = hasCol || a.bcast == Bcast::Col;
   for (const TensorArg& a : args) {
-    if (a.bcast == Bcast::Random) // no tensor: the plan draws its elements
+    if (a.bcast == Bcast::Random || a.bcast == Bcast::Position) // no tensor: the plan makes it
       continue;
     TORCH_CHECK(a.tensor.defined(), op, ": argument '", a.name, "' is an undefined tensor");
     if (a.elem == Elem::Compute) { // a whole-tensor value saved by the forward
@@ -180,8 +247,23 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
   p.rows = 1; // the leading dims: rows exist with D == 0 too (their reductions are empty)
   for (size_t i = 0; i + 1 < p.fullShape.size(); ++i)
     p.rows *= p.fullShape[i];
+  p.namedDims = namedDims;
+  if (namedDims > 0) {
+    TORCH_CHECK(ref.dim() >= namedDims + 1, op, ": argument '", refName, "' must have at least ",
+                std::to_string(namedDims + 1), " dims [..., ",
+                dimsSpelling(dimNames, namedDims, kAllDims, true).substr(1), ", but has shape ",
+                shapeString(ref.sizes()));
+    for (int i = 0; i < namedDims; ++i)
+      p.dims[i] = ref.size(ref.dim() - 1 - namedDims + i);
+  }
   for (const TensorArg& a : args) {
     const at::Tensor& t = a.tensor;
+    if (a.dims != kAllDims && a.bcast != Bcast::Position && a.bcast != Bcast::Random &&
+        a.bcast != Bcast::Unread) {
+      checkMapped(op, a, refName, ref, p, dimNames);
+      p.tensors.push_back(a.read ? t.contiguous() : at::Tensor());
+      continue;
+    }
     switch (a.bcast) {
     case Bcast::Full:
       TORCH_CHECK(t.sizes() == ref.sizes(), op, ": argument '", a.name,
@@ -206,6 +288,7 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
                   "' must be a 0-dim tensor, but has shape ", shapeString(t.sizes()));
       break;
     case Bcast::Random:
+    case Bcast::Position:
     case Bcast::Unread: // (programs' tables only: an argument's is its shape's)
       p.tensors.emplace_back();
       continue;
@@ -307,7 +390,7 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   c10::SmallVector<at::ScalarType, 4> dtypes;
   for (int k = 0; k < plan.nDtypes; ++k)
     dtypes.push_back(toScalarType(plan.dtypes[k]));
-  Prepared p = prepare(plan.op, args, plan.full, dtypes);
+  Prepared p = prepare(plan.op, args, plan.full, dtypes, plan.namedDims, plan.dimNames);
   // The column index reaches the program in the compute type: exact in float32 up to 2^24.
   TORCH_CHECK(!plan.column || p.dtype == at::kDouble || p.D <= (int64_t(1) << 24), plan.op,
               ": the last dim of '", args[plan.full].name, "' is ", std::to_string(p.D),
@@ -336,6 +419,9 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
                              : resultOptions.dtype(elemScalarType(plan.elems[m]));
     if (!need[m]) {
       t = at::empty({0}, options);
+    } else if (plan.keeps[m] != kAllDims) { // summed over the dims not kept, below
+      const auto shape = plan.kinds[m] == OutKind::Row ? rowShape : p.fullShape;
+      t = empty ? at::zeros(shape, options) : at::empty(shape, options);
     } else if (plan.kinds[m] == OutKind::ColSum) { // a sum over no rows is zero
       t = empty ? at::zeros({p.D}, options) : at::empty({p.D}, options);
     } else if (plan.kinds[m] == OutKind::Total || plan.kinds[m] == OutKind::Scalar) {
@@ -374,13 +460,22 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   bool finish = false; // [] outputs computed after every row: over no rows too
   for (int m = 0; m < plan.nResults; ++m)
     finish = finish || plan.kinds[m] == OutKind::Scalar;
-  if (empty && !finish)
+  // The results summed over leading dims (the gradients of inputs broadcast over them).
+  auto sumResults = [&]() {
+    for (int m = 0; m < plan.nResults; ++m)
+      if (need[m] && plan.keeps[m] != kAllDims)
+        results[m] = sumToKept(results[m], p, plan.keeps[m], plan.kinds[m] != OutKind::Row, p.dtype);
+  };
+  if (empty && !finish) {
+    sumResults();
     return results;
+  }
   c10::SmallVector<const void*, 16> tensorData;
   for (const at::Tensor& t : p.tensors)
     tensorData.push_back(t.defined() ? t.data_ptr() : nullptr);
   Call c{toDType(p.dtype), tensorData.data(), resultData.data(), need.data(), attrs.data(),
-         p.rows,           p.D,               nullptr,           rng};
+         p.rows,           p.D,               p.dims,            nullptr,
+         rng};
   if (p.device.is_cuda()) {
     TORCH_CHECK(plan.cuda != nullptr, plan.op, ": this package was built without CUDA");
     const at::Tensor workspace =
@@ -390,6 +485,7 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   } else {
     plan.cpu(c);
   }
+  sumResults();
   return results;
 }
 

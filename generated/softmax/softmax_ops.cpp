@@ -27,13 +27,13 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"_saved_m", fg::Bcast::Stat, 2, fg::Elem::Dtype, true},
-    {"_saved_stat1", fg::Bcast::Stat, 3, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_m", fg::Bcast::Stat, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_saved_stat1", fg::Bcast::Stat, 3, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -48,6 +48,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -55,21 +57,22 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{
-    __FILE__,
-    "softmax",
-    "softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
-    "softmax_backward",
-    "softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor _saved_stat1, bool[1] "
-    "output_mask) -> Tensor",
-    glue::plan<Forward>("fusegen::softmax", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
-    glue::plan<Backward>("fusegen::softmax_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
-    {"fusegen::softmax_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
-     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{__FILE__,
+                           "softmax",
+                           "softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
+                           "softmax_backward",
+                           "softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor "
+                           "_saved_stat1, bool[1] output_mask) -> Tensor",
+                           glue::plan<Forward>("fusegen::softmax", kForwardTensors, /*full=*/0,
+                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
+                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
+                           glue::plan<Backward>("fusegen::softmax_backward", kBackwardTensors,
+                                                /*full=*/0, kDtypes,
+                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                                                /*rngTensor=*/-1),
+                           {"fusegen::softmax_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
+                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp);
 

@@ -27,13 +27,13 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
+    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"gate", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"up", fg::Bcast::Full, 2, fg::Elem::Dtype, true},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
+    {"gate", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"up", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -50,6 +50,8 @@ constexpr int kPassthrough[] = {
 constexpr bool kDifferentiable[] = {
     true,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -57,21 +59,22 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{
-    __FILE__,
-    "swiglu",
-    "swiglu(Tensor gate, Tensor up) -> Tensor",
-    "swiglu_backward",
-    "swiglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, "
-    "Tensor)",
-    glue::plan<Forward>("fusegen::swiglu", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
-    glue::plan<Backward>("fusegen::swiglu_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
-    {"fusegen::swiglu_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
-     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{__FILE__,
+                           "swiglu",
+                           "swiglu(Tensor gate, Tensor up) -> Tensor",
+                           "swiglu_backward",
+                           "swiglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] "
+                           "output_mask) -> (Tensor, Tensor)",
+                           glue::plan<Forward>("fusegen::swiglu", kForwardTensors, /*full=*/0,
+                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
+                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
+                           glue::plan<Backward>("fusegen::swiglu_backward", kBackwardTensors,
+                                                /*full=*/0, kDtypes,
+                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                                                /*rngTensor=*/-1),
+                           {"fusegen::swiglu_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
+                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp);
 

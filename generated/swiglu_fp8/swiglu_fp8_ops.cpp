@@ -27,15 +27,15 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, true},
-    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, true},
-    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true},
+    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, false},
-    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, false},
-    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, false},
-    {"_saved_total0", fg::Bcast::Scalar, 3, fg::Elem::Compute, false},
+    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, false, fg::kAllDims},
+    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, false, fg::kAllDims},
+    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, false, fg::kAllDims},
+    {"_saved_total0", fg::Bcast::Scalar, 3, fg::Elem::Compute, false, fg::kAllDims},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).
@@ -55,6 +55,8 @@ constexpr bool kDifferentiable[] = {
     false,
     false,
 };
+// The op's named leading dims, outermost first (in messages).
+constexpr const char* kDimNames[] = {nullptr};
 constexpr fg::DType kDtypes[] = {
     fg::DType::Float32,
     fg::DType::Float16,
@@ -71,10 +73,11 @@ constexpr glue::OpInfo kOp{
     "output_mask) -> (Tensor, Tensor, Tensor)",
     glue::plan<Forward>("fusegen::swiglu_fp8", kForwardTensors, /*full=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
-                        kForwardCuda),
+                        kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::swiglu_fp8_backward", kBackwardTensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, /*rngTensor=*/-1),
+                         kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
     {"fusegen::swiglu_fp8_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 

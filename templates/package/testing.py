@@ -9,13 +9,15 @@ import contextlib
 import functools
 import math
 import os
+import re
 import warnings
 from typing import Callable, Dict, List, Sequence
 
 import pytest
 import torch
 
-from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo, draw_rng, random_typed
+from fusegen_ops._support import (COL, FULL, ROW, SCALAR, OpInfo, draw_rng, is_mapped,
+                                  mapped_shape, parse_shape, random_typed)
 
 if os.environ.get("FUSEGEN_REQUIRE_CUDA") == "1" and not torch.cuda.is_available():
     raise RuntimeError("FUSEGEN_REQUIRE_CUDA=1 but torch sees no CUDA device")
@@ -275,12 +277,32 @@ class Rounding:
         a = self._b(a)
         return self.stored(a.v, a.e, out)
 
-    def result(self, a, cls, out=None):
+    def result(self, a, cls, out=None, dims=()):
         """E of an output or input gradient of shape class `cls` as the kernels write it: a
         [D] or [] gradient summed over rows (and columns) in the compute type, then every
-        value stored (rounded to the dtype, or to the output's own type `out`)."""
+        value stored (rounded to the dtype, or to the output's own type `out`). The gradient
+        of a mapped input (one that omits some of the op's leading `dims`): written per element
+        in the compute type, summed by torch over the omitted dims (a sum's bound, as [D]'s)."""
         a = self._b(a)
         lead = self.full[:-1]
+        if is_mapped(cls):
+            _, named, has_d = parse_shape(cls)
+            shape = self.full if has_d else lead + [1]
+            v, e = a.v.expand(shape), a.e.expand(shape)
+            k = len(dims)
+            first = len(self.full) - 1 - k
+            sums = list(range(first)) + [first + i for i in range(k) if dims[i] not in named]
+            keep = [d for d in range(len(shape)) if d not in sums]
+            if not has_d:
+                keep = keep[:-1]
+            v = v.permute(sums + [d for d in range(len(shape)) if d not in sums])
+            e = e.permute(sums + [d for d in range(len(shape)) if d not in sums])
+            v = v.reshape([-1] + [shape[d] for d in keep] + ([] if has_d else [1]))
+            e = e.reshape(v.shape)
+            if not has_d:
+                v, e = v.squeeze(-1), e.squeeze(-1)
+            v, e, running = v.sum(0), e.sum(0), _partial_sums(v, 0).squeeze(0)
+            return self.sum_rounded(v, e, running)
         if cls == ROW:  # per-row values are [..., 1] in the reference
             v, e = a.v.expand(lead + [1]).squeeze(-1), a.e.expand(lead + [1]).squeeze(-1)
         elif cls == FULL:
@@ -322,7 +344,11 @@ def wide_dtypes(spec: OpInfo) -> List[torch.dtype]:
     return [d for d in spec.torch_dtypes() if d in (torch.float32, torch.float64)]
 
 
-def _shape_of(cls: str, lead: Sequence[int], D: int) -> List[int]:
+def _shape_of(cls: str, lead: Sequence[int], D: int, dims: Sequence[str] = ()) -> List[int]:
+    """The shape of an argument of class cls where the op's leading dims are `lead` (their
+    last len(dims) the named dims' sizes)."""
+    if is_mapped(cls):
+        return mapped_shape(cls, list(lead)[len(lead) - len(dims):], dims, D)
     return {FULL: [*lead, D], COL: [D], ROW: list(lead), SCALAR: []}[cls]
 
 
@@ -356,10 +382,20 @@ class OpChecks:
         self.rng_override, self.row_base = None, 0
 
     # ---- inputs ----------------------------------------------------------------------
+    # The sizes of an op's named leading dims in the checks: each check's leading dims (its
+    # batch) are followed by these, distinct and above 1, so a broadcast over the wrong dim
+    # changes the result.
+    NAMED_SIZES = (3, 2, 4, 5, 2, 3)
+
+    def lead_of(self, lead):
+        """A check's leading dims, followed by the op's named dims' sizes (NAMED_SIZES)."""
+        return list(lead) + list(self.NAMED_SIZES[:len(self.spec.dims)])
+
     def inputs(self, lead, D, dtype, device, requires_grad=False, scale=1.0, generator=None):
         out = []
+        lead = self.lead_of(lead)
         for a in self.spec.inputs:
-            shape = _shape_of(a.shape, lead, D)
+            shape = _shape_of(a.shape, lead, D, self.spec.dims)
             if a.dtype is not None:
                 out.append(self.typed_input(a, shape, D, generator).to(device))
                 continue
@@ -446,8 +482,9 @@ class OpChecks:
                      if g is None else g for o, g in zip(self.spec.outputs, gouts)]
         step = max(1, self.BOUND_CHUNK // max(full[-1], 1))
         rng = self.rng_kwargs(x[self.spec.full_input()])
-        # (An op with [] outputs: whole-tensor values, which chunks of rows do not compose.)
-        whole = any(o.shape == SCALAR for o in self.spec.outputs)
+        # (An op with [] outputs: whole-tensor values, which chunks of rows do not compose; one
+        # with named dims: its rows are not independent of where they are.)
+        whole = any(o.shape == SCALAR for o in self.spec.outputs) or bool(self.spec.dims)
         if (rows <= step or whole) and not partial:
             r = Rounding(dtype, full, x[0].device, compensated=compensated)
             return self.error_bounds(r, gouts, *x, **self.attrs(), **rng)
@@ -834,8 +871,9 @@ class OpChecks:
         lead, D = (12,), 18
         x = []
         for a, t in zip(self.spec.inputs, self.inputs(lead, D, torch.float32, device)):
-            if a.shape == FULL:
-                t = t.t().contiguous().t()  # same values, column-major strides
+            if a.shape == FULL or (is_mapped(a.shape) and t.dim() >= 2):
+                # same values, the last two dims' strides swapped
+                t = t.transpose(-1, -2).contiguous().transpose(-1, -2)
                 assert not t.is_contiguous()
             elif a.shape == COL:
                 t = torch.stack([t, t], dim=1)[:, 0]  # stride 2
@@ -852,9 +890,10 @@ class OpChecks:
         for lead, D in [((0,), 8), ((2, 0), 8), ((3,), 0)]:
             x = self.inputs(lead, D, torch.float32, device, requires_grad=True)
             outs = self.call(self.op, x)
+            full = self.lead_of(lead)
             for o, spec_out in zip(outs, self.spec.outputs):
-                want = list(lead) if spec_out.shape == ROW else [] if spec_out.shape == SCALAR \
-                    else [*lead, D]
+                want = full if spec_out.shape == ROW else [] if spec_out.shape == SCALAR \
+                    else [*full, D]
                 assert list(o.shape) == want, f"{spec_out.name}: shape {list(o.shape)} != {want}"
             gouts = self.grad_outs(outs, torch.ones_like)
             try:  # torch's own max/amax reject empty rows: then the reference has no value
@@ -928,22 +967,36 @@ class OpChecks:
                 with pytest.raises(RuntimeError, match=rf"argument '{culprit}' has dtype float\d+, "
                                                        "but .* must have the same dtype"):
                     self.call(self.op, bad)
-            if a.shape in (FULL, COL):
+            if a.shape in (FULL, COL) or (is_mapped(a.shape) and parse_shape(a.shape)[2]):
                 # One more column. Changing D of the input that defines it is a mismatch only
-                # for the other inputs whose shape holds D ([..., D] and [D] ones); with none
-                # (e.g. x [..., D] and s [...]) the op takes the new D.
+                # for the other inputs whose shape holds D ([..., D], [D] and mapped [S, D]
+                # ones); with none (e.g. x [..., D] and s [...]) the op takes the new D.
                 bad[i] = torch.cat([good[i], good[i][..., :1]], dim=-1)
-                holds_D = [j for j, b in enumerate(self.spec.inputs) if j != i and b.shape in (FULL, COL)]
+                holds_D = [j for j, b in enumerate(self.spec.inputs) if j != i and (
+                    b.shape in (FULL, COL) or (is_mapped(b.shape) and parse_shape(b.shape)[2]))]
                 if i != self.spec.full_input() or holds_D:
-                    with pytest.raises(RuntimeError, match=rf"argument '{culprit}' must have"):
+                    with pytest.raises(RuntimeError,
+                                       match=rf"argument '{culprit}' (must have|has D = )"):
                         self.call(self.op, bad)
                 else:
                     self.call(self.op, bad)  # accepted
-            elif a.shape == ROW:  # one more row than the [..., D] inputs
+            if is_mapped(a.shape):
+                # One more of its first named dim: named in the message, against the full input.
+                dim = parse_shape(a.shape)[1][0]
+                bad[i] = torch.cat([good[i], good[i][:1]], dim=0)
+                ref = self.spec.inputs[self.spec.full_input()].name
+                with pytest.raises(RuntimeError, match=rf"argument '{a.name}' has {dim} = \d+ \(dim "
+                                                       rf"0 of .*\) where '{ref}' has {dim} = \d+"):
+                    self.call(self.op, bad)
+                bad[i] = good[i][None]  # one dim more
+                with pytest.raises(RuntimeError, match=rf"argument '{a.name}' must have shape "
+                                                       rf"{re.escape(a.shape)} = "):
+                    self.call(self.op, bad)
+            if a.shape == ROW:  # one more row than the [..., D] inputs
                 bad[i] = torch.cat([good[i], good[i][:1]])
                 with pytest.raises(RuntimeError, match=rf"argument '{a.name}' must have shape"):
                     self.call(self.op, bad)
-            elif a.shape == SCALAR:
+            if a.shape == SCALAR:
                 bad[i] = good[i].reshape(1)
                 with pytest.raises(RuntimeError, match=rf"argument '{a.name}' must be a 0-dim"):
                     self.call(self.op, bad)
@@ -952,6 +1005,14 @@ class OpChecks:
                 with pytest.raises(RuntimeError, match=r"argument '.*' is on .*; all tensor "
                                                        "arguments must be on the same device"):
                     self.call(self.op, bad)
+        if self.spec.dims:  # a full input without room for the named dims before D
+            full = self.spec.full_input()
+            bad = list(good)
+            bad[full] = good[full].reshape(-1)[:good[full].shape[-1]].reshape(
+                [1] * (len(self.spec.dims) - 1) + [good[full].shape[-1]])
+            with pytest.raises(RuntimeError, match=rf"argument '{self.spec.inputs[full].name}' "
+                                                   rf"must have at least {len(self.spec.dims) + 1} dims"):
+                self.call(self.op, bad)
 
     def benchmark_shape(self, device):
         """The benchmark's shape, (8, 4096, 4096) in bfloat16, against the reference in fp32."""

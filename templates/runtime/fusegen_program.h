@@ -132,6 +132,14 @@ template <typename T> FG_HD RowAcc<T> accMergeShifted(RowAcc<T> a, T ma, RowAcc<
   return accMerge(Reduce::Sum, RowAcc<T>{a.s * sa, a.c * sa}, RowAcc<T>{b.s * sb, b.c * sb});
 }
 
+// The maximum a share's shifted terms are computed against during online max-and-sum: its
+// own, or 0 while it has no finite one (every term so far -inf: a causal mask's hidden keys),
+// whose shifted terms exp(-inf - 0) are the 0 they are at any finite maximum, where against
+// -inf itself they would be NaN. The merges rescale by the shares' true maxima.
+template <typename T> FG_HD T shiftBase(Reduce r, T m) {
+  return r == Reduce::Max && m == -T(INFINITY) ? T(0) : m;
+}
+
 // Uniform conditions (emit/CodePrinter.h UniformConditions): the conditions, the same for
 // every element, that a program's element functions branch on (a lazy branch, a reduction's
 // guard) read as fg::uniform<U>(i, value). U knows some of their values at compile time: the

@@ -68,6 +68,9 @@ inline std::vector<double> evalRow(const ir::Expr& root, const RowEnv& env) {
     case ir::NodeKind::Dim:
       out.assign(D, static_cast<double>(D));
       break;
+    case ir::NodeKind::Position: // (one row: at index 0 along every named dim)
+      out.assign(D, 0.0);
+      break;
     case ir::NodeKind::Column:
       out.resize(D);
       for (size_t j = 0; j < D; ++j)

@@ -232,6 +232,8 @@ private:
       return "_j";
     case ir::NodeKind::Random:
       return n->name(); // _u<stream>: the Python bodies draw them first; C++ binds them
+    case ir::NodeKind::Position:
+      return "_pos_" + n->name(); // the Python bodies define them first; C++ binds them
     case ir::NodeKind::Call:
       break;
     }

@@ -46,6 +46,28 @@ bool uses(const std::vector<ir::Expr>& roots, ir::NodeKind kind) {
   return false;
 }
 
+// The shape class of input i as the Python side spells it: its own shape for an input that
+// omits some of the op's leading dims ("[S, D]", _support.is_mapped), else its class's.
+std::string pythonClass(const OpModel& op, size_t i) {
+  const spec::Input& in = op.spec.inputs[i];
+  return spec::isMapped(op.spec, in) ? spec::inputShapeSpelling(in)
+                                     : spec::shapeClassSpelling(in.shape);
+}
+
+// Input i as a Python body uses it, broadcasting against the op's [..., D] values: per-row
+// inputs as [..., 1], mapped ones aligned with the op's dims (_support.align).
+std::string pythonAligned(const OpModel& op, size_t i) {
+  const spec::Input& in = op.spec.inputs[i];
+  if (spec::isMapped(op.spec, in))
+    return "_support.align(" + in.name + ", \"" + pythonClass(op, i) + "\", SPEC.dims)";
+  return in.name + (in.shape == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "");
+}
+
+// ", dims=SPEC.dims" where input i is mapped: the Python helpers that sum its gradient.
+std::string pythonDimsArg(const OpModel& op, size_t i) {
+  return spec::isMapped(op.spec, op.spec.inputs[i]) ? ", dims=SPEC.dims" : "";
+}
+
 // The random streams the formulas read, in stream order.
 std::vector<int> randomStreams(const std::vector<ir::Expr>& roots) {
   std::set<int> streams;
@@ -68,6 +90,12 @@ std::string pythonLeaves(const std::vector<ir::Expr>& roots, const std::string& 
   if (column)
     out += "    _j = " + wrapBefore + "torch.arange(_D, device=" + full + ".device)" + wrapAfter +
            "\n";
+  std::set<std::pair<int, std::string>> positions; // pos(S): the index along named dim S
+  for (const ir::Node* n : ir::topoOrder(roots))
+    if (n->kind() == ir::NodeKind::Position) positions.insert({n->index(), n->name()});
+  for (const auto& [dim, name] : positions)
+    out += "    _pos_" + name + " = " + wrapBefore + "_support.position(" + full + ", SPEC.dims, " +
+           std::to_string(dim) + ")" + wrapAfter + "\n";
   for (int k : randomStreams(roots))
     out += "    _u" + std::to_string(k) + " = " + wrapBefore + "_support.uniform(" + rng + ", " +
            std::to_string(k) + ", " + full + (firstRow.empty() ? "" : ", " + firstRow) + ")" +
@@ -94,8 +122,9 @@ std::string boundsBody(const OpModel& op) {
         "    _rng = _support.draw_rng(SPEC, " + full + ", generator) if _rng is None else _rng\n";
   out += pythonLeaves(all, full, "_rng", "_r.exact(", ")", "_row0", /*defineD=*/false);
   // Bool inputs are conditions, not bounded numbers.
-  for (const ir::FunctionInput& in : fn.inputs) {
-    const std::string value = in.name + (in.shape == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "");
+  for (size_t i = 0; i < fn.inputs.size(); ++i) {
+    const ir::FunctionInput& in = fn.inputs[i];
+    const std::string value = pythonAligned(op, i);
     out += "    " + in.name + " = " +
            (in.type == spec::InputType::Bool ? value : "_r.exact(" + value + ")") + "\n";
   }
@@ -137,8 +166,8 @@ std::string boundsBody(const OpModel& op) {
     const ir::Expr& g = op.grad.inputGrads[k];
     const std::string name = "_g" + std::to_string(k);
     if (g) backward.push_back({name, g});
-    grads.push_back(g ? "_r.result(" + name + ", \"" +
-                            spec::shapeClassSpelling(fn.inputs[k].shape) + "\")"
+    grads.push_back(g ? "_r.result(" + name + ", \"" + pythonClass(op, k) + "\"" +
+                            pythonDimsArg(op, k) + ")"
                       : "None");
   }
   out += printPythonBounds(backward, 4, saved, "_b");
@@ -191,19 +220,21 @@ std::string secondOrderBody(const OpModel& op) {
     if (o.differentiable() && o.value->shape() == ir::ShapeClass::Row)
       out += "    " + plan::gradArgName(o.name) + " = " + plan::gradArgName(o.name) +
              ".unsqueeze(-1)\n";
-  for (const ir::FunctionInput& in : fn.inputs)
-    if (in.shape == ir::ShapeClass::Row)
-      out += "    " + in.name + " = " + in.name + ".unsqueeze(-1)\n";
+  for (size_t i = 0; i < nIn; ++i)
+    if (fn.inputs[i].shape == ir::ShapeClass::Row || spec::isMapped(op.spec, op.spec.inputs[i]))
+      out += "    " + fn.inputs[i].name + " = " + pythonAligned(op, i) + "\n";
   for (size_t k = 0; k < nIn; ++k)
     if (g2.cotangents[k])
       out += "    " + g2.cotangents[k]->name() + " = _support.cotangent(_gg[" + std::to_string(k) +
-             "], ctx.mask[" + std::to_string(k) + "], \"" +
-             spec::shapeClassSpelling(fn.inputs[k].shape) + "\", " + full + ")\n";
+             "], ctx.mask[" + std::to_string(k) + "], \"" + pythonClass(op, k) + "\", " + full +
+             pythonDimsArg(op, k) + ")\n";
   std::vector<ir::Expr> roots;
   std::vector<Assignment> assignments;
   std::vector<std::string> results;
   // Arguments of <op>_backward: output gradients, inputs, statistics, attrs, output_mask.
-  auto add = [&](const ir::Expr& e, spec::ShapeClass cls) {
+  // (spelling: a mapped input's own shape, else the class's; dimsArg: ", dims=SPEC.dims" then)
+  auto add = [&](const ir::Expr& e, spec::ShapeClass cls, const std::string& spelling,
+                 const std::string& dimsArg) {
     if (!e) {
       results.push_back("None");
       return;
@@ -211,16 +242,18 @@ std::string secondOrderBody(const OpModel& op) {
     const std::string name = "_d" + std::to_string(assignments.size());
     assignments.push_back({name, e});
     roots.push_back(e);
-    results.push_back(
-        "_support.grad_to(" + name + ", \"" + spec::shapeClassSpelling(cls) + "\", _full, _dtype" +
-        (cls == ir::ShapeClass::Scalar && e->shape() == ir::ShapeClass::Row ? ", rowlike=True"
-                                                                            : "") +
-        ")");
+    results.push_back("_support.grad_to(" + name + ", \"" + spelling + "\", _full, _dtype" +
+                      (cls == ir::ShapeClass::Scalar && e->shape() == ir::ShapeClass::Row
+                           ? ", rowlike=True"
+                           : "") +
+                      dimsArg + ")");
   };
   for (size_t m = 0; m < fn.outputs.size(); ++m)
-    if (fn.outputs[m].differentiable()) add(g2.gradOutGrads[m], fn.outputs[m].value->shape());
+    if (fn.outputs[m].differentiable())
+      add(g2.gradOutGrads[m], fn.outputs[m].value->shape(),
+          spec::shapeClassSpelling(fn.outputs[m].value->shape()), "");
   for (size_t k = 0; k < nIn; ++k)
-    add(g2.inputGrads[k], fn.inputs[k].shape);
+    add(g2.inputGrads[k], fn.inputs[k].shape, pythonClass(op, k), pythonDimsArg(op, k));
   for (size_t i = 0; i < op.plan.saved.size() + op.plan.savedTotals.size() + fn.attrs.size() + 1;
        ++i)
     results.push_back("None");
@@ -273,11 +306,14 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     Data x;
     x.set("bcast", api::programBcastEnumerator(in));
     x.set("elem", api::programElemEnumerator(in));
+    x.set("dims", api::dimMaskLiteral(in.dims));
     x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
-                             (in.stat     ? " (compute type)"
-                              : in.random ? " (random stream " + in.name.substr(2) + ", drawn)"
-                              : !in.read  ? " (not read)"
-                                          : ""));
+                             (in.stat          ? " (compute type)"
+                              : in.random      ? " (random stream " + in.name.substr(2) + ", drawn)"
+                              : in.position    ? " (the row's index along a named dim)"
+                              : !in.read       ? " (not read)"
+                              : in.dims != ~0u ? " (broadcast over some leading dims)"
+                                               : ""));
     inputs.push_back(x);
     // [...] and [] inputs are read per row (rowPre), the others per element.
     if (in.shape == ir::ShapeClass::Row || in.shape == ir::ShapeClass::Scalar)
@@ -290,6 +326,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("kind", api::outKindEnumerator(o.kind));
     x.set("elem", api::outElemEnumerator(o.type));
     x.set("reduce", api::reduceEnumerator(o.combine));
+    x.set("keep", api::dimMaskLiteral(o.keepDims));
     x.set("per_row", o.kind == plan::OutKind::Total && o.totalOf != plan::Program::TotalOf::Elements
                          ? "true"
                          : "false");
@@ -325,6 +362,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("n_attrs", std::to_string(fn.attrs.size()));
   d.set("n_stages", std::to_string(p.stages.size()));
   d.set("n_row_values", std::to_string(p.rowValues.size()));
+  d.set("n_named_dims", std::to_string(p.namedDims));
   d.set("plan", api::planEnumerator(p.plan));
   d.set("uses_column", p.usesColumn ? "true" : "false");
   d.set("inputs", list(inputs));
@@ -426,9 +464,9 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
 std::string referenceBody(const OpModel& op) {
   const ir::Function& fn = op.fn;
   std::string out;
-  for (const ir::FunctionInput& in : fn.inputs)
-    if (in.shape == ir::ShapeClass::Row)
-      out += "    " + in.name + " = " + in.name + ".unsqueeze(-1)\n";
+  for (size_t i = 0; i < fn.inputs.size(); ++i)
+    if (fn.inputs[i].shape == ir::ShapeClass::Row || spec::isMapped(op.spec, op.spec.inputs[i]))
+      out += "    " + fn.inputs[i].name + " = " + pythonAligned(op, i) + "\n";
   std::vector<Assignment> reference;
   std::vector<ir::Expr> roots;
   for (const ir::FunctionOutput& o : fn.outputs) {
@@ -453,10 +491,11 @@ std::string referenceBody(const OpModel& op) {
 // one [..., D] input (the logits), one per-row output and other inputs per row or 0-dim, whose
 // names leave room for the function's own (hidden, weight, bias, ...).
 void linearPlan(const plan::Signature& fwd, const std::vector<const plan::Arg*>& inputs,
-                const std::vector<const plan::Arg*>& attrs, Data& d) {
+                const std::vector<const plan::Arg*>& attrs, bool namedDims, Data& d) {
   const std::vector<const plan::Arg*> outputs = plan::argsWith(fwd.results, plan::Role::Output);
-  bool ok =
-      outputs.size() == 1 && outputs[0]->shape == ir::ShapeClass::Row && outputs[0]->differentiable;
+  // (Named leading dims: a chunk of rows is not an op of the same dims.)
+  bool ok = !namedDims && outputs.size() == 1 && outputs[0]->shape == ir::ShapeClass::Row &&
+            outputs[0]->differentiable;
   int full = 0;
   for (const plan::Arg* a : inputs) {
     full += a->shape == ir::ShapeClass::Full;
@@ -485,13 +524,17 @@ void linearPlan(const plan::Signature& fwd, const std::vector<const plan::Arg*>&
   d.set("linear_attrs", "{" + attrDict + "}");
 }
 
-// Mustache items {name, shape} of tensor arguments.
-Data tensorItems(const std::vector<const plan::Arg*>& args) {
+// Mustache items {name, shape} of tensor arguments (inputs: the spec's, for mapped shapes).
+Data tensorItems(const std::vector<const plan::Arg*>& args, const spec::OpSpec* spec = nullptr) {
   std::vector<Data> items;
   for (const plan::Arg* a : args) {
     Data x;
     x.set("name", a->name);
-    x.set("shape", spec::shapeClassSpelling(a->shape));
+    std::string shape = spec::shapeClassSpelling(a->shape);
+    if (spec)
+      for (const spec::Input& in : spec->inputs)
+        if (in.name == a->name && spec::isMapped(*spec, in)) shape = spec::inputShapeSpelling(in);
+    x.set("shape", shape);
     // Integer and bool inputs and outputs of their own type: their dtype (torch's name), for
     // the Python side's checks and allocations.
     const char* dtype = a->type == plan::ElemType::Int64   ? "int64"
@@ -544,6 +587,8 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("schema", api::schema(fwd));
   d.set("backward_schema", api::schema(bwd));
   d.set("forward_tensors", stringItems(api::tensorTable(fwd)));
+  d.set("dim_names", stringItems(op.spec.dims));
+  d.set("has_dims", !op.spec.dims.empty());
   d.set("backward_tensors", stringItems(api::tensorTable(bwd)));
   d.set("dtypes", stringItems(api::dtypeTable(api.dtypes)));
   d.set("full_input", std::to_string(fwd.full));
@@ -557,7 +602,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("py_wrapper_return", api::pythonUserResult(fwd));
   d.set("fake_params", api::pythonParams(fwd, false));
   d.set("fake_backward_params", api::pythonParams(bwd, false));
-  d.set("inputs", tensorItems(inputs));
+  d.set("inputs", tensorItems(inputs, &op.spec));
   d.set("outputs", tensorItems(outputs));
   std::vector<Data> attrItems;
   for (const plan::Arg* a : attrs) {
@@ -568,7 +613,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     attrItems.push_back(x);
   }
   d.set("attrs", list(attrItems));
-  linearPlan(fwd, inputs, attrs, d);
+  linearPlan(fwd, inputs, attrs, !op.spec.dims.empty(), d);
   std::vector<std::string> savedStats, savedNames, gradNames, dtypeNames;
   for (const plan::SavedStat& st : op.plan.saved)
     savedStats.push_back(st.name);

@@ -23,6 +23,7 @@ struct Sema::CallFrame {
   const prims::Primitive* prim = nullptr;      // the primitive called
   std::vector<ir::Expr> args;                  // lowered so far
   bool ok = true;
+  ir::Expr position = nullptr; // pos(S): its value (the argument names a dim, not a value)
 };
 
 ir::Expr Sema::lower(const AstPtr& root, const Scope& scope) {
@@ -39,7 +40,7 @@ ir::Expr Sema::lower(const AstPtr& root, const Scope& scope) {
     CallFrame& top = stack.back();
     // A user function stops at its first bad argument; a primitive lowers (and checks) them
     // all, so every independent mistake is reported.
-    if (top.args.size() < top.ast->args.size() && (top.ok || !top.function)) {
+    if (!top.position && top.args.size() < top.ast->args.size() && (top.ok || !top.function)) {
       const AstPtr& arg = top.ast->args[top.args.size()];
       if (arg->kind != Ast::Kind::Call)
         acceptArg(top, leaf(arg));
@@ -70,6 +71,12 @@ ir::Expr Sema::lowerName(const AstPtr& ast, const Scope& scope) {
 }
 
 bool Sema::enterCall(const AstPtr& ast, std::vector<CallFrame>& stack) {
+  if (ast->op.empty() && ast->name == "pos") {
+    ir::Expr p = position(ast);
+    if (!p) return false;
+    stack.push_back(CallFrame{ast, nullptr, nullptr, {}, true, p});
+    return true;
+  }
   if (functions_ && ast->op.empty()) {
     auto f = functions_->find(ast->name);
     if (f != functions_->end()) {
@@ -117,6 +124,25 @@ bool Sema::enterCall(const AstPtr& ast, std::vector<CallFrame>& stack) {
   return true;
 }
 
+ir::Expr Sema::position(const AstPtr& ast) {
+  std::string dims;
+  for (const std::string& d : dims_)
+    dims += (dims.empty() ? "" : ", ") + d;
+  const std::string known = dims_.empty() ? "the op names no dims (name them in the shape of "
+                                            "its full input, e.g. x: [..., S, D])"
+                                          : "the op's dims are [" + dims + "]";
+  if (ast->args.size() != 1 || ast->args[0]->kind != Ast::Kind::Name) {
+    diags_.error(ast->loc, "'pos' takes one dim name, as in pos(S); " + known);
+    return nullptr;
+  }
+  const AstPtr& dim = ast->args[0];
+  for (size_t i = 0; i < dims_.size(); ++i)
+    if (dims_[i] == dim->name) return ir::Node::makePosition(static_cast<int>(i), dim->name);
+  diags_.error(dim->loc,
+               "pos(" + dim->name + "): '" + dim->name + "' is not a dim of the op; " + known);
+  return nullptr;
+}
+
 void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
   const size_t i = frame.args.size();
   frame.args.push_back(a);
@@ -154,6 +180,7 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
 }
 
 ir::Expr Sema::finishCall(CallFrame& frame) {
+  if (frame.position) return frame.position;
   if (frame.function) return inlineFunction(*frame.function, frame.ast, std::move(frame.args));
   // Each call's random parameters get streams of their own: two dropouts drop independently.
   for (size_t i = frame.args.size(); i < frame.prim->params.size(); ++i) {
@@ -292,7 +319,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     for (const auto& [name, f] : *functions)
       if (lib.find(name))
         diags.error(f.loc, "function '" + name + "' has the name of a primitive; rename it");
-  Sema sema(lib, diags, functions);
+  Sema sema(lib, diags, functions, spec.dims);
   auto lowerBinding = [&](const spec::Binding& b) -> ir::Expr {
     AstPtr ast = parseFormula(b.formula, b.charLocs, diags);
     if (!ast) return nullptr;

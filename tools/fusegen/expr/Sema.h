@@ -20,9 +20,10 @@ using Scope = std::map<std::string, ir::Expr>;
 
 class Sema {
 public:
+  // `dims`: the op's named dims (spec::OpSpec::dims), which pos(S) reads.
   Sema(const prims::PrimitiveLibrary& lib, Diagnostics& diags,
-       const cxx::UserFunctions* functions = nullptr)
-      : lib_(lib), diags_(diags), functions_(functions) {}
+       const cxx::UserFunctions* functions = nullptr, std::vector<std::string> dims = {})
+      : lib_(lib), diags_(diags), functions_(functions), dims_(std::move(dims)) {}
 
   // Returns null when an error was reported. Walks the tree with an explicit stack, so a
   // long flat chain (a left-deep tree of any depth) cannot overflow the call stack.
@@ -39,12 +40,15 @@ private:
   // Appends one lowered argument (null: failed) and checks it against the parameter.
   void acceptArg(CallFrame& frame, ir::Expr arg);
   ir::Expr finishCall(CallFrame& frame);
+  // pos(S), the index along the named dim S, or null after reporting why not.
+  ir::Expr position(const AstPtr& ast);
   ir::Expr inlineFunction(const cxx::UserFunction& f, const AstPtr& call,
                           std::vector<ir::Expr> args);
 
   const prims::PrimitiveLibrary& lib_;
   Diagnostics& diags_;
   const cxx::UserFunctions* functions_;
+  std::vector<std::string> dims_;
   int inlineDepth_ = 0;
   std::vector<ir::Expr> randomStreams_; // random parameters filled so far, by stream
 };

@@ -64,6 +64,11 @@ double evaluate(const Expr& root, const Env& env) {
     case NodeKind::Column:
       v = env.j;
       break;
+    case NodeKind::Position: {
+      auto it = env.positions.find(n->index());
+      v = it == env.positions.end() ? 0 : it->second;
+      break;
+    }
     case NodeKind::Random: {
       auto it = env.random.find(n->index());
       v = it == env.random.end() ? 0.5 : it->second;

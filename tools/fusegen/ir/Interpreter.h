@@ -16,6 +16,7 @@ struct Env {
   std::map<std::string, double> gradOuts; // by output name
   double D = 1;                           // the length of the last dim
   double j = 0;                           // the column index
+  std::map<int, double> positions;        // pos(S) by dim index (0 where not given)
   std::map<int, double> random;           // by random stream (absent: 0.5)
 };
 

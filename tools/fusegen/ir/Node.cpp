@@ -104,6 +104,18 @@ Expr Node::makeColumn() {
   return n;
 }
 
+Expr Node::makePosition(int dim, const std::string& name) {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::Position;
+  n->type_ = ValueType::Int;
+  n->shape_ = ShapeClass::Row;
+  n->name_ = name;
+  n->index_ = dim;
+  n->constant_ = false; // one value per row
+  n->finish();
+  return n;
+}
+
 Expr Node::makeRandom(int stream) {
   auto n = std::shared_ptr<Node>(new Node());
   n->kind_ = NodeKind::Random;
@@ -238,6 +250,9 @@ std::string printDag(const std::vector<std::pair<std::string, Expr>>& roots) {
       continue;
     case NodeKind::Random:
       names[n] = "rand" + std::to_string(n->index());
+      continue;
+    case NodeKind::Position:
+      names[n] = "pos(" + n->name() + ")";
       continue;
     case NodeKind::Call:
       break;

@@ -17,14 +17,15 @@ struct Primitive; // prims/PrimitiveLibrary.h: what a Call node calls
 namespace fusegen::ir {
 
 enum class NodeKind {
-  Const,   // a literal
-  Input,   // a tensor input of the op
-  Attr,    // a scalar attribute of the op (a Python number in the schema)
-  GradOut, // the incoming gradient of an output (backward only)
-  Dim,     // D, the length of the last dim (uniform over the op, like an attr)
-  Column,  // j, the column index 0 ... D-1 (shape [D], an integer)
-  Random,  // a uniform random number in [0, 1) per element, of random stream index()
-  Call,    // a primitive applied to arguments
+  Const,    // a literal
+  Input,    // a tensor input of the op
+  Attr,     // a scalar attribute of the op (a Python number in the schema)
+  GradOut,  // the incoming gradient of an output (backward only)
+  Dim,      // D, the length of the last dim (uniform over the op, like an attr)
+  Column,   // j, the column index 0 ... D-1 (shape [D], an integer)
+  Random,   // a uniform random number in [0, 1) per element, of random stream index()
+  Position, // pos(S): the index along the op's named dim index() (name()), per row, an integer
+  Call,     // a primitive applied to arguments
 };
 
 // What a node's values are (DESIGN.md: values carry a type):
@@ -70,6 +71,9 @@ public:
   // value per element, drawn from Philox by (seed, offset, stream, element) at run time, so
   // the backward regenerates what the forward drew. Never constant, never differentiated.
   static Expr makeRandom(int stream);
+  // pos(S): the row's index along the op's named dim `dim` (spec::OpSpec::dims), [...] and Int:
+  // one value per row, like j is one per column. Never constant, never differentiated.
+  static Expr makePosition(int dim, const std::string& name);
   bool isLeaf() const { return kind_ != NodeKind::Call; }
   // Shape: reductions give Row; elementwise calls the join of their arguments' shapes. Type:
   // Bool for a primitive returning a condition; Int for one closed over integers whose value

@@ -17,6 +17,7 @@ bool nonNegative(const ir::Node* e, std::unordered_map<const ir::Node*, bool>& m
     return e->value() >= 0;
   case ir::NodeKind::Dim:
   case ir::NodeKind::Column:
+  case ir::NodeKind::Position:
   case ir::NodeKind::Random: // in [0, 1)
     return true;
   case ir::NodeKind::Call:

@@ -340,13 +340,16 @@ OutKind gradKind(ir::ShapeClass s) {
 RuntimePlan runtimePlanOf(const Program& p) {
   bool colwise = false;
   for (const Program::Input& in : p.inputs) {
-    if (in.shape == ir::ShapeClass::Row) return RuntimePlan::Row;
+    // (A mapped input is read at its own row, found once per row: the row plan's.)
+    if (in.shape == ir::ShapeClass::Row || in.position) return RuntimePlan::Row;
+    if (in.shape == ir::ShapeClass::Full && in.dims != ~0u) return RuntimePlan::Row;
     colwise = colwise || in.shape == ir::ShapeClass::Col;
   }
   for (const Program::Output& o : p.outputs) {
     // (Whole-tensor maxima and minima and the [] outputs computed from them: the row plan's
     // finish.)
     if (o.kind == OutKind::Row || o.kind == OutKind::Stat || o.kind == OutKind::Scalar ||
+        o.keepDims != ~0u ||
         (o.kind == OutKind::Total &&
          (o.totalOf != Program::TotalOf::Elements || o.combine != prims::Combine::Sum)))
       return RuntimePlan::Row;
@@ -392,9 +395,20 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     replace[plan.saved[j].value.get()] = ir::Node::makeInput(
         savedArgName(plan.saved[j].name), nIn + static_cast<int>(j), ir::ShapeClass::Row);
 
+  plan.namedDims = static_cast<int>(spec.dims.size());
+  plan.fullDims = spec::fullDimMask(spec);
+  // Each input's dims: ~0u (all) unless it omits some, so programs of [rows, D] classes alone
+  // keep the plain row * D offsets.
+  auto dimsOf = [&](size_t i) {
+    return spec::isMapped(spec, spec.inputs[i]) ? spec::inputDimMask(spec, spec.inputs[i]) : ~0u;
+  };
   Program& f = plan.forward;
-  for (const ir::FunctionInput& in : fn.inputs)
-    f.inputs.push_back({in.name, in.shape, in.node, false, in.type});
+  for (size_t i = 0; i < fn.inputs.size(); ++i) {
+    const ir::FunctionInput& in = fn.inputs[i];
+    Program::Input pin{in.name, in.shape, in.node, false, in.type};
+    pin.dims = dimsOf(i);
+    f.inputs.push_back(pin);
+  }
   // Each stream is one node (Sema makes it once per call; the derivative rules share it), which
   // the programs bind as an input. A stream no output reads (an unused let's) keeps its slot.
   plan.randomStreams = static_cast<int>(fn.randomStreams.size());
@@ -402,6 +416,20 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     Program::Input in{stream->name(), ir::ShapeClass::Full, stream};
     in.random = true;
     f.inputs.push_back(in);
+  }
+  // Each pos(S) the formulas read: an input of its own, computed by the runtime per row.
+  {
+    std::vector<ir::Expr> roots;
+    for (const ir::FunctionOutput& o : fn.outputs)
+      roots.push_back(o.value);
+    const std::unordered_map<const ir::Node*, ir::Expr> owned = ir::owners(roots);
+    for (const ir::Node* n : ir::topoOrder(roots)) {
+      if (n->kind() != ir::NodeKind::Position) continue;
+      Program::Input in{"_pos_" + n->name(), ir::ShapeClass::Row, owned.at(n)};
+      in.position = true;
+      in.dims = 1u << n->index();
+      f.inputs.push_back(in);
+    }
   }
   for (const ir::FunctionOutput& o : fn.outputs)
     f.outputs.push_back(
@@ -462,6 +490,10 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     // adjoint of one value per row is summed as D times that value, not D additions.
     if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full)
       o.totalOf = uses[i] == kRowUse ? Program::TotalOf::Rows : Program::TotalOf::RowsTimesD;
+    if (dimsOf(i) != ~0u) { // summed over the dims the input omits, by the glue
+      o.keepDims = dimsOf(i);
+      o.type = spec::OutputType::Compute;
+    }
     b.outputs.push_back(o);
   }
 
@@ -470,6 +502,7 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     return std::nullopt;
   f.plan = runtimePlanOf(f);
   b.plan = runtimePlanOf(b);
+  f.namedDims = b.namedDims = plan.namedDims;
   std::unordered_set<const ir::Node*> readByBackward;
   for (const ir::Node* n : ir::topoOrder(values(b.outputs)))
     readByBackward.insert(n);
@@ -477,7 +510,7 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     in.read = readByBackward.count(in.leaf.get()) > 0;
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     const ir::Expr& g = b.outputs[i].value;
-    const bool same = g && g->kind() == ir::NodeKind::GradOut &&
+    const bool same = g && g->kind() == ir::NodeKind::GradOut && dimsOf(i) == ~0u &&
                       fn.outputs[g->index()].value->shape() == fn.inputs[i].shape;
     int differentiable = 0; // g's output among the differentiable ones
     for (int m = 0; same && m < g->index(); ++m)

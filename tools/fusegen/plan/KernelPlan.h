@@ -51,6 +51,12 @@ struct Program {
     // Whether the program reads it. An input the backward does not read is not saved by the
     // forward's autograd node (a placeholder of its shape stands for it: memory).
     bool read = true;
+    // The op's leading dims it has (spec::inputDimMask; fullDims: all of them). One with fewer
+    // is read at a row of its own for each row of the op (fg::Bcast's `inDims`).
+    unsigned dims = ~0u;
+    // pos(S) (ir::NodeKind::Position, `leaf`): no tensor; the runtime computes the row's index
+    // along the named dim `dims` has (fg::Bcast::Position).
+    bool position = false;
   };
   // What a Total output's value is. Elements: an element value, summed over rows and columns
   // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row
@@ -68,6 +74,10 @@ struct Program {
     // A Total output that is a whole-tensor value (sum_all(x)): that node, which the Scalar
     // outputs' formulas read (the program's finish gets its combined value).
     ir::Expr whole = nullptr;
+    // The gradient of an input broadcast over some leading dims ([S, D] against [..., S, H,
+    // D]): written per element (or row) in the compute type, then summed by the glue over the
+    // dims the input omits (fg::glue: `keepDims`, the dims it has); ~0u: none summed.
+    unsigned keepDims = ~0u;
   };
   struct Stage {
     std::vector<ir::Expr> reductions; // combined in one pass over the row
@@ -103,6 +113,7 @@ struct Program {
   std::vector<ir::Expr> rowValues;
   std::vector<int> rowValueStage; // -1: before the first stage; s: after stage s
   RuntimePlan plan = RuntimePlan::Row;
+  int namedDims = 0;       // the op's named leading dims (KernelPlan::namedDims)
   bool usesColumn = false; // reads j: the flat plan, which knows no columns, cannot run it
 };
 
@@ -127,7 +138,9 @@ inline std::string rngArgName() {
 }
 
 struct KernelPlan {
-  int fullInput = -1; // the first [..., D] input: defines D and the output shape
+  int fullInput = -1;      // the first [..., D] input: defines D and the output shape
+  int namedDims = 0;       // the op's named leading dims (spec::OpSpec::dims)
+  unsigned fullDims = ~0u; // the mask of all its leading dims (spec::fullDimMask)
   // Random streams the op draws (1 + the largest stream read): the forward takes a seed and
   // offset from torch's generator and returns them; the backward reads them back.
   int randomStreams = 0;

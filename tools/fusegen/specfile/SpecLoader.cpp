@@ -217,28 +217,117 @@ private:
   std::vector<std::string> lines_;
 };
 
-std::optional<ShapeClass> parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key) {
+// A shape list: `...` first (the batch), named leading dims, `D` last (the row's length);
+// which of them are there makes its class in the [rows, D] view. Fills in's shape fields.
+bool parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key, Input& in) {
   const std::string name = key.Scalar();
   if (!r.expectKind(n, key, YAML::NodeType::Sequence, "the shape of input '" + name + "'"))
-    return std::nullopt;
-  std::vector<std::string> dims;
-  for (const YAML::Node& d : n) {
+    return false;
+  in.shapeLoc = r.loc(n);
+  bool hasD = false;
+  const size_t count = n.size();
+  for (size_t i = 0; i < count; ++i) {
+    const YAML::Node d = n[i];
     if (!d.IsScalar()) {
-      r.error(d, "shape entries must be '...' or 'D'");
-      return std::nullopt;
+      r.error(d, "shape entries must be '...', a dim name or 'D'");
+      return false;
     }
-    dims.push_back(d.Scalar());
+    const std::string e = d.Scalar();
+    if (e == "...") {
+      if (i != 0) {
+        r.error(d, "'...' must be the first entry of the shape of input '" + name + "'");
+        return false;
+      }
+      in.batch = true;
+    } else if (e == "D") {
+      if (i + 1 != count) {
+        r.error(d, "'D' must be the last entry of the shape of input '" + name + "'");
+        return false;
+      }
+      hasD = true;
+    } else if (!isIdentifier(e) || kReservedNames.count(e) || e[0] == '_') {
+      r.error(d, "'" + e + "' in the shape of input '" + name +
+                     "' is not a dim name; expected '...', a dim name (an identifier such as S "
+                     "or H) or 'D'");
+      return false;
+    } else {
+      for (size_t k = 0; k < in.dims.size(); ++k)
+        if (in.dims[k] == e) {
+          r.error(d, "dim '" + e + "' appears twice in the shape of input '" + name + "'");
+          return false;
+        }
+      in.dims.push_back(e);
+      in.dimLocs.push_back(r.loc(d));
+    }
   }
-  std::string joined;
-  for (size_t i = 0; i < dims.size(); ++i)
-    joined += (i ? ", " : "") + dims[i];
-  if (joined == "..., D") return ShapeClass::Full;
-  if (joined == "D") return ShapeClass::Col;
-  if (joined == "...") return ShapeClass::Row;
-  if (joined.empty()) return ShapeClass::Scalar;
-  r.error(n, "unsupported shape [" + joined + "] for input '" + name +
-                 "'; expected [..., D], [D], [...] or []");
-  return std::nullopt;
+  const bool leading = in.batch || !in.dims.empty();
+  in.shape = hasD ? (leading ? ShapeClass::Full : ShapeClass::Col)
+                  : (leading ? ShapeClass::Row : ShapeClass::Scalar);
+  return true;
+}
+
+// The op's named dims, from its inputs with `...` (which name all of them, in one order), and
+// every other input's against them: a subsequence, in the same order.
+void checkDims(Reader& r, OpSpec& spec) {
+  const Input* first = nullptr; // the first input with `...` and named dims
+  for (const Input& in : spec.inputs)
+    if (in.batch && !in.dims.empty() && !first) first = &in;
+  if (!first) {
+    for (const Input& in : spec.inputs)
+      if (!in.dims.empty()) {
+        r.diags().error(in.dimLocs[0],
+                        "input '" + in.name + "' names dim '" + in.dims[0] +
+                            "', but no input with '...' names it; name the op's dims in the "
+                            "shape of its full input (e.g. [..., " +
+                            in.dims[0] + ", D])");
+        return;
+      }
+    return;
+  }
+  spec.dims = first->dims;
+  auto list = [](const std::vector<std::string>& dims) {
+    std::string out;
+    for (const std::string& d : dims)
+      out += (out.empty() ? "" : ", ") + d;
+    return "[" + out + "]";
+  };
+  for (const Input& in : spec.inputs) {
+    if (in.batch) {
+      if (!in.dims.empty() && in.dims != spec.dims) {
+        r.diags().error(in.shapeLoc, "input '" + in.name + "' has '...' and the dims " +
+                                         list(in.dims) + ", but input '" + first->name + "' has " +
+                                         list(spec.dims) +
+                                         "; inputs with '...' name every dim of the op, in "
+                                         "the same order (or none)");
+        r.diags().note(first->shapeLoc, "the op's dims are set here");
+      }
+      continue;
+    }
+    size_t at = 0; // the next of the op's dims this input may name
+    for (size_t k = 0; k < in.dims.size(); ++k) {
+      size_t i = at;
+      while (i < spec.dims.size() && spec.dims[i] != in.dims[k])
+        ++i;
+      if (i < spec.dims.size()) {
+        at = i + 1;
+        continue;
+      }
+      bool known = false;
+      for (const std::string& d : spec.dims)
+        known = known || d == in.dims[k];
+      if (known)
+        r.diags().error(in.dimLocs[k], "input '" + in.name + "' names its dims in the order " +
+                                           list(in.dims) + ", but the op's order is " +
+                                           list(spec.dims) + " (set by input '" + first->name +
+                                           "')");
+      else
+        r.diags().error(in.dimLocs[k], "input '" + in.name + "' names dim '" + in.dims[k] +
+                                           "', which is not a dim of the op; its dims are " +
+                                           list(spec.dims) + " (set by input '" + first->name +
+                                           "')");
+      break;
+    }
+  }
 }
 
 constexpr double kMaxExactInt = 9007199254740992.0; // 2^53
@@ -254,13 +343,16 @@ bool parseNumber(const std::string& text, double& value) {
 // in the short form).
 std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::Node& key) {
   const std::string name = key.Scalar();
-  std::optional<ShapeClass> shape;
+  Input in;
+  in.name = name;
+  in.loc = r.loc(key);
+  bool shape = false;
   std::optional<InputType> type;
   bool bad = false;
   for (auto& [field, fv] : r.entries(n, "input '" + name + "'")) {
     const std::string f = field.Scalar();
     if (f == "shape") {
-      shape = parseShape(r, fv, key);
+      shape = parseShape(r, fv, key, in);
       bad = bad || !shape;
     } else if (f == "dtype") {
       const std::string t = fv.IsScalar() ? fv.Scalar() : "";
@@ -289,7 +381,8 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
                      (!shape ? "a 'shape'" : "a 'dtype' (int64, int32 or bool)"));
     return std::nullopt;
   }
-  return Input{name, *shape, r.loc(key), *type};
+  in.type = *type;
+  return in;
 }
 
 void readInputs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec& spec) {
@@ -299,9 +392,12 @@ void readInputs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpe
       if (std::optional<Input> in = readTypedInput(r, value, key)) spec.inputs.push_back(*in);
       continue;
     }
-    std::optional<ShapeClass> shape = parseShape(r, value, key);
-    if (shape) spec.inputs.push_back(Input{key.Scalar(), *shape, r.loc(key)});
+    Input in;
+    in.name = key.Scalar();
+    in.loc = r.loc(key);
+    if (parseShape(r, value, key, in)) spec.inputs.push_back(in);
   }
+  checkDims(r, spec);
   if (spec.inputs.empty() && !r.errorsSinceStart())
     r.error(n, "'inputs' must declare at least one tensor");
 }

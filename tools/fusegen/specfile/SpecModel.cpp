@@ -1,4 +1,5 @@
-// Spellings of the spec model's enums, shared by diagnostics and emitters.
+// Spellings of the spec model's enums, shared by diagnostics and emitters, and the inputs'
+// dims against the op's.
 #include "specfile/SpecModel.h"
 
 namespace fusegen::spec {
@@ -57,6 +58,39 @@ const char* dtypeName(DType d) {
     return "float64";
   }
   return "?";
+}
+
+unsigned inputDimMask(const OpSpec& spec, const Input& in) {
+  const unsigned batchBit = 1u << spec.dims.size();
+  if (in.shape == ShapeClass::Col || in.shape == ShapeClass::Scalar) return 0;
+  if (in.batch) return fullDimMask(spec);
+  unsigned mask = 0;
+  for (const std::string& d : in.dims)
+    for (size_t i = 0; i < spec.dims.size(); ++i)
+      if (spec.dims[i] == d) mask |= 1u << i;
+  return mask & ~batchBit;
+}
+
+unsigned fullDimMask(const OpSpec& spec) {
+  return (2u << spec.dims.size()) - 1;
+}
+
+bool isMapped(const OpSpec& spec, const Input& in) {
+  return (in.shape == ShapeClass::Full || in.shape == ShapeClass::Row) &&
+         inputDimMask(spec, in) != fullDimMask(spec);
+}
+
+std::string inputShapeSpelling(const Input& in) {
+  if (in.dims.empty()) return shapeClassSpelling(in.shape);
+  std::string out = in.batch ? "[..., " : "[";
+  for (const std::string& d : in.dims)
+    out += d + ", ";
+  const bool hasD = in.shape == ShapeClass::Full || in.shape == ShapeClass::Col;
+  if (hasD)
+    out += "D";
+  else
+    out.resize(out.size() - 2);
+  return out + "]";
 }
 
 } // namespace fusegen::spec

@@ -37,9 +37,16 @@ const char* outputTypeName(OutputType t); // "the op's dtype", float32, float8_e
 
 struct Input {
   std::string name;
-  ShapeClass shape;
+  ShapeClass shape; // its class in the [rows, D] view: what it varies over
   SourceLoc loc;
   InputType type = InputType::Dtype;
+  // Named leading dims (`x: [..., S, H, D]`, `cos: [S, D]`): the ones it names, outermost
+  // first, with their locations, and whether it has the batch `...`. An input that omits a
+  // dim of the op is broadcast over it. (The four classes name none.)
+  std::vector<std::string> dims;
+  std::vector<SourceLoc> dimLocs;
+  bool batch = false;
+  SourceLoc shapeLoc; // of the shape list
 };
 
 struct Attr {
@@ -73,6 +80,9 @@ struct OpSpec {
   SourceLoc nameLoc;
   std::string doc;
   std::vector<Input> inputs;
+  // The op's named leading dims, outermost first: those of its inputs with `...` (which name
+  // all of them, in this order); empty for an op of [rows, D] classes only.
+  std::vector<std::string> dims;
   std::vector<Attr> attrs;
   std::vector<Binding> lets;
   std::vector<Binding> outputs;
@@ -81,5 +91,17 @@ struct OpSpec {
   std::string functions; // a C++ header of scalar functions, relative to the spec's folder
   SourceLoc functionsLoc;
 };
+
+// The dims input `in` has, as a mask over the op's: bit i for named dim i (spec.dims), bit
+// dims.size() for the batch `...`. An input with `...` has every named dim.
+unsigned inputDimMask(const OpSpec& spec, const Input& in);
+// All the op's leading dims: the mask of a [..., D] or [...] input.
+unsigned fullDimMask(const OpSpec& spec);
+// Whether `in` is broadcast over some leading dim of the op although it varies per row (an
+// [S, D] table against [..., S, H, D]): it is read at a row of its own for each row of the op,
+// and its gradient is summed over the dims it omits.
+bool isMapped(const OpSpec& spec, const Input& in);
+// The shape as the spec writes it: "[..., S, H, D]", "[S, D]", or the class's spelling.
+std::string inputShapeSpelling(const Input& in);
 
 } // namespace fusegen::spec

@@ -22,10 +22,15 @@ const char* bcastEnumerator(ir::ShapeClass s, bool stat) {
 const char* programBcastEnumerator(const plan::Program::Input& in) {
   const bool typed = in.type != spec::InputType::Dtype;
   if (in.random) return "fg::Bcast::Random";
+  if (in.position) return "fg::Bcast::Position";
   if (!in.read) return "fg::Bcast::Unread";
   if (typed && in.shape == ir::ShapeClass::Full) return "fg::Bcast::TypedFull";
   if (typed && in.shape == ir::ShapeClass::Col) return "fg::Bcast::TypedCol";
   return bcastEnumerator(in.shape, in.stat);
+}
+
+std::string dimMaskLiteral(unsigned mask) {
+  return mask == ~0u ? "fg::kAllDims" : std::to_string(mask) + "u";
 }
 
 const char* elemEnumerator(spec::InputType t) {
@@ -123,8 +128,9 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
   std::vector<std::string> rows;
   // In the program's order; the shape class and element type are the interface's.
   for (const plan::Program::Input& in : sig.program->inputs) {
-    if (in.random) { // drawn by the runtime: no tensor
-      rows.push_back("{\"" + in.name + "\", fg::Bcast::Random, -1, fg::Elem::Dtype, true}");
+    if (in.random || in.position) { // drawn or computed by the runtime: no tensor
+      rows.push_back("{\"" + in.name + "\", " + programBcastEnumerator(in) +
+                     ", -1, fg::Elem::Dtype, true, " + dimMaskLiteral(in.dims) + "}");
       continue;
     }
     int position = 0;
@@ -139,7 +145,7 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
     rows.push_back("{\"" + in.name + "\", " +
                    bcastEnumerator(arg->shape, arg->type == plan::ElemType::ComputeType) + ", " +
                    std::to_string(position) + ", " + programElemEnumerator(in) + ", " +
-                   (in.read ? "true" : "false") + "}");
+                   (in.read ? "true" : "false") + ", " + dimMaskLiteral(in.dims) + "}");
   }
   return rows;
 }

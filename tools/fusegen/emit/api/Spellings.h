@@ -45,6 +45,8 @@ const char* bcastEnumerator(ir::ShapeClass s, bool stat);
 // How a program reads input `in` (its table InBcasts): the above, or Random, Unread, TypedFull
 // and TypedCol (fusegen_runtime.h).
 const char* programBcastEnumerator(const plan::Program::Input& in);
+// A mask of leading dims (Program::Input::dims) as a C++ literal: fg::kAllDims for all.
+std::string dimMaskLiteral(unsigned mask);
 const char* elemEnumerator(spec::InputType t);
 // What input `in`'s elements are to the program (its table InElems): the above, or Compute for
 // a whole-tensor value the forward saved.
