@@ -106,6 +106,7 @@ class OpInfo:
     schema: str = ""  # the op's and its backward's schemas, as fusegen spelled them
     backward_schema: str = ""
     column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
+    even_d: bool = False  # it moves columns (swap_halves, swap_pairs): D must be even
     dims: List[str] = dataclasses.field(default_factory=list)  # named leading dims, outermost first
     random: int = 0  # random streams drawn (rand, dropout): a generator argument, rng state
 
@@ -187,6 +188,9 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
         raise RuntimeError(f"{op}: argument '{ref_name}' must have at least 1 dim (its last dim is "
                            "D), but is 0-dim")
     D = ref.shape[-1] if ref.dim() else 1
+    if spec.even_d and D % 2:
+        raise RuntimeError(f"{op}: the last dim of '{ref_name}' is {D}; this op moves columns "
+                           "(swap_halves, swap_pairs), which needs an even last dim")
     k = len(spec.dims)
     if k and ref.dim() < k + 1:
         raise RuntimeError(f"{op}: argument '{ref_name}' must have at least {k + 1} dims "

@@ -17,10 +17,11 @@ struct Forward {
   static constexpr int kInputs = 3;
   static constexpr int kOutputs = 3;
   static constexpr int kAttrs = 1;
-  static constexpr int kStages = 1;      // passes of reductions over each row
-  static constexpr int kRowValues = 5;   // per-row values kept in registers
-  static constexpr bool kColumn = false; // reads the column index j
-  static constexpr int kNamedDims = 0;   // named leading dims of the op (Args::dims)
+  static constexpr int kStages = 1;            // passes of reductions over each row
+  static constexpr int kRowValues = 5;         // per-row values kept in registers
+  static constexpr bool kColumn = false;       // reads the column index j
+  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -37,6 +38,8 @@ struct Forward {
                              /* scale [] */ fg::Bcast::Scalar>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
+  using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InReaders = fg::Table<unsigned, 7u, 7u, 1u>;
   using OutKinds = fg::Table<
       fg::OutKind,
       /* y8 [..., D] stored as float8_e4m3fn */ fg::OutKind::Full,
@@ -56,6 +59,10 @@ struct Forward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
+  // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
+  FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
+  FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -199,10 +206,11 @@ struct Backward {
   static constexpr int kInputs = 4;
   static constexpr int kOutputs = 3;
   static constexpr int kAttrs = 1;
-  static constexpr int kStages = 0;      // passes of reductions over each row
-  static constexpr int kRowValues = 0;   // per-row values kept in registers
-  static constexpr bool kColumn = false; // reads the column index j
-  static constexpr int kNamedDims = 0;   // named leading dims of the op (Args::dims)
+  static constexpr int kStages = 0;            // passes of reductions over each row
+  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr bool kColumn = false;       // reads the column index j
+  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -221,6 +229,9 @@ struct Backward {
   using InElems =
       fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Compute>;
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
+  using InMoves =
+      fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 0u>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full,
                              /* grad_weight [D] (sum over rows) */ fg::OutKind::ColSum,
@@ -239,6 +250,10 @@ struct Backward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
+  // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
+  FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
+  FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).

@@ -15,10 +15,11 @@ struct Forward {
   static constexpr int kInputs = 2;
   static constexpr int kOutputs = 2;
   static constexpr int kAttrs = 1;
-  static constexpr int kStages = 1;      // passes of reductions over each row
-  static constexpr int kRowValues = 3;   // per-row values kept in registers
-  static constexpr bool kColumn = false; // reads the column index j
-  static constexpr int kNamedDims = 0;   // named leading dims of the op (Args::dims)
+  static constexpr int kStages = 1;            // passes of reductions over each row
+  static constexpr int kRowValues = 3;         // per-row values kept in registers
+  static constexpr bool kColumn = false;       // reads the column index j
+  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -34,6 +35,8 @@ struct Forward {
                              /* weight [D] */ fg::Bcast::Col>;
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype>;
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims>;
+  using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None>;
+  using InReaders = fg::Table<unsigned, 3u, 1u>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* y [..., D] */ fg::OutKind::Full,
                              /* _saved_rstd [...] (compute type) */ fg::OutKind::Stat>;
@@ -51,6 +54,10 @@ struct Forward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
+  // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
+  FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
+  FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -184,10 +191,11 @@ struct Backward {
   static constexpr int kInputs = 4;
   static constexpr int kOutputs = 2;
   static constexpr int kAttrs = 1;
-  static constexpr int kStages = 1;      // passes of reductions over each row
-  static constexpr int kRowValues = 7;   // per-row values kept in registers
-  static constexpr bool kColumn = false; // reads the column index j
-  static constexpr int kNamedDims = 0;   // named leading dims of the op (Args::dims)
+  static constexpr int kStages = 1;            // passes of reductions over each row
+  static constexpr int kRowValues = 7;         // per-row values kept in registers
+  static constexpr bool kColumn = false;       // reads the column index j
+  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -206,6 +214,9 @@ struct Backward {
   using InElems =
       fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
+  using InMoves =
+      fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InReaders = fg::Table<unsigned, 3u, 1u, 3u, 3u>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full,
                              /* grad_weight [D] (sum over rows) */ fg::OutKind::ColSum>;
@@ -223,6 +234,10 @@ struct Backward {
   FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
   // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
+  // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
+  FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
+  FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).

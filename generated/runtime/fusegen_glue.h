@@ -53,6 +53,7 @@ struct PlanInfo {
   const char* op; // "fusegen::<op>" or "fusegen::<op>_backward", in messages
   Plan plan;      // the runtime plan that runs it (P::kPlan)
   bool column;    // it reads the column index j (P::kColumn): D must be exact in float32
+  bool evenD;     // it moves columns (swap_halves, swap_pairs): D must be even
   const TensorInfo* tensors;
   int nTensors;
   int full; // the first full input: it defines D and the output shape
@@ -174,6 +175,7 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
   return {op,
           P::kPlan,
           P::kColumn,
+          P::kMovesColumns,
           tensors,
           static_cast<int>(NT),
           full,

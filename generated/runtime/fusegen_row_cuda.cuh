@@ -315,6 +315,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   T scalar[P::kInputs];
   RngKey key{}; // Random inputs: the call's seed and offset
   int clusterParity = 0, groupParity = 0;
+  unsigned needed = 0; // the outputs this call writes (bit m: a.need[m]; all past the 32nd)
 
   __device__ RowKernel(const typename P::Args& args) : a(args) {
     if constexpr (randomStreams<P>() > 0) {
@@ -327,6 +328,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       attr[k] = static_cast<T>(a.attr[k]);
     Dval = static_cast<T>(a.D);
     nvec = static_cast<int>((a.D + V - 1) / V);
+#pragma unroll
+    for (int m = 0; m < P::kOutputs; ++m)
+      needed |= m >= 32 || a.need[m] ? (m >= 32 ? ~0u : 1u << m) : 0u;
 #pragma unroll
     for (int k = 0; k < P::kInputs; ++k)
       scalar[k] = P::inBcast(k) != Bcast::Scalar ? T(0)
@@ -349,9 +353,39 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   __device__ __forceinline__ int64_t inRow(int k, int64_t row) const {
     return P::inDims(k) == kAllDims ? row : mappedRow<P::kNamedDims>(P::inDims(k), row, a.dims);
   }
+  // The column of the first element of the vector a moved input (P::inMove) reads at vector
+  // index vi: the vector whose elements the move brings there, loaded whole and fixed up in
+  // registers (moved()). SwapHalves moves whole vectors (the plan runs vectors only where
+  // (D / 2) % V == 0, rowGeometry); SwapPairs keeps a vector's pairs in it (V even); with
+  // V == 1 both read the moved column itself.
+  __device__ __forceinline__ int64_t inColumn(int k, int vi) const {
+    const int64_t c = static_cast<int64_t>(vi) * V;
+    return P::inMove(k) == Move::SwapPairs && V > 1 ? c : movedColumn(P::inMove(k), c, a.D);
+  }
   // The offset of vector vi of input k's row (Full and TypedFull inputs).
   __device__ __forceinline__ int64_t inOffset(int k, int64_t row, int vi) const {
-    return inRow(k, row) * a.D + static_cast<int64_t>(vi) * V;
+    return inRow(k, row) * a.D + inColumn(k, vi);
+  }
+  // Input k's elements of one vector as loaded, in the order the move reads them.
+  template <int k, typename E> __device__ __forceinline__ void moved(E (&x)[V]) const {
+    if constexpr (P::inMove(k) == Move::SwapPairs && V > 1)
+#pragma unroll
+      for (int l = 0; l < V; l += 2) {
+        const E t = x[l];
+        x[l] = x[l + 1];
+        x[l + 1] = t;
+      }
+  }
+  // Whether this call reads input k: some output it writes reads it (P::inReaders; a uniform
+  // branch). Loads of the others are skipped, their values 0 for the outputs not written.
+  __device__ __forceinline__ bool wanted(int k) const { return (P::inReaders(k) & needed) != 0; }
+
+  template <int k> __device__ __forceinline__ Vec<S, V> loadFull(int64_t row, int vi) const {
+    if (!wanted(k))
+      return Vec<S, V>{};
+    Vec<S, V> x = loadVec<S, V>(a.in[k], inOffset(k, row, vi));
+    moved<k>(x.v);
+    return x;
   }
 
   // The column index j of element l of vector vi, in the compute type: a 32-bit conversion
@@ -378,9 +412,12 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   template <int k> __device__ __forceinline__ void drawOrLoad(int64_t row, int vi, T (&out)[V]) const {
     if constexpr (P::inBcast(k) == Bcast::Random)
       uniforms<T, V>(key, inputSlot<P>(k, Bcast::Random), offset(row, vi), out);
-    else
+    else {
       loadTypedVec<T, V>(P::inElem(k), a.in[k],
-                         P::inBcast(k) == Bcast::TypedFull ? inOffset(k, row, vi) : vi * V, out);
+                         P::inBcast(k) == Bcast::TypedFull ? inOffset(k, row, vi) : inColumn(k, vi),
+                         out);
+      moved<k>(out);
+    }
   }
 
   template <class I>
@@ -391,12 +428,14 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
         if constexpr (ITEMS > 0)
           x.full[inputSlot<P>(k, Bcast::Full)] = cache[inputSlot<P>(k, Bcast::Full)][I::value];
         else
-          x.full[inputSlot<P>(k, Bcast::Full)] = loadVec<S, V>(a.in[k], inOffset(k, row, vi));
+          x.full[inputSlot<P>(k, Bcast::Full)] = loadFull<k>(row, vi);
       } else if constexpr (P::inBcast(k) == Bcast::Col) {
+        Vec<S, V>& c = x.col[inputSlot<P>(k, Bcast::Col)];
         if constexpr (sizeof(Vec<S, V>) == 16)
-          x.col[inputSlot<P>(k, Bcast::Col)] = loadVecReadOnly<S, V>(a.in[k], vi * V);
+          c = loadVecReadOnly<S, V>(a.in[k], inColumn(k, vi));
         else
-          x.col[inputSlot<P>(k, Bcast::Col)] = loadVec<S, V>(a.in[k], vi * V);
+          c = loadVec<S, V>(a.in[k], inColumn(k, vi));
+        moved<k>(c.v);
       } else if constexpr ((P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::Random) &&
                            kCacheExtras) {
 #pragma unroll
@@ -466,18 +505,19 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
         T in[P::kInputs], t[N];
         staticFor<P::kInputs>([&](auto kc) {
           constexpr int k = decltype(kc)::value;
+          const int64_t mc = movedColumn(P::inMove(k), col, a.D); // (the column k reads there)
           if constexpr (P::inBcast(k) == Bcast::Full)
-            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + inRow(k, row) * a.D + col));
+            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + inRow(k, row) * a.D + mc));
           else if constexpr (P::inBcast(k) == Bcast::Col)
-            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + col));
+            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + mc));
           else if constexpr (P::inBcast(k) == Bcast::Random) {
             T u[1];
             uniforms<T, 1>(key, inputSlot<P>(k, Bcast::Random), row * a.D + col, u);
             in[k] = u[0];
           } else if constexpr (P::inBcast(k) == Bcast::TypedFull)
-            in[k] = loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row) * a.D + col);
+            in[k] = loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row) * a.D + mc);
           else if constexpr (P::inBcast(k) == Bcast::TypedCol)
-            in[k] = loadTyped<T>(P::inElem(k), a.in[k], col);
+            in[k] = loadTyped<T>(P::inElem(k), a.in[k], mc);
           else
             in[k] = scalar[k];
         });
@@ -810,8 +850,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
             staticFor<P::kInputs>([&](auto kc) {
               constexpr int k = decltype(kc)::value;
               if constexpr (P::inBcast(k) == Bcast::Full)
-                cache[inputSlot<P>(k, Bcast::Full)][item.value] =
-                    loadVec<S, V>(a.in[k], inOffset(k, row, vi));
+                cache[inputSlot<P>(k, Bcast::Full)][item.value] = loadFull<k>(row, vi);
               else if constexpr ((P::inBcast(k) == Bcast::Random ||
                                   P::inBcast(k) == Bcast::TypedFull) &&
                                  kCacheExtras)
@@ -1166,6 +1205,8 @@ template <class P, typename S> int rowMaxCluster() {
 template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a, int sms) {
   constexpr int V = vecWidth<S>();
   bool aligned = a.D % V == 0;
+  for (int k = 0; k < P::kInputs; ++k) // (SwapHalves moves whole vectors: inColumn)
+    aligned = aligned && (P::inMove(k) != Move::SwapHalves || (a.D / 2) % V == 0);
   for (int k = 0; k < P::kInputs; ++k)
     if (P::inBcast(k) == Bcast::Full || P::inBcast(k) == Bcast::Col)
       aligned = aligned && aligned16(a.in[k]);

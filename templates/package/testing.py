@@ -261,6 +261,13 @@ class Rounding:
         v, e = self._all(a)
         return Bounded(v.amin(), e.amax(), self)
 
+    def move(self, f, a):
+        """A move of the columns (swap_halves, swap_pairs; the torch spelling f): exact, the
+        bounds move with the values."""
+        a = self._b(a)
+        return Bounded(f(a.v.expand(self.full) if a.v.dim() == 0 else a.v),
+                       f(a.e.expand(self.full) if a.e.dim() == 0 else a.e), self)
+
     def stored(self, v, e, out=None):
         """E of values v (bounds e) as the kernels store them: rounded to the dtype, or to an
         output's own type `out` (float32, float8_e4m3fn, float8_e5m2), which the reference
@@ -391,9 +398,13 @@ class OpChecks:
         """A check's leading dims, followed by the op's named dims' sizes (NAMED_SIZES)."""
         return list(lead) + list(self.NAMED_SIZES[:len(self.spec.dims)])
 
+    def D_of(self, D):
+        """A check's D, one more where it is odd and the op moves columns (which needs it even)."""
+        return D + 1 if self.spec.even_d and D % 2 else D
+
     def inputs(self, lead, D, dtype, device, requires_grad=False, scale=1.0, generator=None):
         out = []
-        lead = self.lead_of(lead)
+        lead, D = self.lead_of(lead), self.D_of(D)
         for a in self.spec.inputs:
             shape = _shape_of(a.shape, lead, D, self.spec.dims)
             if a.dtype is not None:
@@ -893,7 +904,7 @@ class OpChecks:
             full = self.lead_of(lead)
             for o, spec_out in zip(outs, self.spec.outputs):
                 want = full if spec_out.shape == ROW else [] if spec_out.shape == SCALAR \
-                    else [*full, D]
+                    else [*full, self.D_of(D)]
                 assert list(o.shape) == want, f"{spec_out.name}: shape {list(o.shape)} != {want}"
             gouts = self.grad_outs(outs, torch.ones_like)
             try:  # torch's own max/amax reject empty rows: then the reference has no value
@@ -977,6 +988,9 @@ class OpChecks:
                 if i != self.spec.full_input() or holds_D:
                     with pytest.raises(RuntimeError,
                                        match=rf"argument '{culprit}' (must have|has D = )"):
+                        self.call(self.op, bad)
+                elif self.spec.even_d:  # an odd D (good ones are even)
+                    with pytest.raises(RuntimeError, match=r"needs an even last dim"):
                         self.call(self.op, bad)
                 else:
                     self.call(self.op, bad)  # accepted
@@ -1062,8 +1076,9 @@ class OpChecks:
         2^24 columns run (j exact) and of 2^24 + 1 raise a RuntimeError naming the argument
         that defines D; float64 rows of 2^24 + 1 run."""
         full = self.spec.full_input()
-        for D, dtype, ok in ((2**24, torch.float32, True), (2**24 + 1, torch.float32, False),
-                             (2**24 + 1, torch.float64, True)):
+        over = self.D_of(2**24 + 1)  # (2^24 + 2 where the op needs an even D)
+        for D, dtype, ok in ((2**24, torch.float32, True), (over, torch.float32, False),
+                             (over, torch.float64, True)):
             x = self.inputs((1,), D, dtype, device)
             if ok:
                 for o, a in zip(self.call(self.op, x), self.spec.outputs):

@@ -83,12 +83,13 @@ template <class P, typename S> struct Runner {
 
   void elementInputs(int64_t row, int64_t c, T* in) const {
     for (int k = 0; k < P::kInputs; ++k) {
+      const int64_t mc = movedColumn(P::inMove(k), c, a.D); // the column input k reads at c
       switch (P::inBcast(k)) {
       case Bcast::Full:
-        in[k] = toCompute(static_cast<const S*>(a.in[k])[inRow(k, row) * a.D + c]);
+        in[k] = toCompute(static_cast<const S*>(a.in[k])[inRow(k, row) * a.D + mc]);
         break;
       case Bcast::Col:
-        in[k] = toCompute(static_cast<const S*>(a.in[k])[c]);
+        in[k] = toCompute(static_cast<const S*>(a.in[k])[mc]);
         break;
       case Bcast::Random: {
         T u[1];
@@ -97,10 +98,10 @@ template <class P, typename S> struct Runner {
         break;
       }
       case Bcast::TypedFull:
-        in[k] = loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row) * a.D + c);
+        in[k] = loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row) * a.D + mc);
         break;
       case Bcast::TypedCol:
-        in[k] = loadTyped<T>(P::inElem(k), a.in[k], c);
+        in[k] = loadTyped<T>(P::inElem(k), a.in[k], mc);
         break;
       default:
         in[k] = scalar[k];

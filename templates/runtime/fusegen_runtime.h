@@ -54,6 +54,21 @@ enum class Bcast : int {
   Position = 9
 };
 
+// The columns an input is read at (P::inMove(k); prims::Move in fusegen, from primitives.yaml's
+// `move` entries): its own, or a permutation of its row's (D even):
+//   SwapHalves  column j reads (j + D/2) mod D (rope's rotate_half moves)
+//   SwapPairs   column j reads j xor 1 (GPT-J's interleaved pairs)
+enum class Move : int { None = 0, SwapHalves = 1, SwapPairs = 2 };
+
+// (I: an integer index, or the compute type holding one: a moved j in a formula, exact.)
+template <typename I> FG_HD I movedColumn(Move m, I j, I D) {
+  if (m == Move::SwapHalves)
+    return j < D / 2 ? j + D / 2 : j - D / 2;
+  if (m == Move::SwapPairs)
+    return static_cast<I>(static_cast<int64_t>(j) ^ 1);
+  return j;
+}
+
 // ---- named leading dims (spec `x: [..., S, H, D]`): the op's rows are the batch, then the
 // named dims, flattened; an input has a mask of them (bit i: named dim i, outermost first; bit
 // n: the batch) and its rows are its dims' flattened.

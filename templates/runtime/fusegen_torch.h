@@ -395,6 +395,9 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
               ": the last dim of '", args[plan.full].name, "' is ", std::to_string(p.D),
               "; this op reads the column index, which is exact in float32 up to 2^24 = 16777216 "
               "columns (float64 inputs have no such limit)");
+  TORCH_CHECK(!plan.evenD || p.D % 2 == 0, plan.op, ": the last dim of '", args[plan.full].name,
+              "' is ", std::to_string(p.D), "; this op moves columns (swap_halves, swap_pairs), "
+              "which needs an even last dim");
   // The GPU's row plan indexes a row's vectors in 32 bits (fusegen_row_cuda.cuh).
   TORCH_CHECK(plan.plan != Plan::Row || !p.device.is_cuda() ||
                   p.D <= std::numeric_limits<int32_t>::max(),

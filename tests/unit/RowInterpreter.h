@@ -89,6 +89,12 @@ inline std::vector<double> evalRow(const ir::Expr& root, const RowEnv& env) {
                 : p.combine == prims::Combine::Max ? std::max(acc, a[j])
                                                    : std::min(acc, a[j]);
         out.assign(D, p.finish ? evalFinish(p.finish, acc, static_cast<double>(D)) : acc);
+      } else if (p.kind == prims::PrimKind::Move) { // the argument at the moved columns
+        const std::vector<double>& a = v.at(n->args()[0].get());
+        out.resize(D);
+        for (size_t j = 0; j < D; ++j)
+          out[j] = a[static_cast<size_t>(
+              prims::moveColumn(p.move, static_cast<long long>(j), static_cast<long long>(D)))];
       } else {
         out.resize(D);
         for (size_t j = 0; j < D; ++j) {

@@ -136,7 +136,9 @@ ir::Function applyOnInputs(const prims::Primitive& p, bool constAsLiteral, doubl
 }
 
 bool testable(const prims::Primitive& p) {
-  return p.kind == prims::PrimKind::Elementwise && !p.returnsBool && !p.declaresGradient;
+  // (Expansions are their formulas; moves read other columns: RowDerivatives tests both.)
+  return p.kind == prims::PrimKind::Elementwise && !p.returnsBool && !p.declaresGradient &&
+         !p.expand;
 }
 
 // A primitive whose every rule is the literal 0 (detach) stops the gradient on purpose:
@@ -680,6 +682,28 @@ TEST(RowDerivatives, EveryReductionRuleMatchesFiniteDifferences) {
     tested.insert(p.name);
   }
   for (const char* name : {"sum", "mean", "max", "min"})
+    EXPECT_TRUE(tested.count(name)) << name << " was not tested";
+}
+
+// Every move and every primitive expanded from a formula (rotate_half over swap_halves): the
+// derived gradient of y = f(x) and of z = x * f(x * x) over a row (D even), against finite
+// differences of the row interpreter, which moves columns independently of the pushing pass.
+TEST(RowDerivatives, EveryMoveAndExpansionMatchesFiniteDifferences) {
+  std::set<std::string> tested;
+  for (const auto& pp : library().all()) {
+    const prims::Primitive& p = *pp;
+    if (p.kind != prims::PrimKind::Move && !p.expand) continue;
+    SCOPED_TRACE("primitive " + p.signature());
+    Pipeline pl = build("op: t\ninputs:\n  x: [..., D]\noutputs:\n  y: " + p.name +
+                        "(x)\n  z: x * " + p.name + "(x * x)\n");
+    RowEnv point;
+    point.D = 6;
+    point.inputs["x"] = {0.3, -1.2, 2.2, 0.9, -0.4, 1.7};
+    checkRow(pl, point,
+             {{"y", {0.5, -1.0, 2.0, 0.25, 1.5, -0.75}}, {"z", {1.0, 0.5, -2.0, 3.0, 0.1, -0.3}}});
+    tested.insert(p.name);
+  }
+  for (const char* name : {"swap_halves", "swap_pairs", "rotate_half", "rotate_pairs"})
     EXPECT_TRUE(tested.count(name)) << name << " was not tested";
 }
 

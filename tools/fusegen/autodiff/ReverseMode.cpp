@@ -38,6 +38,7 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
     if (seeds[i]) accumulate(roots[i].get(), seeds[i]);
 
   expr::Sema sema(lib, diags);
+  sema.deferMoveNesting();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::Node* n = *it;
     auto adj = adjoint.find(n);

@@ -1,6 +1,7 @@
 // SSA printing of IR for C++ and Python.
 #include "emit/CodePrinter.h"
 
+#include "emit/api/Spellings.h"
 #include "ir/UniformBranches.h"
 #include "support/Format.h"
 
@@ -177,7 +178,7 @@ private:
       out << pad << "const " << (n->type() == ir::ValueType::Bool ? "bool" : "T") << " " << name
           << " = " << cppCall(*n->prim(), operands) << ";\n";
     else if (target_ == Target::Python)
-      out << pad << name << " = " << pythonCall(*n->prim(), operands) << "\n";
+      out << pad << name << " = " << torchSpelling(*n->prim(), operands) << "\n";
     else
       out << pad << name << " = " << boundsCall(*n->prim(), operands) << "\n";
     names_[n] = name;
@@ -241,6 +242,10 @@ private:
   }
 
   std::string cppCall(const prims::Primitive& p, const std::vector<std::string>& operands) const {
+    // A moved j (the moved inputs are bound): the column the move reads.
+    if (p.kind == prims::PrimKind::Move)
+      return std::string("fg::movedColumn(") + api::moveEnumerator(p.move) + ", " + operands[0] +
+             ", _D)";
     if (!p.eval)
       throw std::logic_error("'" + p.name + "' has no eval formula (an unbound reduction?)");
     std::string s = cppFormula(
@@ -260,6 +265,8 @@ private:
 
   static std::string boundsCall(const prims::Primitive& p,
                                 const std::vector<std::string>& operands) {
+    if (p.kind == prims::PrimKind::Move) // exact: the same move of values and bounds
+      return "_r.move(lambda _m: " + torchSpelling(p, {"_m"}) + ", " + operands[0] + ")";
     if (p.kind == prims::PrimKind::Total) // (over every row: testing.Rounding's sum_all, ...)
       return std::string("_r.") + prims::combineName(p.combine) + "_all(" + operands[0] + ")";
     if (p.kind == prims::PrimKind::Reduction) {
@@ -295,8 +302,8 @@ private:
     }
   }
 
-  std::string pythonCall(const prims::Primitive& p,
-                         const std::vector<std::string>& operands) const {
+  static std::string torchSpelling(const prims::Primitive& p,
+                                   const std::vector<std::string>& operands) {
     std::string out;
     const std::string& t = p.torch;
     for (size_t i = 0; i < t.size(); ++i) {

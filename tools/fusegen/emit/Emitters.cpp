@@ -68,6 +68,18 @@ std::string pythonDimsArg(const OpModel& op, size_t i) {
   return spec::isMapped(op.spec, op.spec.inputs[i]) ? ", dims=SPEC.dims" : "";
 }
 
+// Whether the op's forward or backward moves columns (swap_halves, swap_pairs): D even.
+bool movesColumns(const OpModel& op) {
+  std::vector<ir::Expr> roots;
+  for (const ir::FunctionOutput& o : op.fn.outputs)
+    roots.push_back(o.value);
+  for (const ir::Expr& g : op.grad.inputGrads)
+    if (g) roots.push_back(g);
+  for (const ir::Node* n : ir::topoOrder(roots))
+    if (n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move) return true;
+  return false;
+}
+
 // The random streams the formulas read, in stream order.
 std::vector<int> randomStreams(const std::vector<ir::Expr>& roots) {
   std::set<int> streams;
@@ -294,7 +306,7 @@ DefaultUniforms defaultUniforms(const std::vector<ir::Expr>& conditions, const i
 
 // The C++ struct of one program (templates/op/program.mustache).
 std::string renderProgram(const plan::Program& p, const std::string& name,
-                          const std::string& comment, const ir::Function& fn,
+                          const std::string& comment, const ir::Function& fn, bool movesColumns,
                           const Templates& templates) {
   Bindings attrs;
   for (size_t k = 0; k < fn.attrs.size(); ++k)
@@ -307,11 +319,16 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("bcast", api::programBcastEnumerator(in));
     x.set("elem", api::programElemEnumerator(in));
     x.set("dims", api::dimMaskLiteral(in.dims));
+    x.set("move", api::moveEnumerator(in.move));
+    x.set("readers", std::to_string(in.readers) + "u");
     x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
-                             (in.stat          ? " (compute type)"
-                              : in.random      ? " (random stream " + in.name.substr(2) + ", drawn)"
-                              : in.position    ? " (the row's index along a named dim)"
-                              : !in.read       ? " (not read)"
+                             (in.stat       ? " (compute type)"
+                              : in.random   ? " (random stream " + in.name.substr(2) + ", drawn)"
+                              : in.position ? " (the row's index along a named dim)"
+                              : !in.read    ? " (not read)"
+                              : in.move != prims::Move::None
+                                  ? std::string(" (") + in.arg + " read at the columns of " +
+                                        prims::moveName(in.move) + ")"
                               : in.dims != ~0u ? " (broadcast over some leading dims)"
                                                : ""));
     inputs.push_back(x);
@@ -363,6 +380,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("n_stages", std::to_string(p.stages.size()));
   d.set("n_row_values", std::to_string(p.rowValues.size()));
   d.set("n_named_dims", std::to_string(p.namedDims));
+  d.set("moves_columns_cpp", movesColumns ? "true" : "false");
   d.set("plan", api::planEnumerator(p.plan));
   d.set("uses_column", p.usesColumn ? "true" : "false");
   d.set("inputs", list(inputs));
@@ -589,6 +607,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("forward_tensors", stringItems(api::tensorTable(fwd)));
   d.set("dim_names", stringItems(op.spec.dims));
   d.set("has_dims", !op.spec.dims.empty());
+  d.set("moves_columns", movesColumns(op));
   d.set("backward_tensors", stringItems(api::tensorTable(bwd)));
   d.set("dtypes", stringItems(api::dtypeTable(api.dtypes)));
   d.set("full_input", std::to_string(fwd.full));
@@ -692,11 +711,11 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("forward_program",
         renderProgram(op.plan.forward, "Forward",
                       "The forward: outputs, then the per-row values saved for the backward.", fn,
-                      templates));
+                      movesColumns(op), templates));
   d.set("backward_program",
         renderProgram(op.plan.backward, "Backward",
                       "The backward, derived by reverse mode: gradients of the inputs.", fn,
-                      templates));
+                      movesColumns(op), templates));
 
   const std::string dir = name + "/";
   std::vector<GeneratedFile> files = {

@@ -182,6 +182,40 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
 ir::Expr Sema::finishCall(CallFrame& frame) {
   if (frame.position) return frame.position;
   if (frame.function) return inlineFunction(*frame.function, frame.ast, std::move(frame.args));
+  if (frame.prim->expand) { // a primitive defined by a formula: inlined
+    Scope inner;
+    for (size_t i = 0; i < frame.prim->params.size(); ++i)
+      inner[frame.prim->params[i].name] = frame.args[i];
+    inner["j"] = ir::Node::makeColumn();
+    inner["D"] = ir::Node::makeDim();
+    ++inlineDepth_;
+    ir::Expr out = lower(frame.prim->expand, inner);
+    --inlineDepth_;
+    if (!out) diags_.note(frame.ast->loc, "in the expansion of '" + frame.prim->name + "' here");
+    return out;
+  }
+  if (frame.prim->kind == prims::PrimKind::Move) {
+    const ir::Expr& a = frame.args[0];
+    // A value the same in every column of its row is its own permutation.
+    if (a->shape() == ir::ShapeClass::Row || a->shape() == ir::ShapeClass::Scalar) return a;
+    for (const ir::Node* n : ir::topoOrder({a})) {
+      if (n->kind() == ir::NodeKind::Random) {
+        diags_.error(frame.ast->loc, "'" + frame.prim->name +
+                                         "' of a value drawn at random: random numbers are "
+                                         "drawn per element and cannot be read at another "
+                                         "column; move the value before drawing");
+        return nullptr;
+      }
+      if (!deferMoveNesting_ && n->kind() == ir::NodeKind::Call &&
+          n->prim()->kind == prims::PrimKind::Move && n->prim()->move != frame.prim->move) {
+        diags_.error(frame.ast->loc, "'" + frame.prim->name + "' of a value moved by '" +
+                                         n->prim()->name +
+                                         "': only moves of one kind may be nested (each is its "
+                                         "own inverse)");
+        return nullptr;
+      }
+    }
+  }
   // Each call's random parameters get streams of their own: two dropouts drop independently.
   for (size_t i = frame.args.size(); i < frame.prim->params.size(); ++i) {
     randomStreams_.push_back(ir::Node::makeRandom(static_cast<int>(randomStreams_.size())));

@@ -28,6 +28,10 @@ public:
   // Returns null when an error was reported. Walks the tree with an explicit stack, so a
   // long flat chain (a left-deep tree of any depth) cannot overflow the call stack.
   ir::Expr lower(const AstPtr& ast, const Scope& scope);
+  // Lowering derivative rules: a move of a value moved by another kind is left to the planner
+  // (plan/KernelPlan.cpp reports it at the op, where the backward needs it), not reported at
+  // the rule in the library.
+  void deferMoveNesting() { deferMoveNesting_ = true; }
   // The random streams the calls lowered so far draw (ir::NodeKind::Random), stream k at k.
   const std::vector<ir::Expr>& randomStreams() const { return randomStreams_; }
 
@@ -49,6 +53,7 @@ private:
   Diagnostics& diags_;
   const cxx::UserFunctions* functions_;
   std::vector<std::string> dims_;
+  bool deferMoveNesting_ = false;
   int inlineDepth_ = 0;
   std::vector<ir::Expr> randomStreams_; // random parameters filled so far, by stream
 };

@@ -2,6 +2,7 @@
 #include "plan/KernelPlan.h"
 
 #include "ir/UniformBranches.h"
+#include "opt/Moves.h"
 #include "opt/Sign.h"
 #include "opt/Simplify.h"
 
@@ -248,6 +249,19 @@ bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Dia
   markGuards(p, roots);
   for (const ir::Node* n : ir::topoOrder(roots))
     p.usesColumn = p.usesColumn || n->kind() == ir::NodeKind::Column;
+  for (Program::Input& in : p.inputs)
+    in.readers = p.outputs.size() > 32 ? ~0u : 0u;
+  for (size_t m = 0; m < p.outputs.size() && m < 32; ++m) {
+    if (!p.outputs[m].value) continue;
+    std::unordered_set<const ir::Node*> reached;
+    for (const ir::Node* n : ir::topoOrder({p.outputs[m].value}))
+      reached.insert(n);
+    if (p.outputs[m].whole) // (a [] output's finish reads its whole-tensor values)
+      for (const ir::Node* n : ir::topoOrder({p.outputs[m].whole}))
+        reached.insert(n);
+    for (Program::Input& in : p.inputs)
+      if (reached.count(in.leaf.get())) in.readers |= 1u << m;
+  }
   return true;
 }
 
@@ -340,8 +354,10 @@ OutKind gradKind(ir::ShapeClass s) {
 RuntimePlan runtimePlanOf(const Program& p) {
   bool colwise = false;
   for (const Program::Input& in : p.inputs) {
-    // (A mapped input is read at its own row, found once per row: the row plan's.)
-    if (in.shape == ir::ShapeClass::Row || in.position) return RuntimePlan::Row;
+    // (A mapped input is read at its own row, found once per row, a moved one at other
+    // columns of the row: the row plan's.)
+    if (in.shape == ir::ShapeClass::Row || in.position || in.move != prims::Move::None)
+      return RuntimePlan::Row;
     if (in.shape == ir::ShapeClass::Full && in.dims != ~0u) return RuntimePlan::Row;
     colwise = colwise || in.shape == ir::ShapeClass::Col;
   }
@@ -357,6 +373,58 @@ RuntimePlan runtimePlanOf(const Program& p) {
   }
   if (!p.stages.empty()) return RuntimePlan::Row;
   return colwise || p.usesColumn ? RuntimePlan::Colwise : RuntimePlan::Flat;
+}
+
+// Moves pushed down to the program's leaves (opt/Moves.h), its outputs' values (and the
+// whole-tensor nodes its [] outputs name) rewritten to match. False, with a diagnostic at
+// `loc`, where they cannot be.
+bool pushProgramMoves(Program& p, const std::string& what, const SourceLoc& loc,
+                      Diagnostics& diags) {
+  std::vector<ir::Expr> roots;
+  for (const Program::Output& o : p.outputs)
+    if (o.value) roots.push_back(o.value);
+  bool any = false;
+  for (const ir::Node* n : ir::topoOrder(roots))
+    any = any || (n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move);
+  if (!any) return true;
+  const opt::PushedMoves pushed = opt::pushMoves(roots);
+  if (!pushed.failure.empty()) {
+    diags.error(loc, "the " + what + " needs " + pushed.failure +
+                         ": moves of different kinds cannot be nested");
+    return false;
+  }
+  for (Program::Output& o : p.outputs) {
+    if (o.value) o.value = pushed.rebuilt.at(o.value.get());
+    if (o.whole) o.whole = pushed.rebuilt.at(o.whole.get());
+  }
+  return true;
+}
+
+// The program's moved leaves, move(x) with x an input or an output gradient, each as an input
+// of its own: x's tensor read at the moved columns (fg::Move). (A moved j is computed by the
+// generated code.)
+void addMovedInputs(Program& p) {
+  const std::vector<ir::Expr> roots = values(p.outputs);
+  const std::unordered_map<const ir::Node*, ir::Expr> owned = ir::owners(roots);
+  for (const ir::Node* n : ir::topoOrder(roots)) {
+    if (!opt::isMovedLeaf(n) || n->args()[0]->kind() == ir::NodeKind::Column) continue;
+    const ir::Node* leaf = n->args()[0].get();
+    bool known = false; // (the backward starts from the forward's inputs, moved ones too)
+    for (const Program::Input& in : p.inputs)
+      known = known || in.leaf.get() == n;
+    if (known) continue;
+    const size_t count = p.inputs.size();
+    for (size_t k = 0; k < count; ++k) {
+      if (p.inputs[k].leaf.get() != leaf) continue;
+      Program::Input in = p.inputs[k];
+      in.name = in.name + "_" + prims::moveName(n->prim()->move);
+      in.arg = p.inputs[k].arg.empty() ? p.inputs[k].name : p.inputs[k].arg;
+      in.leaf = owned.at(n);
+      in.move = n->prim()->move;
+      p.inputs.push_back(in);
+      break;
+    }
+  }
 }
 
 } // namespace
@@ -498,6 +566,11 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   }
 
   SourceLoc loc = spec.outputs.front().formulaLoc;
+  if (!pushProgramMoves(f, "forward", loc, diags) ||
+      !pushProgramMoves(b, "derived backward", loc, diags))
+    return std::nullopt;
+  addMovedInputs(f);
+  addMovedInputs(b);
   if (!stageProgram(f, "forward", loc, diags) || !stageProgram(b, "derived backward", loc, diags))
     return std::nullopt;
   f.plan = runtimePlanOf(f);
@@ -508,6 +581,11 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     readByBackward.insert(n);
   for (Program::Input& in : b.inputs)
     in.read = readByBackward.count(in.leaf.get()) > 0;
+  // An argument read only through its moves is read (its tensor is saved for the backward).
+  for (const Program::Input& moved : std::vector<Program::Input>(b.inputs))
+    if (moved.move != prims::Move::None && moved.read)
+      for (Program::Input& in : b.inputs)
+        if (in.name == moved.arg) in.read = true;
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     const ir::Expr& g = b.outputs[i].value;
     const bool same = g && g->kind() == ir::NodeKind::GradOut && dimsOf(i) == ~0u &&
@@ -560,7 +638,9 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
                   : std::string("[] ") + prims::combineName(o.combine) +
                         " over rows and columns (partials + finalize)")
           << (o.value ? "" : " (zero)")
-          << (o.type == spec::OutputType::Dtype ? ""
+          << (o.keepDims != ~0u ? " in the compute type, summed by the glue over the leading "
+                                  "dims its input omits"
+              : o.type == spec::OutputType::Dtype ? ""
               : o.type == spec::OutputType::Compute
                   ? " in the compute type, for the backward"
                   : std::string(" stored as ") + spec::outputTypeName(o.type) + ", no gradient")

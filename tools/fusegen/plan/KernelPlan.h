@@ -57,6 +57,14 @@ struct Program {
     // pos(S) (ir::NodeKind::Position, `leaf`): no tensor; the runtime computes the row's index
     // along the named dim `dims` has (fg::Bcast::Position).
     bool position = false;
+    // A moved input (opt/Moves.h: `leaf` is move(x)): the tensor argument `arg` read at the
+    // moved columns (fg::Move). Empty `arg`: the argument named `name`.
+    prims::Move move = prims::Move::None;
+    std::string arg = {};
+    // The outputs whose values read it (bit m: output m; all bits past the 32nd output): the
+    // GPU's row plan skips its loads in a call that needs none of them (a backward asked for
+    // the gradient of x alone does not read what only the gradient of a table reads).
+    unsigned readers = ~0u;
   };
   // What a Total output's value is. Elements: an element value, summed over rows and columns
   // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row

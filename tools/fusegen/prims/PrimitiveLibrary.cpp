@@ -30,6 +30,30 @@ const char* combineName(Combine c) {
   return "min";
 }
 
+const char* moveName(Move m) {
+  switch (m) {
+  case Move::SwapHalves:
+    return "swap_halves";
+  case Move::SwapPairs:
+    return "swap_pairs";
+  case Move::None:
+    break;
+  }
+  return "none";
+}
+
+long long moveColumn(Move m, long long j, long long D) {
+  switch (m) {
+  case Move::SwapHalves:
+    return j < D / 2 ? j + D / 2 : j - D / 2;
+  case Move::SwapPairs:
+    return j ^ 1;
+  case Move::None:
+    break;
+  }
+  return j;
+}
+
 int Primitive::paramIndex(const std::string& n) const {
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].name == n) return static_cast<int>(i);
@@ -169,7 +193,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
     }
     auto p = std::make_shared<Primitive>();
     p->loc = locOf(path, entry);
-    std::optional<YAML::Node> gradNode;
+    std::optional<YAML::Node> gradNode, expandNode;
     std::set<std::string> seen;
     bool named = false, evalGiven = false;
     for (auto it = entry.begin(); it != entry.end(); ++it) {
@@ -196,8 +220,16 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
           p->kind = PrimKind::Reduction;
         else if (v.Scalar() == "total")
           p->kind = PrimKind::Total;
+        else if (v.Scalar() == "move")
+          p->kind = PrimKind::Move;
         else if (v.Scalar() != "elementwise")
-          diags.error(vloc, "kind must be elementwise, reduction or total");
+          diags.error(vloc, "kind must be elementwise, reduction, total or move");
+      } else if (key == "move") {
+        for (Move m : {Move::SwapHalves, Move::SwapPairs})
+          if (v.Scalar() == moveName(m)) p->move = m;
+        if (p->move == Move::None) diags.error(vloc, "move must be swap_halves or swap_pairs");
+      } else if (key == "expand") {
+        expandNode = v;
       } else if (key == "returns") {
         if (v.Scalar() == "bool")
           p->returnsBool = true;
@@ -239,7 +271,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
         diags.error(locOf(path, it->first), "unknown key '" + key +
                                                 "'; expected name, doc, kind, returns, eval, "
                                                 "combine, finish, sign, torch, grad, "
-                                                "declares_gradient");
+                                                "declares_gradient, move, expand");
       }
     }
     if (!named) continue;
@@ -248,10 +280,22 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
                               " parameter(s) is defined twice");
       continue;
     }
-    if (p->torch.empty())
-      diags.error(p->loc, "primitive '" + p->name + "' needs a 'torch' spelling");
-    if (!evalGiven && p->kind == PrimKind::Elementwise)
-      diags.error(p->loc, "primitive '" + p->name + "' needs an 'eval' formula");
+    if (expandNode) {
+      p->expand = parse(*expandNode);
+      if (evalGiven || !p->torch.empty() || gradNode || p->kind != PrimKind::Elementwise)
+        diags.error(p->loc, "primitive '" + p->name +
+                                "' is an expansion: it takes no eval, torch, grad or kind");
+      gradNode.reset();
+    } else {
+      if (p->torch.empty())
+        diags.error(p->loc, "primitive '" + p->name + "' needs a 'torch' spelling");
+      if (!evalGiven && p->kind == PrimKind::Elementwise)
+        diags.error(p->loc, "primitive '" + p->name + "' needs an 'eval' formula");
+    }
+    if ((p->kind == PrimKind::Move) != (p->move != Move::None))
+      diags.error(p->loc, "primitive '" + p->name +
+                              "': a move names its permutation (move: "
+                              "swap_halves or swap_pairs), and only a move");
     p->integerClosed = p->kind != PrimKind::Elementwise ? !p->finish
                        : p->eval                        ? integerClosedFormula(p->eval)
                                                         : false;
@@ -278,6 +322,13 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
     if (p->eval) checkNames(p->eval, paramNames, builtinArity, diags);
     if (p->finish) checkNames(p->finish, {"acc", "D"}, builtinArity, diags);
     p->grads.assign(p->params.size(), nullptr);
+    if (p->expand) {
+      std::set<std::string> names = paramNames;
+      names.insert("j");
+      names.insert("D");
+      checkNames(p->expand, names, primArity, diags);
+      continue; // (its derivative is its expansion's)
+    }
     std::set<std::string> ruleNames = paramNames;
     ruleNames.insert("grad");
     ruleNames.insert("result");

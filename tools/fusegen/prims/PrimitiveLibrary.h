@@ -38,7 +38,20 @@ enum class PrimKind {
   // only once every row is done, so only a [] output may use it (expr/Sema.cpp), computed by
   // the program's `finish` after the rows (fusegen_program.h).
   Total,
+  // A permutation of the columns of a row (`move` in primitives.yaml): its value at column j is
+  // its argument's at another column of the same row (fusegen_runtime.h fg::Move). The
+  // planner pushes moves down to the inputs (opt/Moves.h), which the runtime then reads at
+  // the moved columns; its derivative rule is the inverse move of `grad`.
+  Move,
 };
+
+// The column permutations the runtime reads inputs through (fg::Move in fusegen_runtime.h):
+//   SwapHalves  column j reads (j + D/2) mod D: the halves of the row exchanged (D even)
+//   SwapPairs   column j reads j xor 1: adjacent columns exchanged (D even)
+enum class Move { None, SwapHalves, SwapPairs };
+const char* moveName(Move m); // as primitives.yaml spells it: swap_halves, swap_pairs
+// The column a move reads at column j of a row of D (D even).
+long long moveColumn(Move m, long long j, long long D);
 
 // How a reduction combines the values of a row.
 enum class Combine { Sum, Max, Min };
@@ -73,6 +86,11 @@ struct Primitive {
   expr::AstPtr eval;               // over builtins and params (elementwise only)
   std::string torch;               // PyTorch spelling with {param} placeholders
   std::vector<expr::AstPtr> grads; // per param; null for Bool/Const params
+  Move move = Move::None;          // kind Move: which permutation
+  // A primitive defined by a formula over other primitives, the parameters, j and D (`expand`
+  // in primitives.yaml: rotate_half is swap_halves with the first half negated): Sema inlines
+  // it, so it has no eval, torch spelling or rules of its own.
+  expr::AstPtr expand;
   SourceLoc loc;
 
   int paramIndex(const std::string& n) const;

@@ -29,6 +29,18 @@ const char* programBcastEnumerator(const plan::Program::Input& in) {
   return bcastEnumerator(in.shape, in.stat);
 }
 
+const char* moveEnumerator(prims::Move m) {
+  switch (m) {
+  case prims::Move::SwapHalves:
+    return "fg::Move::SwapHalves";
+  case prims::Move::SwapPairs:
+    return "fg::Move::SwapPairs";
+  case prims::Move::None:
+    break;
+  }
+  return "fg::Move::None";
+}
+
 std::string dimMaskLiteral(unsigned mask) {
   return mask == ~0u ? "fg::kAllDims" : std::to_string(mask) + "u";
 }
@@ -135,8 +147,9 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
     }
     int position = 0;
     const plan::Arg* arg = nullptr;
+    const std::string& name = in.arg.empty() ? in.name : in.arg; // (a moved input: its tensor's)
     for (const plan::Arg& a : sig.params) {
-      if (a.name == in.name) {
+      if (a.name == name) {
         arg = &a;
         break;
       }

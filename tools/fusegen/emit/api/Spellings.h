@@ -47,6 +47,8 @@ const char* bcastEnumerator(ir::ShapeClass s, bool stat);
 const char* programBcastEnumerator(const plan::Program::Input& in);
 // A mask of leading dims (Program::Input::dims) as a C++ literal: fg::kAllDims for all.
 std::string dimMaskLiteral(unsigned mask);
+// A move as the runtime's enumerator: fg::Move::SwapHalves.
+const char* moveEnumerator(prims::Move m);
 const char* elemEnumerator(spec::InputType t);
 // What input `in`'s elements are to the program (its table InElems): the above, or Compute for
 // a whole-tensor value the forward saved.
