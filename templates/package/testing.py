@@ -308,7 +308,10 @@ class Rounding:
             e = e.reshape(v.shape)
             if not has_d:
                 v, e = v.squeeze(-1), e.squeeze(-1)
+            n = v.shape[0]
             v, e, running = v.sum(0), e.sum(0), _partial_sums(v, 0).squeeze(0)
+            if self.partial:
+                return v, e, running, n
             return self.sum_rounded(v, e, running)
         if cls == ROW:  # per-row values are [..., 1] in the reference
             v, e = a.v.expand(lead + [1]).squeeze(-1), a.e.expand(lead + [1]).squeeze(-1)
@@ -491,11 +494,15 @@ class OpChecks:
         if gouts is not None:
             gouts = [torch.zeros(_shape_of(o.shape, full[:-1], full[-1]), device=x[0].device)
                      if g is None else g for o, g in zip(self.spec.outputs, gouts)]
+        # Rows come in units of the named dims' sizes (one batch element of [..., S, H, D]):
+        # a chunk is whole units, so its rows are an op of the same dims.
+        named = full[len(full) - 1 - len(self.spec.dims):-1]
+        unit = math.prod(named)
         step = max(1, self.BOUND_CHUNK // max(full[-1], 1))
+        step = max(unit, step // unit * unit) if unit else step
         rng = self.rng_kwargs(x[self.spec.full_input()])
-        # (An op with [] outputs: whole-tensor values, which chunks of rows do not compose; one
-        # with named dims: its rows are not independent of where they are.)
-        whole = any(o.shape == SCALAR for o in self.spec.outputs) or bool(self.spec.dims)
+        # (An op with [] outputs: whole-tensor values, which chunks of rows do not compose.)
+        whole = any(o.shape == SCALAR for o in self.spec.outputs)
         if (rows <= step or whole) and not partial:
             r = Rounding(dtype, full, x[0].device, compensated=compensated)
             return self.error_bounds(r, gouts, *x, **self.attrs(), **rng)
@@ -507,18 +514,22 @@ class OpChecks:
         xs, ins = flat(x, [a.shape for a in self.spec.inputs]), [a.shape for a in self.spec.inputs]
         gs = None if gouts is None else flat(gouts, [o.shape for o in self.spec.outputs])
         parts = []
+        def unitsOf(t, c):  # a chunk of flat rows as whole units of the named dims
+            return t.reshape([-1] + named + ([full[-1]] if c == FULL else [])) if named else t
+
         for a in range(0, rows, step):
             b = min(a + step, rows)
-            r = Rounding(dtype, [b - a, full[-1]], x[0].device, partial=True,
-                         compensated=compensated)
-            cut = [t[a:b] if c in (FULL, ROW) else t for t, c in zip(xs, ins)]
-            g = None if gs is None else [t[a:b] for t in gs]
+            shape = [(b - a) // unit] + named + [full[-1]] if named else [b - a, full[-1]]
+            r = Rounding(dtype, shape, x[0].device, partial=True, compensated=compensated)
+            cut = [unitsOf(t[a:b], c) if c in (FULL, ROW) else t for t, c in zip(xs, ins)]
+            g = None if gs is None else [unitsOf(t[a:b], o.shape)
+                                         for t, o in zip(gs, self.spec.outputs)]
             if rng:
                 rng["_row0"] = self.row_base + a
             parts.append(self.error_bounds(r, g, *cut, **self.attrs(), **rng))
 
-        def join(bounds, cls):  # [D] and [] sums: over the chunks' sums, in order
-            if cls in (COL, SCALAR):
+        def join(bounds, cls):  # [D], [] and mapped sums: over the chunks' sums, in order
+            if cls in (COL, SCALAR) or is_mapped(cls):
                 sums = _join_sums(bounds)
                 return sums if partial else r.sum_rounded(*sums)
             return torch.cat(bounds).reshape(full if cls == FULL else full[:-1])

@@ -1,0 +1,115 @@
+"""RoPE side by side on the GPU (issue #17): fusegen's rope (x [..., S, H, D] by cos and sin
+[S, D], called once for q and once for k) against Liger-Kernel's LigerRopeFunction (q and k in
+one call), torch.compile of transformers' apply_rotary_pos_emb (q and k in one compiled
+function) and eager PyTorch, bf16, forward and forward+backward (gradients of q and k; the
+tables need none), with the device-to-device copy bandwidth of the same run.
+
+q and k are laid out [B, S, H, D] in memory, as a projection writes them; Liger and the
+transformers formula take them as [B, H, S, D] views (transpose(1, 2), no copy: Liger
+transposes back before its kernel). Bandwidth counts the minimum bytes: the forward reads q
+and k and writes both (the tables are read once: 2 x S x D x 2 bytes each); the backward reads
+the output gradients and writes the input gradients. Writes bench.json and bench.md to --out.
+
+    python3 bench/rope.py --out bench/results/DIR [--shapes 8x4096x32x8x128]
+"""
+import argparse
+import datetime
+import json
+import os
+
+import torch
+
+from fusegen_ops import benchmark
+from fusegen_ops.rope import rope
+
+
+def rotate_half(x):  # transformers' modeling_llama.rotate_half
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):  # transformers' formula
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def fusegen_qk(q, k, cos, sin):
+    """q, k as [B, H, S, D] views of [B, S, H, D] memory; cos, sin [1, S, D]."""
+    c, s = cos[0], sin[0]
+    return rope(q.transpose(1, 2), c, s).transpose(1, 2), rope(k.transpose(1, 2), c, s).transpose(1, 2)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", required=True)
+    p.add_argument("--shapes", default="8x4096x32x8x128",
+                   help="B x S x query heads x key heads x head dim, comma-separated")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    copy = benchmark.copy_bandwidth("cuda")
+    impls = {"fusegen": fusegen_qk, "torch.compile": torch.compile(apply_rotary_pos_emb),
+             "eager": apply_rotary_pos_emb}
+    try:
+        from liger_kernel.ops.rope import LigerRopeFunction
+        impls["liger"] = lambda q, k, cos, sin: LigerRopeFunction.apply(q, k, cos, sin)
+    except ImportError as e:
+        print(f"liger-kernel not importable ({e}); left out", flush=True)
+    rows_out = []
+    for shape in args.shapes.split(","):
+        B, S, HQ, HK, D = (int(v) for v in shape.split("x"))
+        g = torch.Generator(device="cuda").manual_seed(0)
+
+        def qk(grad=False):
+            q = torch.randn(B, S, HQ, D, device="cuda", dtype=torch.bfloat16, generator=g)
+            k = torch.randn(B, S, HK, D, device="cuda", dtype=torch.bfloat16, generator=g)
+            return (q.requires_grad_(grad).transpose(1, 2), k.requires_grad_(grad).transpose(1, 2))
+        angle = torch.arange(S, device="cuda")[:, None] * torch.rand(D // 2, device="cuda")
+        angle = torch.cat([angle, angle], -1)[None]
+        cos, sin = angle.cos().bfloat16(), angle.sin().bfloat16()
+        q0, k0 = qk()
+        want = apply_rotary_pos_emb(q0.float(), k0.float(), cos.float(), sin.float())
+        for name, fn in impls.items():
+            q, k = (t.clone() for t in (q0, k0))  # (Liger rotates its arguments in place)
+            got = fn(q.transpose(1, 2).contiguous().transpose(1, 2),
+                     k.transpose(1, 2).contiguous().transpose(1, 2), cos, sin)
+            err = max(float((a.float() - b).abs().max()) for a, b in zip(got, want))
+            qg, kg = qk(grad=True)
+            gq, gk = torch.randn_like(q0), torch.randn_like(k0)
+
+            def step():
+                out = fn(qg, kg, cos, sin)
+                torch.autograd.grad(out, [qg, kg], [gq, gk])
+            fwd = benchmark._time(lambda: fn(q, k, cos, sin))
+            both = benchmark._time(step)
+            n = (B * S * (HQ + HK) * D) * 2  # bytes of q and k
+            tables = 2 * S * D * 2
+            r = {"impl": name, "shape": shape, "fwd_ms": fwd, "fwd_bwd_ms": both,
+                 "fwd_GBps": (2 * n + tables) / fwd / 1e6,
+                 "fwd_bwd_GBps": (4 * n + 2 * tables) / both / 1e6, "max_abs_err_vs_fp32": err}
+            r["fwd_copy_pct"] = 100 * r["fwd_GBps"] / copy
+            r["fwd_bwd_copy_pct"] = 100 * r["fwd_bwd_GBps"] / copy
+            rows_out.append(r)
+            print(f"{shape:>18} {name:14} fwd {fwd:7.3f} ms {r['fwd_copy_pct']:5.1f}%  "
+                  f"f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}%  err {err:.2e}", flush=True)
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "copy_GBps": copy, "dtype": "bfloat16"}
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump({"meta": meta, "results": rows_out}, f, indent=1)
+    with open(os.path.join(args.out, "bench.md"), "w") as f:
+        f.write(f"# rope, {meta['gpu']}, torch {meta['torch']}, {meta['date']}\n\n"
+                f"bf16 q and k [B, S, H, D] (shape B x S x query heads x key heads x head dim), "
+                f"cos and sin [S, D]; copy {copy:.0f} GB/s. % of copy by the minimum bytes "
+                "(forward: q and k read and written, the tables read; forward+backward: twice "
+                "that). fusegen calls its op once for q and once for k.\n\n"
+                "| shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy |\n"
+                "|---|---|---:|---:|---:|---:|\n")
+        for r in rows_out:
+            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} | {r['fwd_copy_pct']:.1f} | "
+                    f"{r['fwd_bwd_ms']:.3f} | {r['fwd_bwd_copy_pct']:.1f} |\n")
+
+
+if __name__ == "__main__":
+    main()
