@@ -37,6 +37,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", default="8x32x2048x2048")
+    p.add_argument("--plain", action="store_true", help="also fusegen's softmax, unmasked")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
@@ -49,6 +50,10 @@ def main():
             "torch.compile": torch.compile(lambda x, m: causal_eager(x)),
             "eager": lambda x, m: causal_eager(x)},
     }
+    if args.plain:  # the same rows without mask or scale: what the row plan does unmasked
+        from fusegen_ops.softmax import softmax
+        ops["softmax (no mask, for comparison)"] = {
+            "fusegen": lambda x, m: softmax(x), "eager": lambda x, m: torch.softmax(x, -1)}
     rows_out = []
     for shape in args.shapes.split(","):
         B, H, S, D = (int(v) for v in shape.split("x"))

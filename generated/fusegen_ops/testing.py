@@ -1179,9 +1179,13 @@ class OpChecks:
         accumulated in float32 over chunks of rows."""
         if any(o.shape == SCALAR for o in self.spec.outputs):
             pytest.skip("[] outputs are whole-tensor values: this test compares chunks of rows")
-        lead = (rows,)
+        # Named dims: whole units of them (NAMED_SIZES) in the rows and in each chunk.
+        named = list(self.NAMED_SIZES[:len(self.spec.dims)])
+        unit = math.prod(named)
+        rows, chunk = -(-rows // unit) * unit, max(unit, chunk // unit * unit)
+        lead = [rows // unit] + named if named else [rows]
         dtype = torch.bfloat16
-        shapes = [_shape_of(a.shape, lead, D) for a in self.spec.inputs]
+        shapes = [_shape_of(a.shape, lead, D, self.spec.dims) for a in self.spec.inputs]
         x = [torch.randn(s, dtype=dtype, device=device).requires_grad_(True) if a.dtype is None
              else self.typed_input(a, s, D).to(device) for a, s in zip(self.spec.inputs, shapes)]
         outs = self.call(self.op, x)
@@ -1198,12 +1202,20 @@ class OpChecks:
             self.row_base = a
             return functools.partial(self.reference, _rng=self.rng_override, _row0=a)
 
+        named = list(self.NAMED_SIZES[:len(self.spec.dims)])
+
+        def cut(t, a, b, cls):  # rows a:b of a [..., D] or [...] tensor, whole named-dim units
+            if not named:
+                return t[a:b]
+            D = [t.shape[-1]] if cls == FULL else []
+            return t.reshape([-1] + D)[a:b].reshape([-1] + named + D)
+
         def rows_of(ts, a, b, args):
-            return [None if t is None else t.detach()[a:b] if cls in (FULL, ROW) else t.detach()
-                    for t, cls in zip(ts, args)]
+            return [None if t is None else cut(t.detach(), a, b, cls) if cls in (FULL, ROW)
+                    else t.detach() for t, cls in zip(ts, args)]
 
         out_cls = [o.shape for o in self.spec.outputs]
-        reduced = any(a.shape in (COL, SCALAR) for a in self.spec.inputs)
+        reduced = any(a.shape in (COL, SCALAR) or is_mapped(a.shape) for a in self.spec.inputs)
         floor = torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps
         summed = [None] * len(x)  # reference [D] / [] gradients, float32
         open_sums = {dtype: [None] * len(x), torch.float32: [None] * len(x)}  # and their bounds
@@ -1222,7 +1234,7 @@ class OpChecks:
             tols, gtols = ([None if p is None or isinstance(p, tuple) else C * (p + q) + floor
                             for p, q in zip(*(bounds[d][k] for d in open_sums))] for k in (0, 1))
             if edge:
-                got = [o.detach()[a:b] if cls in (FULL, ROW) else o
+                got = [cut(o.detach(), a, b, cls) if cls in (FULL, ROW) else o
                        for o, cls in zip(outs, out_cls)]
                 for o, g, w, tol in zip(self.spec.outputs, got, self.call(reference(a), xs), tols):
                     self.close(g, w, tol, f"{self.spec.name}.{o.name}, rows {a}:{b}")
@@ -1231,7 +1243,8 @@ class OpChecks:
                     continue
                 if arg.shape in (FULL, ROW):
                     if edge:
-                        self.close(x[i].grad[a:b], w, gtols[i], f"grad of {arg.name}, rows {a}:{b}")
+                        self.close(cut(x[i].grad, a, b, arg.shape), w, gtols[i],
+                                   f"grad of {arg.name}, rows {a}:{b}")
                 else:
                     summed[i] = w if summed[i] is None else summed[i] + w
                     for d, sums in open_sums.items():

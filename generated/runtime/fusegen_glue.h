@@ -128,8 +128,11 @@ template <class Args> Args argsOf(const Call& c) {
   }
   a.rows = c.rows;
   a.D = c.D;
-  for (int i = 0; i < kMaxNamedDims; ++i)
-    a.dims[i] = c.dims[i];
+  for (int i = 0; i < kMaxNamedDims; ++i) {
+    a.dims.size[i] = c.dims[i];
+    a.dims.div[i] = FastDiv::of(c.dims[i]);
+  }
+  a.dims.rows32 = c.rows < (int64_t(1) << 32);
   a.workspace = c.workspace;
   a.rng = c.rng;
   return a;

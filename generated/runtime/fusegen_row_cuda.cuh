@@ -810,6 +810,65 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       }
   }
 
+  // The row's per-row inputs (its [...] inputs, statistics and positions; [] inputs) and the
+  // values rowPre computes from them.
+  __device__ __forceinline__ void startRow(int64_t row, T* rv) const {
+    T rowIn[P::kInputs];
+#pragma unroll
+    for (int k = 0; k < P::kInputs; ++k)
+      rowIn[k] = P::inBcast(k) == Bcast::Position
+                     ? static_cast<T>(positionOf<P::kNamedDims>(P::inDims(k), row, a.dims))
+                 : P::inBcast(k) != Bcast::Row && P::inBcast(k) != Bcast::Stat
+                     ? scalar[k] // [] inputs; 0 for the others
+                 : P::inBcast(k) == Bcast::Stat ? static_cast<const T*>(a.in[k])[row]
+                 : P::inElem(k) == Elem::Dtype
+                     ? toCompute(static_cast<const S*>(a.in[k])[inRow(k, row)])
+                     : loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row));
+    P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
+  }
+
+  // The element outputs of vector vi of the row from its inputs' vectors x: stored, or added
+  // into the [D] and [] accumulators.
+  template <class I>
+  __device__ __forceinline__ void writeElements(int64_t row, int vi, I item, const Vectors& x,
+                                                const T* rv, T* partials) {
+    Vec<S, V> y[P::kOutputs];
+    T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
+      T in[P::kInputs], out[P::kOutputs];
+      elementInputs(x, l, in);
+      P::template elem<T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), out);
+      staticFor<P::kOutputs>([&](auto mc) {
+        constexpr int m = decltype(mc)::value;
+        if constexpr (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
+          y[m].v[l] = fromCompute<S>(out[m]);
+        } else if constexpr (P::outKind(m) == OutKind::Full) {
+          typed[typedSlot<P>(m)][l] = out[m];
+        } else if constexpr (P::outKind(m) == OutKind::ColSum) {
+          if constexpr (ITEMS > 0)
+            colAcc[colSumSlot<P>(m)][I::value][l] += out[m];
+          else if (a.need[m])
+            *partial(partials, m, vi * V + l) += out[m];
+        } else if constexpr (P::outKind(m) == OutKind::Total && !P::totalPerRow(m)) {
+          totalAcc[totalSlot<P>(m)] =
+              reduceCombine(P::outReduce(m), totalAcc[totalSlot<P>(m)], out[m]);
+        }
+      });
+    }
+    staticFor<P::kOutputs>([&](auto mc) {
+      constexpr int m = decltype(mc)::value;
+      if constexpr (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
+        if (a.need[m])
+          storeVec<S, V>(a.out[m], offset(row, vi), y[m]);
+      } else if constexpr (P::outKind(m) == OutKind::Full) {
+        if (a.need[m])
+          storeTypedVec(P::outElem(m), a.out[m], offset(row, vi), typed[typedSlot<P>(m)]);
+      }
+    });
+    (void)item;
+  }
+
   __device__ void run(T* shared, T* clusterSlots, T* partials) {
     // ColSum accumulators belong to fixed columns: set up once per block.
 #pragma unroll
@@ -831,20 +890,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       const int64_t row = base + threadIdx.y;
       const bool active = row < a.rows;
       T rv[atLeastOne<P::kRowValues>()];
-      T rowIn[P::kInputs];
-#pragma unroll
-      for (int k = 0; k < P::kInputs; ++k)
-        rowIn[k] = P::inBcast(k) == Bcast::Position
-                       ? static_cast<T>(positionOf<P::kNamedDims>(P::inDims(k), row, a.dims))
-                   : P::inBcast(k) != Bcast::Row && P::inBcast(k) != Bcast::Stat
-                       ? scalar[k] // [] inputs; 0 for the others
-                   : !active                     ? T(0)
-                   : P::inBcast(k) == Bcast::Stat ? static_cast<const T*>(a.in[k])[row]
-                   : P::inElem(k) == Elem::Dtype
-                       ? toCompute(static_cast<const S*>(a.in[k])[inRow(k, row)])
-                       : loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row));
       if (active) {
-        P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
+        startRow(row, rv);
         if constexpr (ITEMS > 0)
           forEachItem([&](int vi, auto item) {
             staticFor<P::kInputs>([&](auto kc) {
@@ -864,40 +911,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       forEachItem([&](int vi, auto item) {
         Vectors x;
         loadVectors(row, vi, item, x);
-        Vec<S, V> y[P::kOutputs];
-        T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
-#pragma unroll
-        for (int l = 0; l < V; ++l) {
-          T in[P::kInputs], out[P::kOutputs];
-          elementInputs(x, l, in);
-          P::template elem<T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), out);
-          staticFor<P::kOutputs>([&](auto mc) {
-            constexpr int m = decltype(mc)::value;
-            if constexpr (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
-              y[m].v[l] = fromCompute<S>(out[m]);
-            } else if constexpr (P::outKind(m) == OutKind::Full) {
-              typed[typedSlot<P>(m)][l] = out[m];
-            } else if constexpr (P::outKind(m) == OutKind::ColSum) {
-              if constexpr (ITEMS > 0)
-                colAcc[colSumSlot<P>(m)][item.value][l] += out[m];
-              else if (a.need[m])
-                *partial(partials, m, vi * V + l) += out[m];
-            } else if constexpr (P::outKind(m) == OutKind::Total && !P::totalPerRow(m)) {
-              totalAcc[totalSlot<P>(m)] =
-                  reduceCombine(P::outReduce(m), totalAcc[totalSlot<P>(m)], out[m]);
-            }
-          });
-        }
-        staticFor<P::kOutputs>([&](auto mc) {
-          constexpr int m = decltype(mc)::value;
-          if constexpr (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
-            if (a.need[m])
-              storeVec<S, V>(a.out[m], offset(row, vi), y[m]);
-          } else if constexpr (P::outKind(m) == OutKind::Full) {
-            if (a.need[m])
-              storeTypedVec(P::outElem(m), a.out[m], offset(row, vi), typed[typedSlot<P>(m)]);
-          }
-        });
+        writeElements(row, vi, item, x, rv, partials);
       });
       if (threadIdx.x == 0 && clusterPlace<CLUSTER>().rank == 0) {
         T out[P::kOutputs];

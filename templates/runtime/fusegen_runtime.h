@@ -75,26 +75,82 @@ template <typename I> FG_HD I movedColumn(Move m, I j, I D) {
 constexpr int kMaxNamedDims = 6;
 constexpr unsigned kAllDims = ~0u; // an input with every dim: its row is the op's
 
-// The row of an input with dims `has` at the op's row `row` (dims: the N named dims' sizes).
-template <int N> FG_HD int64_t mappedRow(unsigned has, int64_t row, const int64_t* dims) {
+// Division of 32-bit numbers by a divisor fixed for a call, as a multiplication and a shift
+// (Granlund and Montgomery, "Division by invariant integers using multiplication", PLDI 1994):
+// with s = ceil(log2 d) and m = floor(2^32 (2^s - d) / d) + 1, n / d = (mulhi(n, m) + n) >> s
+// for every n < 2^32. A 64-bit division is a loop of about 70 instructions on the GPU; rows of
+// 128 columns (rope's) spent more on the divisions by the named dims' sizes than on the row.
+struct FastDiv {
+  uint32_t d = 1, m = 1, s = 0;
+
+  static FastDiv of(int64_t divisor) { // (host; divisor in [1, 2^32))
+    FastDiv f;
+    f.d = static_cast<uint32_t>(divisor < 1 ? 1 : divisor);
+    while ((uint64_t(1) << f.s) < f.d)
+      ++f.s;
+    f.m = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << f.s) - f.d)) / f.d + 1);
+    return f;
+  }
+  FG_HD uint32_t quotient(uint32_t n) const {
+#ifdef __CUDA_ARCH__
+    const uint32_t hi = __umulhi(n, m);
+#else
+    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * m) >> 32);
+#endif
+    return static_cast<uint32_t>((static_cast<uint64_t>(hi) + n) >> s);
+  }
+};
+
+// The op's named leading dims in a call: their sizes, outermost first, with their divisions
+// for rows below 2^32 (rows32; 64-bit divisions beyond).
+struct NamedDims {
+  int64_t size[kMaxNamedDims];
+  FastDiv div[kMaxNamedDims];
+  bool rows32;
+};
+
+// The row of an input with dims `has` at the op's row `row`.
+template <int N> FG_HD int64_t mappedRow(unsigned has, int64_t row, const NamedDims& dims) {
+  if (dims.rows32) {
+    uint32_t r = static_cast<uint32_t>(row), out = 0, stride = 1;
+    for (int i = N - 1; i >= 0; --i) {
+      const uint32_t q = dims.div[i].quotient(r);
+      if ((has >> i) & 1u) {
+        out += (r - q * dims.div[i].d) * stride;
+        stride *= dims.div[i].d;
+      }
+      r = q;
+    }
+    return (has >> N) & 1u ? static_cast<int64_t>(out) + static_cast<int64_t>(r) * stride : out;
+  }
   int64_t out = 0, stride = 1;
   for (int i = N - 1; i >= 0; --i) {
-    const int64_t index = row % dims[i];
-    row /= dims[i];
+    const int64_t index = row % dims.size[i];
+    row /= dims.size[i];
     if ((has >> i) & 1u) {
       out += index * stride;
-      stride *= dims[i];
+      stride *= dims.size[i];
     }
   }
   return (has >> N) & 1u ? out + row * stride : out;
 }
 
 // pos(S) at the op's row `row`: the index along the named dim that `has` has.
-template <int N> FG_HD int64_t positionOf(unsigned has, int64_t row, const int64_t* dims) {
+template <int N> FG_HD int64_t positionOf(unsigned has, int64_t row, const NamedDims& dims) {
+  if (dims.rows32) {
+    uint32_t r = static_cast<uint32_t>(row);
+    for (int i = N - 1; i >= 0; --i) {
+      const uint32_t q = dims.div[i].quotient(r);
+      if ((has >> i) & 1u)
+        return r - q * dims.div[i].d;
+      r = q;
+    }
+    return 0;
+  }
   for (int i = N - 1; i >= 0; --i) {
     if ((has >> i) & 1u)
-      return row % dims[i];
-    row /= dims[i];
+      return row % dims.size[i];
+    row /= dims.size[i];
   }
   return 0;
 }
@@ -335,7 +391,7 @@ template <int NI, int NO, int NA> struct Args {
   double attr[atLeastOne<NA>()];
   int64_t rows; // product of the leading dims
   int64_t D;    // the last dim (1 for a 0-dim tensor)
-  int64_t dims[kMaxNamedDims]; // the sizes of the op's named leading dims (P::kNamedDims)
+  NamedDims dims; // the op's named leading dims (P::kNamedDims)
   void* workspace; // CUDA: partial sums of ColSum and Total outputs
   RngArgs rng;     // programs with Random inputs: the seed and offset
 };
