@@ -28,17 +28,17 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"residual", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"bias", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"residual", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, false, fg::kAllDims},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, false, fg::kAllDims},
-    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, false, fg::kAllDims},
-    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, false, fg::kAllDims, 1},
+    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, false, fg::kAllDims, 1},
+    {"residual", fg::Bcast::Full, 3, fg::Elem::Dtype, false, fg::kAllDims, 1},
+    {"_u0", fg::Bcast::Random, -1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).

@@ -28,19 +28,19 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"logits", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"target", fg::Bcast::Row, 1, fg::Elem::Int64, true, fg::kAllDims},
+    {"logits", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"target", fg::Bcast::Row, 1, fg::Elem::Int64, true, fg::kAllDims, 1},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"logits", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"target", fg::Bcast::Row, 2, fg::Elem::Int64, true, fg::kAllDims},
-    {"_saved_m", fg::Bcast::Stat, 3, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_saved_stat1", fg::Bcast::Stat, 4, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_saved_lse", fg::Bcast::Stat, 5, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_saved_stat3", fg::Bcast::Stat, 6, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_saved_total0", fg::Bcast::Scalar, 7, fg::Elem::Compute, false, fg::kAllDims},
-    {"_saved_total1", fg::Bcast::Scalar, 8, fg::Elem::Compute, true, fg::kAllDims},
-    {"_grad_loss", fg::Bcast::Scalar, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"logits", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"target", fg::Bcast::Row, 2, fg::Elem::Int64, true, fg::kAllDims, 1},
+    {"_saved_m", fg::Bcast::Stat, 3, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_saved_stat1", fg::Bcast::Stat, 4, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_saved_lse", fg::Bcast::Stat, 5, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_saved_stat3", fg::Bcast::Stat, 6, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_saved_total0", fg::Bcast::Scalar, 7, fg::Elem::Compute, false, fg::kAllDims, 1},
+    {"_saved_total1", fg::Bcast::Scalar, 8, fg::Elem::Compute, true, fg::kAllDims, 1},
+    {"_grad_loss", fg::Bcast::Scalar, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).

@@ -27,13 +27,13 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"log_q", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"log_p", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"log_q", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"log_p", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"log_q", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"log_p", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"log_q", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"log_p", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_grad_loss", fg::Bcast::Row, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).

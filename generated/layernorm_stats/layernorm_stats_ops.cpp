@@ -28,17 +28,17 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims},
-    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype, false, fg::kAllDims},
-    {"_saved_m", fg::Bcast::Stat, 4, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_saved_r", fg::Bcast::Stat, 5, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"weight", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"bias", fg::Bcast::Col, 3, fg::Elem::Dtype, false, fg::kAllDims, 1},
+    {"_saved_m", fg::Bcast::Stat, 4, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_saved_r", fg::Bcast::Stat, 5, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).

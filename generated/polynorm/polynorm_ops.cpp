@@ -27,22 +27,22 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"w0", fg::Bcast::Scalar, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"w1", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
-    {"w2", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true, fg::kAllDims},
-    {"b", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"w0", fg::Bcast::Scalar, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"w1", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"w2", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"b", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"w0", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
-    {"w1", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true, fg::kAllDims},
-    {"w2", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true, fg::kAllDims},
-    {"b", fg::Bcast::Scalar, 5, fg::Elem::Dtype, false, fg::kAllDims},
-    {"_saved_stat0", fg::Bcast::Stat, 6, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_saved_stat1", fg::Bcast::Stat, 7, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_saved_stat2", fg::Bcast::Stat, 8, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"w0", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"w1", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"w2", fg::Bcast::Scalar, 4, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"b", fg::Bcast::Scalar, 5, fg::Elem::Dtype, false, fg::kAllDims, 1},
+    {"_saved_stat0", fg::Bcast::Stat, 6, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_saved_stat1", fg::Bcast::Stat, 7, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_saved_stat2", fg::Bcast::Stat, 8, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).

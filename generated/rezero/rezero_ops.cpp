@@ -27,15 +27,15 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"h", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"alpha", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"h", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"alpha", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, false, fg::kAllDims},
-    {"h", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims},
-    {"alpha", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, false, fg::kAllDims, 1},
+    {"h", fg::Bcast::Full, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"alpha", fg::Bcast::Scalar, 3, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).

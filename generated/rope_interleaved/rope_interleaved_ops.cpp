@@ -28,19 +28,19 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"cos", fg::Bcast::Full, 1, fg::Elem::Dtype, true, 1u},
-    {"sin", fg::Bcast::Full, 2, fg::Elem::Dtype, true, 1u},
-    {"x_swap_pairs", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"cos", fg::Bcast::Full, 1, fg::Elem::Dtype, true, 1u, 1},
+    {"sin", fg::Bcast::Full, 2, fg::Elem::Dtype, true, 1u, 1},
+    {"x_swap_pairs", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"cos", fg::Bcast::Full, 2, fg::Elem::Dtype, true, 1u},
-    {"sin", fg::Bcast::Full, 3, fg::Elem::Dtype, true, 1u},
-    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"_grad_y_swap_pairs", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"sin_swap_pairs", fg::Bcast::Full, 3, fg::Elem::Dtype, true, 1u},
-    {"x_swap_pairs", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
+    {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"cos", fg::Bcast::Full, 2, fg::Elem::Dtype, true, 1u, 1},
+    {"sin", fg::Bcast::Full, 3, fg::Elem::Dtype, false, 1u, 1},
+    {"_grad_y", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_grad_y_swap_pairs", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"sin_swap_pairs", fg::Bcast::Full, 3, fg::Elem::Dtype, true, 1u, 1},
+    {"x_swap_pairs", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).

@@ -43,6 +43,7 @@ struct TensorArg {
   Elem elem;
   bool read; // the plan reads its elements (else it may be a placeholder of its shape)
   unsigned dims; // the op's leading dims it has (TensorInfo::dims)
+  int chunks;    // a packed argument's chunks of D (TensorInfo::chunks)
 };
 
 inline at::ScalarType elemScalarType(Elem e) {
@@ -243,7 +244,16 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
   TORCH_CHECK(!hasCol || ref.dim() >= 1, op, ": argument '", refName,
               "' must have at least 1 dim (its last dim is D), but is 0-dim");
   p.D = ref.dim() >= 1 ? ref.size(-1) : 1;
+  const int refChunks = args[full].chunks;
+  if (refChunks > 1) { // a packed full input: [..., chunks * D]
+    TORCH_CHECK(ref.dim() >= 1 && p.D % refChunks == 0, op, ": argument '", refName,
+                "' is packed ([..., ", std::to_string(refChunks), "*D]): its last dim must be a "
+                "multiple of ", std::to_string(refChunks), ", but its shape is ",
+                shapeString(ref.sizes()));
+    p.D /= refChunks;
+  }
   p.fullShape = ref.sizes().vec();
+  if (!p.fullShape.empty()) p.fullShape.back() = p.D;
   p.rows = 1; // the leading dims: rows exist with D == 0 too (their reductions are empty)
   for (size_t i = 0; i + 1 < p.fullShape.size(); ++i)
     p.rows *= p.fullShape[i];
@@ -266,6 +276,15 @@ inline Prepared prepare(const char* op, c10::ArrayRef<TensorArg> args, int full,
     }
     switch (a.bcast) {
     case Bcast::Full:
+      if (a.chunks > 1 || refChunks > 1) { // [..., chunks*D] against the op's [..., D]
+        std::vector<int64_t> want = p.fullShape;
+        if (!want.empty()) want.back() *= a.chunks;
+        TORCH_CHECK(t.sizes().vec() == want, op, ": argument '", a.name, "' must have shape ",
+                    shapeString(want), " (the leading dims of '", refName, "' and ",
+                    a.chunks > 1 ? std::to_string(a.chunks) + " x " : std::string(), "D = ",
+                    std::to_string(p.D), "), but has shape ", shapeString(t.sizes()));
+        break;
+      }
       TORCH_CHECK(t.sizes() == ref.sizes(), op, ": argument '", a.name,
                   "' must have the same shape as '", refName, "' ", shapeString(ref.sizes()),
                   ", but has shape ", shapeString(t.sizes()));
@@ -431,11 +450,21 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
       t = empty ? at::zeros({}, options) : at::empty({}, options);
     } else if (plan.kinds[m] == OutKind::Stat) { // saved statistics: the compute type
       t = at::empty(rowShape, options.dtype(computeType(p.dtype)));
+    } else if (plan.chunks[m] > 1) { // a packed gradient: [..., chunks * D]
+      std::vector<int64_t> shape = p.fullShape;
+      shape.back() *= plan.chunks[m];
+      t = at::empty(shape, options);
     } else {
       t = at::empty(plan.kinds[m] == OutKind::Row ? rowShape : p.fullShape, options);
     }
     resultData.push_back(need[m] ? t.data_ptr() : nullptr);
     results.push_back(t);
+  }
+  // The other chunks of packed gradients write into their chunk 0's tensor.
+  c10::SmallVector<bool, 16> needed(need.begin(), need.end());
+  for (int m = plan.nResults; m < plan.nOutputs; ++m) {
+    resultData.push_back(resultData[plan.results[m]]);
+    needed.push_back(need[plan.results[m]]);
   }
   RngArgs rng{};
   if (plan.randomStreams > 0 && plan.rngTensor < 0) { // a forward: draw, and return the draw
@@ -476,7 +505,7 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   c10::SmallVector<const void*, 16> tensorData;
   for (const at::Tensor& t : p.tensors)
     tensorData.push_back(t.defined() ? t.data_ptr() : nullptr);
-  Call c{toDType(p.dtype), tensorData.data(), resultData.data(), need.data(), attrs.data(),
+  Call c{toDType(p.dtype), tensorData.data(), resultData.data(), needed.data(), attrs.data(),
          p.rows,           p.D,               p.dims,            nullptr,
          rng};
   if (p.device.is_cuda()) {

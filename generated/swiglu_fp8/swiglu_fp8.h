@@ -39,6 +39,8 @@ struct Forward {
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 7u, 7u, 1u>;
+  using InChunks = fg::Table<int, 0, 0, 0>;
+  using InChunkCounts = fg::Table<int, 1, 1, 1>;
   using OutKinds = fg::Table<
       fg::OutKind,
       /* y8 [..., D] stored as float8_e4m3fn */ fg::OutKind::Full,
@@ -46,6 +48,9 @@ struct Forward {
       /* _saved_total0 [] (over all rows) stored as the compute type */ fg::OutKind::Total>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Float8E4M3, fg::Elem::Float32, fg::Elem::Compute>;
   using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
+  using OutChunks = fg::Table<int, 0, 0, 0>;
+  using OutChunkCounts = fg::Table<int, 1, 1, 1>;
+  using OutResults = fg::Table<int, -1, -1, -1>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Max>;
   using TotalPerRows = fg::Table<bool, false, false, false>;
   using Reductions = fg::Table<int>;
@@ -62,10 +67,18 @@ struct Forward {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
+  FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
+  FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
   FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
+  // A chunk of a packed gradient, stored at columns outChunk(m) * D of rows of outChunks(m) * D
+  // of the tensor of output outResult(m) (-1: its own; the glue returns that one).
+  FG_HD static constexpr int outChunk(int m) { return OutChunks::at(m); }
+  FG_HD static constexpr int outChunks(int m) { return OutChunkCounts::at(m); }
+  FG_HD static constexpr int outResult(int m) { return OutResults::at(m); }
   FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
   // A Total output of a per-row value (rowOut's), not of an element value (elem's).
   FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
@@ -213,12 +226,17 @@ struct Backward {
   using InMoves =
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 0u>;
+  using InChunks = fg::Table<int, 0, 0, 0, 0>;
+  using InChunkCounts = fg::Table<int, 1, 1, 1, 1>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_gate [..., D] */ fg::OutKind::Full,
                              /* grad_up [..., D] */ fg::OutKind::Full,
                              /* grad_scale [] (over all rows) */ fg::OutKind::Total>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
+  using OutChunks = fg::Table<int, 0, 0, 0>;
+  using OutChunkCounts = fg::Table<int, 1, 1, 1>;
+  using OutResults = fg::Table<int, -1, -1, -1>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
   using TotalPerRows = fg::Table<bool, false, false, false>;
   using Reductions = fg::Table<int>;
@@ -235,10 +253,18 @@ struct Backward {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
+  FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
+  FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
   FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
+  // A chunk of a packed gradient, stored at columns outChunk(m) * D of rows of outChunks(m) * D
+  // of the tensor of output outResult(m) (-1: its own; the glue returns that one).
+  FG_HD static constexpr int outChunk(int m) { return OutChunks::at(m); }
+  FG_HD static constexpr int outChunks(int m) { return OutChunkCounts::at(m); }
+  FG_HD static constexpr int outResult(int m) { return OutResults::at(m); }
   FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
   // A Total output of a per-row value (rowOut's), not of an element value (elem's).
   FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }

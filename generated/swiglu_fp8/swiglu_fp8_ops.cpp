@@ -27,15 +27,15 @@ constexpr glue::CudaEntry kBackwardCuda = nullptr;
 
 // The tensor arguments: name, shape class, position among the schema's tensors.
 constexpr glue::TensorInfo kForwardTensors[] = {
-    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims},
-    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims},
-    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims},
+    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
-    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, false, fg::kAllDims},
-    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, false, fg::kAllDims},
-    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, false, fg::kAllDims},
-    {"_saved_total0", fg::Bcast::Scalar, 3, fg::Elem::Compute, false, fg::kAllDims},
+    {"gate", fg::Bcast::Full, 0, fg::Elem::Dtype, false, fg::kAllDims, 1},
+    {"up", fg::Bcast::Full, 1, fg::Elem::Dtype, false, fg::kAllDims, 1},
+    {"scale", fg::Bcast::Scalar, 2, fg::Elem::Dtype, false, fg::kAllDims, 1},
+    {"_saved_total0", fg::Bcast::Scalar, 3, fg::Elem::Compute, false, fg::kAllDims, 1},
 };
 // Per input: whether the backward reads it (else autograd saves a placeholder), and the output
 // whose incoming gradient is its gradient unchanged (-1: none).

@@ -23,9 +23,20 @@ def parse_shape(cls: str) -> Tuple[bool, List[str], bool]:
     return parts[:1] == ["..."], [p for p in parts if p not in ("...", "D")], parts[-1:] == ["D"]
 
 
+def chunks_of(cls: str) -> int:
+    """A packed input's chunks (its shape [..., n*D]: n); 1 for every other shape."""
+    last = cls.strip("[]").split(",")[-1].replace(" ", "")
+    return int(last[:-2]) if last.endswith("*D") else 1
+
+
+def full_like(cls: str) -> bool:
+    """Whether cls is per element of the op's rows: [..., D], or packed [..., n*D]."""
+    return cls == FULL or chunks_of(cls) > 1
+
+
 def is_mapped(cls: str) -> bool:
     """Whether cls is the shape of an input that omits some of the op's leading dims."""
-    return cls not in (FULL, COL, ROW, SCALAR, STAT, TOTAL, "rng")
+    return cls not in (FULL, COL, ROW, SCALAR, STAT, TOTAL, "rng") and chunks_of(cls) == 1
 
 
 def mapped_shape(cls: str, sizes: Sequence[int], dims: Sequence[str], D: int) -> List[int]:
@@ -118,7 +129,7 @@ class OpInfo:
 
     def full_input(self) -> int:
         """The first float [..., D] input: its shape is the outputs', its dtype the op's."""
-        return next(i for i, a in enumerate(self.inputs) if a.shape == FULL and a.dtype is None)
+        return next(i for i, a in enumerate(self.inputs) if full_like(a.shape) and a.dtype is None)
 
     def differentiable_outputs(self) -> List[Arg]:
         """The outputs the backward takes gradients of, in order."""
@@ -187,6 +198,12 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
         raise RuntimeError(f"{op}: argument '{ref_name}' must have at least 1 dim (its last dim is "
                            "D), but is 0-dim")
     D = ref.shape[-1] if ref.dim() else 1
+    n = chunks_of(spec.inputs[full].shape)
+    if n > 1:  # a packed full input: [..., n*D]
+        if ref.dim() == 0 or D % n:
+            raise RuntimeError(f"{op}: argument '{ref_name}' is packed ([..., {n}*D]): its last dim "
+                               f"must be a multiple of {n}, but its shape is {_shape(ref.shape)}")
+        D //= n
     if spec.even_d and D % 2:
         raise RuntimeError(f"{op}: the last dim of '{ref_name}' is {D}; this op moves columns "
                            "(swap_halves, swap_pairs), which needs an even last dim")
@@ -210,6 +227,14 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
             if has_d and t.shape[-1] != D:
                 raise RuntimeError(f"{op}: argument '{name}' has D = {t.shape[-1]} (its last dim) "
                                    f"where '{ref_name}' has D = {D}")
+        if full_like(cls) and (chunks_of(cls) > 1 or n > 1):
+            want = list(ref.shape[:-1]) + [chunks_of(cls) * D]
+            if list(t.shape) != want:
+                times = f"{chunks_of(cls)} x " if chunks_of(cls) > 1 else ""
+                raise RuntimeError(f"{op}: argument '{name}' must have shape {_shape(want)} (the "
+                                   f"leading dims of '{ref_name}' and {times}D = {D}), but has "
+                                   f"shape {_shape(t.shape)}")
+            continue
         if cls == FULL and list(t.shape) != list(ref.shape):
             raise RuntimeError(f"{op}: argument '{name}' must have the same shape as '{ref_name}' "
                                f"{_shape(ref.shape)}, but has shape {_shape(t.shape)}")
@@ -222,7 +247,7 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
         if cls in (SCALAR, TOTAL) and t.dim() != 0:
             raise RuntimeError(f"{op}: argument '{name}' must be a 0-dim tensor, but has shape "
                                f"{_shape(t.shape)}")
-    return list(ref.shape), D
+    return list(ref.shape[:-1]) + [D] if ref.dim() else [], D
 
 
 def where_uniform(cond, a, b):
@@ -418,7 +443,7 @@ def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int
         raise RuntimeError(f"{op}: vmap of an op that draws random numbers needs "
                            f"randomness='different' (each sample its own draw), got "
                            f"randomness='{info.randomness}'")
-    full = classes.index(FULL)
+    full = next(i for i, c in enumerate(classes) if full_like(c))
     scalar_rank = tensors[full].dim() - (dims[full] is not None) == 0  # a 0-dim [..., D]
     per_sample = (
         random
@@ -435,7 +460,7 @@ def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int
     # [..., D] (D = 1) becomes [B, 1], so that the batch does not become its D.
     batched = []
     for t, c, d in zip(tensors, classes, dims):
-        if c in (FULL, ROW):
+        if c in (FULL, ROW) or full_like(c):
             t = t.movedim(d, 0) if d is not None else t.expand(info.batch_size, *t.shape)
             if scalar_rank and c == FULL:
                 t = t.unsqueeze(-1)
@@ -510,6 +535,8 @@ def grad_to(a: torch.Tensor, cls: str, full: List[int], dtype: torch.dtype,
     lead = full[:-1]
     if is_mapped(cls):
         out = reduce_to(a, cls, full, dims)
+    elif chunks_of(cls) > 1:  # a packed input's: [..., n*D]
+        out = torch.broadcast_to(a, lead + [chunks_of(cls) * full[-1]])
     elif cls == FULL:
         out = torch.broadcast_to(a, full)
     elif cls == ROW:

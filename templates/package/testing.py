@@ -16,8 +16,8 @@ from typing import Callable, Dict, List, Sequence
 import pytest
 import torch
 
-from fusegen_ops._support import (COL, FULL, ROW, SCALAR, OpInfo, draw_rng, is_mapped,
-                                  mapped_shape, parse_shape, random_typed)
+from fusegen_ops._support import (COL, FULL, ROW, SCALAR, OpInfo, chunks_of, draw_rng, full_like,
+                                  is_mapped, mapped_shape, parse_shape, random_typed)
 
 if os.environ.get("FUSEGEN_REQUIRE_CUDA") == "1" and not torch.cuda.is_available():
     raise RuntimeError("FUSEGEN_REQUIRE_CUDA=1 but torch sees no CUDA device")
@@ -262,11 +262,11 @@ class Rounding:
         return Bounded(v.amin(), e.amax(), self)
 
     def move(self, f, a):
-        """A move of the columns (swap_halves, swap_pairs; the torch spelling f): exact, the
-        bounds move with the values."""
+        """A move of the columns (swap_halves, swap_pairs) or a view of a packed last dim (chunk,
+        place), by its torch spelling f: exact, the bounds move with the values."""
         a = self._b(a)
-        return Bounded(f(a.v.expand(self.full) if a.v.dim() == 0 else a.v),
-                       f(a.e.expand(self.full) if a.e.dim() == 0 else a.e), self)
+        v = a.v if a.v.dim() else a.v.expand(self.full)
+        return Bounded(f(v), f(torch.broadcast_to(a.e, v.shape)), self)
 
     def stored(self, v, e, out=None):
         """E of values v (bounds e) as the kernels store them: rounded to the dtype, or to an
@@ -292,6 +292,8 @@ class Rounding:
         in the compute type, summed by torch over the omitted dims (a sum's bound, as [D]'s)."""
         a = self._b(a)
         lead = self.full[:-1]
+        if chunks_of(cls) > 1:  # a packed input's gradient, its chunks placed side by side
+            return self.stored(a.v, a.e, out)
         if is_mapped(cls):
             _, named, has_d = parse_shape(cls)
             shape = self.full if has_d else lead + [1]
@@ -359,6 +361,8 @@ def _shape_of(cls: str, lead: Sequence[int], D: int, dims: Sequence[str] = ()) -
     last len(dims) the named dims' sizes)."""
     if is_mapped(cls):
         return mapped_shape(cls, list(lead)[len(lead) - len(dims):], dims, D)
+    if chunks_of(cls) > 1:  # packed: [..., n*D]
+        return [*lead, chunks_of(cls) * D]
     return {FULL: [*lead, D], COL: [D], ROW: list(lead), SCALAR: []}[cls]
 
 
@@ -400,6 +404,12 @@ class OpChecks:
     def lead_of(self, lead):
         """A check's leading dims, followed by the op's named dims' sizes (NAMED_SIZES)."""
         return list(lead) + list(self.NAMED_SIZES[:len(self.spec.dims)])
+
+    def op_shape(self, x):
+        """The op's [..., D] shape, from its inputs x (a packed full input is [..., n*D])."""
+        full = list(x[self.spec.full_input()].shape)
+        n = chunks_of(self.spec.inputs[self.spec.full_input()].shape)
+        return full[:-1] + [full[-1] // n] if full else full
 
     def D_of(self, D):
         """A check's D, one more where it is odd and the op moves columns (which needs it even)."""
@@ -489,7 +499,7 @@ class OpChecks:
         With `partial`, x are rows of larger tensors: [D] and [] gradients come back as the
         open sums (value, E, running, count) that Rounding.sum_rounded closes. Without
         `compensated`, E of plain PyTorch (the reference) computing the same in dtype."""
-        full = list(x[self.spec.full_input()].shape)
+        full = self.op_shape(x)
         rows = math.prod(full[:-1])
         if gouts is not None:
             gouts = [torch.zeros(_shape_of(o.shape, full[:-1], full[-1]), device=x[0].device)
@@ -508,20 +518,20 @@ class OpChecks:
             return self.error_bounds(r, gouts, *x, **self.attrs(), **rng)
 
         def flat(ts, classes):
-            return [t.reshape(-1, full[-1]) if c == FULL else t.reshape(-1) if c == ROW else t
-                    for t, c in zip(ts, classes)]
+            return [t.reshape(-1, t.shape[-1]) if full_like(c) else t.reshape(-1) if c == ROW
+                    else t for t, c in zip(ts, classes)]
 
         xs, ins = flat(x, [a.shape for a in self.spec.inputs]), [a.shape for a in self.spec.inputs]
         gs = None if gouts is None else flat(gouts, [o.shape for o in self.spec.outputs])
         parts = []
         def unitsOf(t, c):  # a chunk of flat rows as whole units of the named dims
-            return t.reshape([-1] + named + ([full[-1]] if c == FULL else [])) if named else t
+            return t.reshape([-1] + named + ([t.shape[-1]] if full_like(c) else [])) if named else t
 
         for a in range(0, rows, step):
             b = min(a + step, rows)
             shape = [(b - a) // unit] + named + [full[-1]] if named else [b - a, full[-1]]
             r = Rounding(dtype, shape, x[0].device, partial=True, compensated=compensated)
-            cut = [unitsOf(t[a:b], c) if c in (FULL, ROW) else t for t, c in zip(xs, ins)]
+            cut = [unitsOf(t[a:b], c) if c == ROW or full_like(c) else t for t, c in zip(xs, ins)]
             g = None if gs is None else [unitsOf(t[a:b], o.shape)
                                          for t, o in zip(gs, self.spec.outputs)]
             if rng:
@@ -532,7 +542,8 @@ class OpChecks:
             if cls in (COL, SCALAR) or is_mapped(cls):
                 sums = _join_sums(bounds)
                 return sums if partial else r.sum_rounded(*sums)
-            return torch.cat(bounds).reshape(full if cls == FULL else full[:-1])
+            return torch.cat(bounds).reshape(
+                full[:-1] + [chunks_of(cls) * full[-1]] if full_like(cls) else full[:-1])
 
         outs = [join([p[0][m] for p in parts], o.shape) for m, o in enumerate(self.spec.outputs)]
         if gouts is None:
@@ -631,7 +642,7 @@ class OpChecks:
         extremes = torch.tensor([-1e5, -1e3, -88.0, -20.0, 0.0, 20.0, 88.0, 1e3, 1e5],
                                 dtype=torch.float64)
         for t in x:
-            if t.dim() and t.shape[-1] == 64:
+            if t.dim() and t.shape[-1] % 64 == 0:  # (a packed input's too)
                 t.view(-1)[: extremes.numel()] = extremes.to(device)
         x = [_cast(t, lambda t: t.to(dtype)) for t in x]
         tols, _ = self.tolerances(x, dtype)
@@ -652,7 +663,7 @@ class OpChecks:
         for mean, std in [(1e3, 1e-2), (-1e-3, 1e-8)]:
             x = self.inputs((16,), 1024, torch.float64, device,
                             generator=torch.Generator().manual_seed(13))
-            x = [_cast(mean + std * t if a.shape == FULL and a.dtype is None else t, lambda t: t.to(dtype))
+            x = [_cast(mean + std * t if full_like(a.shape) and a.dtype is None else t, lambda t: t.to(dtype))
                  for a, t in zip(self.spec.inputs, x)]
             where = f"{dtype} rows of mean {mean:g}, std {std:g}"
             got, want = self.call(self.op, x), self.reference64(x)
@@ -893,7 +904,7 @@ class OpChecks:
         lead, D = (12,), 18
         x = []
         for a, t in zip(self.spec.inputs, self.inputs(lead, D, torch.float32, device)):
-            if a.shape == FULL or (is_mapped(a.shape) and t.dim() >= 2):
+            if full_like(a.shape) or (is_mapped(a.shape) and t.dim() >= 2):
                 # same values, the last two dims' strides swapped
                 t = t.transpose(-1, -2).contiguous().transpose(-1, -2)
                 assert not t.is_contiguous()
@@ -989,7 +1000,11 @@ class OpChecks:
                 with pytest.raises(RuntimeError, match=rf"argument '{culprit}' has dtype float\d+, "
                                                        "but .* must have the same dtype"):
                     self.call(self.op, bad)
-            if a.shape in (FULL, COL) or (is_mapped(a.shape) and parse_shape(a.shape)[2]):
+            if chunks_of(a.shape) > 1:  # an odd packed last dim, or one more chunk's worth
+                bad[i] = torch.cat([good[i], good[i][..., :1]], dim=-1)
+                with pytest.raises(RuntimeError, match=rf"argument '{culprit}' (must have|is packed)"):
+                    self.call(self.op, bad)
+            elif a.shape in (FULL, COL) or (is_mapped(a.shape) and parse_shape(a.shape)[2]):
                 # One more column. Changing D of the input that defines it is a mismatch only
                 # for the other inputs whose shape holds D ([..., D], [D] and mapped [S, D]
                 # ones); with none (e.g. x [..., D] and s [...]) the op takes the new D.
@@ -1206,12 +1221,12 @@ class OpChecks:
         def cut(t, a, b, cls):  # rows a:b of a [..., D] or [...] tensor, whole named-dim units
             if not named:
                 return t[a:b]
-            D = [t.shape[-1]] if cls == FULL else []
+            D = [t.shape[-1]] if full_like(cls) else []
             return t.reshape([-1] + D)[a:b].reshape([-1] + named + D)
 
         def rows_of(ts, a, b, args):
-            return [None if t is None else cut(t.detach(), a, b, cls) if cls in (FULL, ROW)
-                    else t.detach() for t, cls in zip(ts, args)]
+            return [None if t is None else cut(t.detach(), a, b, cls)
+                    if cls == ROW or full_like(cls) else t.detach() for t, cls in zip(ts, args)]
 
         out_cls = [o.shape for o in self.spec.outputs]
         reduced = any(a.shape in (COL, SCALAR) or is_mapped(a.shape) for a in self.spec.inputs)
@@ -1240,7 +1255,7 @@ class OpChecks:
             for i, (arg, w) in enumerate(zip(self.spec.inputs, want_g)):
                 if w is None:
                     continue
-                if arg.shape in (FULL, ROW):
+                if arg.shape == ROW or full_like(arg.shape):
                     if edge:
                         self.close(cut(x[i].grad, a, b, arg.shape), w, gtols[i],
                                    f"grad of {arg.name}, rows {a}:{b}")
@@ -1401,7 +1416,7 @@ class OpChecks:
         fn = lambda *t: _tuple(self.op(*t, **attrs))  # noqa: E731
         if self.spec.random:  # torch.vmap's default randomness="error" refuses a random op
             x = self.inputs((2, 3), 5, dtype, device)
-            dims = tuple(0 if a.shape == FULL else None for a in self.spec.inputs)
+            dims = tuple(0 if full_like(a.shape) else None for a in self.spec.inputs)
             with pytest.raises(RuntimeError, match="randomness='different'"):
                 torch.vmap(fn, in_dims=dims)(*x)
         for dims, args in self._vmap_cases(self.inputs((2, 3), 5, dtype, device)):

@@ -80,13 +80,18 @@ template <class P, typename S> struct Runner {
   int64_t inRow(int k, int64_t row) const {
     return P::inDims(k) == kAllDims ? row : mappedRow<P::kNamedDims>(P::inDims(k), row, a.dims);
   }
+  // The offset of input k's element at column c of the op's row `row` (a chunk of a packed
+  // input: in rows of inChunks(k) * D, from column inChunk(k) * D).
+  int64_t inElement(int k, int64_t row, int64_t c) const {
+    return (inRow(k, row) * P::inChunks(k) + P::inChunk(k)) * a.D + c;
+  }
 
   void elementInputs(int64_t row, int64_t c, T* in) const {
     for (int k = 0; k < P::kInputs; ++k) {
       const int64_t mc = movedColumn(P::inMove(k), c, a.D); // the column input k reads at c
       switch (P::inBcast(k)) {
       case Bcast::Full:
-        in[k] = toCompute(static_cast<const S*>(a.in[k])[inRow(k, row) * a.D + mc]);
+        in[k] = toCompute(static_cast<const S*>(a.in[k])[inElement(k, row, mc)]);
         break;
       case Bcast::Col:
         in[k] = toCompute(static_cast<const S*>(a.in[k])[mc]);
@@ -98,7 +103,7 @@ template <class P, typename S> struct Runner {
         break;
       }
       case Bcast::TypedFull:
-        in[k] = loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row) * a.D + mc);
+        in[k] = loadTyped<T>(P::inElem(k), a.in[k], inElement(k, row, mc));
         break;
       case Bcast::TypedCol:
         in[k] = loadTyped<T>(P::inElem(k), a.in[k], mc);
@@ -261,7 +266,8 @@ template <class P, typename S> struct Runner {
         int slot = 0;
         for (int m = 0; m < P::kOutputs; ++m) {
           if (P::outKind(m) == OutKind::Full && a.need[m])
-            storeOutput<P, S>(m, a.out[m], row * a.D + c, out[m]);
+            storeOutput<P, S>(m, a.out[m], (row * P::outChunks(m) + P::outChunk(m)) * a.D + c,
+                              out[m]);
           if (P::outKind(m) == OutKind::ColSum)
             colPartial[static_cast<int64_t>(slot++) * a.D + c] += out[m];
           if (P::outKind(m) == OutKind::Total && !P::totalPerRow(m))

@@ -53,7 +53,7 @@ public:
     for (int k = 0; k < plan_.nTensors; ++k) {
       const TensorInfo& t = plan_.tensors[k];
       tensorArgs.push_back(TensorArg{t.name, t.position < 0 ? kNone : *tensors.at(t.position),
-                                     t.bcast, t.elem, t.read, t.dims});
+                                     t.bcast, t.elem, t.read, t.dims, t.chunks});
     }
     const at::Tensor* rngState = plan_.rngTensor >= 0 ? tensors.at(plan_.rngTensor) : nullptr;
     std::vector<at::Tensor> results = runPlan(plan_, tensorArgs, attrs, need, generator, rngState);

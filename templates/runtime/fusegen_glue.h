@@ -45,6 +45,7 @@ struct TensorInfo {
   // The op's leading dims it has (kAllDims: all): an input that omits some is checked and read
   // against its own (fusegen_runtime.h mappedRow); Position: the dim whose index it is.
   unsigned dims;
+  int chunks; // a packed argument [..., chunks * D] (1: its last dim is D)
 };
 
 // One program of an op (struct Forward or Backward of <op>.h), described to the glue.
@@ -58,12 +59,18 @@ struct PlanInfo {
   int full; // the first full input: it defines D and the output shape
   int namedDims;                // the op's named leading dims: the last of the full input's
   const char* const* dimNames;  // ... their names, outermost first
-  const OutKind* kinds; // per result: its shape (allocated by the glue, those not needed empty)
-  const Elem* elems;    // per result: its element type (Dtype: the call's)
+  // Per program output: its shape (allocated by the glue, those not needed empty), element type
+  // (Dtype: the call's), the result whose tensor it writes into (-1: its own; a chunk of a
+  // packed gradient writes into chunk 0's) and that tensor's chunks.
+  const OutKind* kinds;
+  const Elem* elems;
+  const int* results;
+  const int* chunks;
+  int nOutputs;
   // Per result: the leading dims kept (kAllDims: all); the kernel writes the others too and the
   // glue sums them away (the gradient of an input broadcast over them).
   const unsigned* keeps;
-  int nResults;
+  int nResults; // the tensors returned: the outputs of their own, first
   const DType* dtypes; // those the op supports
   int nDtypes;
   CpuEntry cpu;
@@ -169,6 +176,26 @@ constexpr std::array<unsigned, sizeof...(M)> outKeeps(std::integer_sequence<int,
 }
 template <class P>
 inline constexpr auto kOutKeeps = outKeeps<P>(std::make_integer_sequence<int, P::kOutputs>{});
+template <class P, int... M>
+constexpr std::array<int, sizeof...(M)> outResults(std::integer_sequence<int, M...>) {
+  return {P::outResult(M)...};
+}
+template <class P>
+inline constexpr auto kOutResults = outResults<P>(std::make_integer_sequence<int, P::kOutputs>{});
+template <class P, int... M>
+constexpr std::array<int, sizeof...(M)> outChunkCounts(std::integer_sequence<int, M...>) {
+  return {P::outChunks(M)...};
+}
+template <class P>
+inline constexpr auto kOutChunkCounts =
+    outChunkCounts<P>(std::make_integer_sequence<int, P::kOutputs>{});
+// The outputs with a tensor of their own (the chunks of a packed gradient come last).
+template <class P> constexpr int ownResults() {
+  int n = 0;
+  for (int m = 0; m < P::kOutputs; ++m)
+    n += P::outResult(m) < 0;
+  return n;
+}
 
 template <class P, size_t NT, size_t ND>
 constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full,
@@ -185,8 +212,11 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
           dimNames,
           kOutKinds<P>.data(),
           kOutElems<P>.data(),
-          kOutKeeps<P>.data(),
+          kOutResults<P>.data(),
+          kOutChunkCounts<P>.data(),
           P::kOutputs,
+          kOutKeeps<P>.data(),
+          ownResults<P>(),
           dtypes,
           static_cast<int>(ND),
           cpu,

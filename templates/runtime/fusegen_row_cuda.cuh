@@ -361,9 +361,18 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
     const int64_t c = static_cast<int64_t>(vi) * V;
     return P::inMove(k) == Move::SwapPairs && V > 1 ? c : movedColumn(P::inMove(k), c, a.D);
   }
+  // The offset of input k's row (a chunk of a packed input: in rows of inChunks(k) * D, from
+  // column inChunk(k) * D).
+  __device__ __forceinline__ int64_t inBase(int k, int64_t row) const {
+    return (inRow(k, row) * P::inChunks(k) + P::inChunk(k)) * a.D;
+  }
   // The offset of vector vi of input k's row (Full and TypedFull inputs).
   __device__ __forceinline__ int64_t inOffset(int k, int64_t row, int vi) const {
-    return inRow(k, row) * a.D + inColumn(k, vi);
+    return inBase(k, row) + inColumn(k, vi);
+  }
+  // The offset of vector vi of output m's row (a chunk of a packed gradient: its columns).
+  __device__ __forceinline__ int64_t outOffset(int m, int64_t row, int vi) const {
+    return (row * P::outChunks(m) + P::outChunk(m)) * a.D + static_cast<int64_t>(vi) * V;
   }
   // Input k's elements of one vector as loaded, in the order the move reads them.
   template <int k, typename E> __device__ __forceinline__ void moved(E (&x)[V]) const {
@@ -506,7 +515,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
           constexpr int k = decltype(kc)::value;
           const int64_t mc = movedColumn(P::inMove(k), col, a.D); // (the column k reads there)
           if constexpr (P::inBcast(k) == Bcast::Full)
-            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + inRow(k, row) * a.D + mc));
+            in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + inBase(k, row) + mc));
           else if constexpr (P::inBcast(k) == Bcast::Col)
             in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + mc));
           else if constexpr (P::inBcast(k) == Bcast::Random) {
@@ -514,7 +523,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
             uniforms<T, 1>(key, inputSlot<P>(k, Bcast::Random), row * a.D + col, u);
             in[k] = u[0];
           } else if constexpr (P::inBcast(k) == Bcast::TypedFull)
-            in[k] = loadTyped<T>(P::inElem(k), a.in[k], inRow(k, row) * a.D + mc);
+            in[k] = loadTyped<T>(P::inElem(k), a.in[k], inBase(k, row) + mc);
           else if constexpr (P::inBcast(k) == Bcast::TypedCol)
             in[k] = loadTyped<T>(P::inElem(k), a.in[k], mc);
           else
@@ -859,10 +868,10 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       constexpr int m = decltype(mc)::value;
       if constexpr (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
         if (a.need[m])
-          storeVec<S, V>(a.out[m], offset(row, vi), y[m]);
+          storeVec<S, V>(a.out[m], outOffset(m, row, vi), y[m]);
       } else if constexpr (P::outKind(m) == OutKind::Full) {
         if (a.need[m])
-          storeTypedVec(P::outElem(m), a.out[m], offset(row, vi), typed[typedSlot<P>(m)]);
+          storeTypedVec(P::outElem(m), a.out[m], outOffset(m, row, vi), typed[typedSlot<P>(m)]);
       }
     });
     (void)item;

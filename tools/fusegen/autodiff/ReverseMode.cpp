@@ -38,7 +38,7 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
     if (seeds[i]) accumulate(roots[i].get(), seeds[i]);
 
   expr::Sema sema(lib, diags);
-  sema.deferMoveNesting();
+  sema.lowerRules();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::Node* n = *it;
     auto adj = adjoint.find(n);
@@ -104,6 +104,21 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
   std::optional<std::vector<ir::Expr>> grads = reverse(roots, g.gradOuts, wrt, lib, diags, where);
   if (!grads) return std::nullopt;
   g.inputGrads = std::move(*grads);
+  // A packed input's gradient, chunk by chunk: place(h, c', n) is h in chunk c' and 0 in the
+  // others.
+  opt::Simplifier simplifier(lib);
+  for (size_t i = 0; i < fn.inputs.size(); ++i) {
+    g.chunkGrads.emplace_back();
+    const ir::Expr& grad = g.inputGrads[i];
+    if (fn.inputs[i].chunks == 1 || !grad) continue;
+    for (int c = 0; c < fn.inputs[i].chunks; ++c) {
+      std::unordered_map<const ir::Node*, ir::Expr> replace;
+      for (const ir::Node* n : ir::topoOrder({grad}))
+        if (n->isCall("place"))
+          replace[n] = n->args()[1]->value() == c ? n->args()[0] : ir::Node::makeConst(0);
+      g.chunkGrads.back().push_back(simplifier.simplify(ir::substitute(grad, replace)));
+    }
+  }
   return g;
 }
 

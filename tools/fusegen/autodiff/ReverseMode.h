@@ -18,6 +18,10 @@ namespace fusegen::autodiff {
 struct Gradient {
   std::vector<ir::Expr> gradOuts;   // the GradOut leaf of each output; null: not differentiable
   std::vector<ir::Expr> inputGrads; // per input; null when no output depends on it
+  // Per input, for a packed one (FunctionInput::chunks > 1): its gradient in each chunk, the
+  // places of the other chunks taken as 0 (what the kernels store at each chunk's offset);
+  // empty for the others.
+  std::vector<std::vector<ir::Expr>> chunkGrads;
 };
 
 // Adjoints of the nodes `wrt` (null where none reaches it) given the adjoint `seeds[i]` of each

@@ -265,8 +265,12 @@ private:
 
   static std::string boundsCall(const prims::Primitive& p,
                                 const std::vector<std::string>& operands) {
-    if (p.kind == prims::PrimKind::Move) // exact: the same move of values and bounds
-      return "_r.move(lambda _m: " + torchSpelling(p, {"_m"}) + ", " + operands[0] + ")";
+    if (p.kind == prims::PrimKind::Move || p.kind == prims::PrimKind::View) // (exact)
+    {
+      std::vector<std::string> moved = operands; // (the value as _m; a chunk's c and n stay)
+      moved[0] = "_m";
+      return "_r.move(lambda _m: " + torchSpelling(p, moved) + ", " + operands[0] + ")";
+    }
     if (p.kind == prims::PrimKind::Total) // (over every row: testing.Rounding's sum_all, ...)
       return std::string("_r.") + prims::combineName(p.combine) + "_all(" + operands[0] + ")";
     if (p.kind == prims::PrimKind::Reduction) {

@@ -50,8 +50,16 @@ bool uses(const std::vector<ir::Expr>& roots, ir::NodeKind kind) {
 // omits some of the op's leading dims ("[S, D]", _support.is_mapped), else its class's.
 std::string pythonClass(const OpModel& op, size_t i) {
   const spec::Input& in = op.spec.inputs[i];
-  return spec::isMapped(op.spec, in) ? spec::inputShapeSpelling(in)
-                                     : spec::shapeClassSpelling(in.shape);
+  return spec::isMapped(op.spec, in) || in.chunks > 1 ? spec::inputShapeSpelling(in)
+                                                      : spec::shapeClassSpelling(in.shape);
+}
+
+// The Python expression of D, from the full input (a packed one is [..., n*D]).
+std::string pythonD(const OpModel& op) {
+  const ir::FunctionInput& full = op.fn.inputs[op.plan.fullInput];
+  return full.name + ".shape[-1]" +
+         (full.chunks > 1 ? " // " + std::to_string(full.chunks) : std::string()) + " if " +
+         full.name + ".dim() else 1";
 }
 
 // Input i as a Python body uses it, broadcasting against the op's [..., D] values: per-row
@@ -91,14 +99,14 @@ std::vector<int> randomStreams(const std::vector<ir::Expr>& roots) {
 // The Python lines defining _D, _j (the column index) and _u<k> (random stream k's numbers,
 // drawn with the (seed, offset) tensor `rng`; `wrap` around each, as "_r.exact(%)") where the
 // formulas use them.
-std::string pythonLeaves(const std::vector<ir::Expr>& roots, const std::string& full,
-                         const std::string& rng, const std::string& wrapBefore = "",
-                         const std::string& wrapAfter = "", const std::string& firstRow = "",
-                         bool defineD = true) {
+std::string pythonLeaves(const OpModel& op, const std::vector<ir::Expr>& roots,
+                         const std::string& full, const std::string& rng,
+                         const std::string& wrapBefore = "", const std::string& wrapAfter = "",
+                         const std::string& firstRow = "", bool defineD = true) {
   const bool column = uses(roots, ir::NodeKind::Column);
   std::string out;
   if (defineD && (column || uses(roots, ir::NodeKind::Dim)))
-    out += "    _D = " + full + ".shape[-1] if " + full + ".dim() else 1\n";
+    out += "    _D = " + pythonD(op) + "\n";
   if (column)
     out += "    _j = " + wrapBefore + "torch.arange(_D, device=" + full + ".device)" + wrapAfter +
            "\n";
@@ -123,7 +131,7 @@ std::string pythonLeaves(const std::vector<ir::Expr>& roots, const std::string& 
 std::string boundsBody(const OpModel& op) {
   const ir::Function& fn = op.fn;
   const std::string full = fn.inputs[op.plan.fullInput].name;
-  std::string out = "    _D = " + full + ".shape[-1] if " + full + ".dim() else 1\n";
+  std::string out = "    _D = " + pythonD(op) + "\n";
   std::vector<ir::Expr> all;
   for (const ir::FunctionOutput& o : fn.outputs)
     all.push_back(o.value);
@@ -132,7 +140,7 @@ std::string boundsBody(const OpModel& op) {
   if (op.plan.randomStreams)
     out +=
         "    _rng = _support.draw_rng(SPEC, " + full + ", generator) if _rng is None else _rng\n";
-  out += pythonLeaves(all, full, "_rng", "_r.exact(", ")", "_row0", /*defineD=*/false);
+  out += pythonLeaves(op, all, full, "_rng", "_r.exact(", ")", "_row0", /*defineD=*/false);
   // Bool inputs are conditions, not bounded numbers.
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     const ir::FunctionInput& in = fn.inputs[i];
@@ -270,9 +278,11 @@ std::string secondOrderBody(const OpModel& op) {
        ++i)
     results.push_back("None");
   if (op.plan.randomStreams) results.push_back("None"); // (_saved_rng)
-  out += pythonLeaves(roots, full, "ctx.rng");
+  out += pythonLeaves(op, roots, full, "ctx.rng");
   out += printPython(assignments, 4);
   out += "    _full = list(" + full + ".shape)\n";
+  if (fn.inputs[op.plan.fullInput].chunks > 1) // (the op's shape: D, not the packed last dim)
+    out += "    _full[-1] //= " + std::to_string(fn.inputs[op.plan.fullInput].chunks) + "\n";
   return out + "    return (" + join(results, ",\n            ") + ",)\n";
 }
 
@@ -321,6 +331,8 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("dims", api::dimMaskLiteral(in.dims));
     x.set("move", api::moveEnumerator(in.move));
     x.set("readers", std::to_string(in.readers) + "u");
+    x.set("chunk", std::to_string(in.chunk));
+    x.set("chunks", std::to_string(in.chunks));
     x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
                              (in.stat       ? " (compute type)"
                               : in.random   ? " (random stream " + in.name.substr(2) + ", drawn)"
@@ -344,6 +356,9 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("elem", api::outElemEnumerator(o.type));
     x.set("reduce", api::reduceEnumerator(o.combine));
     x.set("keep", api::dimMaskLiteral(o.keepDims));
+    x.set("chunk", std::to_string(o.chunk));
+    x.set("chunks", std::to_string(o.chunks));
+    x.set("result", std::to_string(o.result));
     x.set("per_row", o.kind == plan::OutKind::Total && o.totalOf != plan::Program::TotalOf::Elements
                          ? "true"
                          : "false");
@@ -495,7 +510,7 @@ std::string referenceBody(const OpModel& op) {
   if (op.plan.randomStreams)
     out +=
         "    _rng = _support.draw_rng(SPEC, " + full + ", generator) if _rng is None else _rng\n";
-  out += pythonLeaves(roots, full, "_rng", "", "", op.plan.randomStreams ? "_row0" : "");
+  out += pythonLeaves(op, roots, full, "_rng", "", "", op.plan.randomStreams ? "_row0" : "");
   out += printPython(reference, 4);
   // An output of its own type is stored as the kernels store it (FP8: saturated).
   for (const ir::FunctionOutput& o : fn.outputs)
@@ -551,7 +566,8 @@ Data tensorItems(const std::vector<const plan::Arg*>& args, const spec::OpSpec* 
     std::string shape = spec::shapeClassSpelling(a->shape);
     if (spec)
       for (const spec::Input& in : spec->inputs)
-        if (in.name == a->name && spec::isMapped(*spec, in)) shape = spec::inputShapeSpelling(in);
+        if (in.name == a->name && (spec::isMapped(*spec, in) || in.chunks > 1))
+          shape = spec::inputShapeSpelling(in);
     x.set("shape", shape);
     // Integer and bool inputs and outputs of their own type: their dtype (torch's name), for
     // the Python side's checks and allocations.
@@ -662,7 +678,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("backward_rng_tensor", std::to_string(rngTensor));
   std::vector<std::string> saveInputs, passthrough;
   for (size_t k = 0; k < inputs.size(); ++k) {
-    saveInputs.push_back(op.plan.backward.inputs[k].read ? "true" : "false");
+    saveInputs.push_back(op.plan.saveInputs[k] ? "true" : "false");
     passthrough.push_back(std::to_string(op.plan.passthrough[k]));
   }
   d.set("save_inputs", stringItems(saveInputs));

@@ -71,11 +71,16 @@ ir::Expr Sema::lowerName(const AstPtr& ast, const Scope& scope) {
 }
 
 bool Sema::enterCall(const AstPtr& ast, std::vector<CallFrame>& stack) {
-  if (ast->op.empty() && ast->name == "pos") {
-    ir::Expr p = position(ast);
+  if (ast->op.empty() && (ast->name == "pos" || (ast->name == "chunk" && !rules_))) {
+    ir::Expr p = ast->name == "pos" ? position(ast) : chunk(ast);
     if (!p) return false;
     stack.push_back(CallFrame{ast, nullptr, nullptr, {}, true, p});
     return true;
+  }
+  if (ast->op.empty() && ast->name == "place" && !rules_) {
+    diags_.error(ast->loc, "'place' is the adjoint of chunk, which fusegen derives; a formula "
+                           "reads a packed input's chunks with chunk(gu, c)");
+    return false;
   }
   if (functions_ && ast->op.empty()) {
     auto f = functions_->find(ast->name);
@@ -143,6 +148,31 @@ ir::Expr Sema::position(const AstPtr& ast) {
   return nullptr;
 }
 
+ir::Expr Sema::chunk(const AstPtr& ast) {
+  std::string packed;
+  for (const auto& [name, p] : packed_)
+    packed += (packed.empty() ? "" : ", ") + name;
+  if (ast->args.size() != 2 || ast->args[0]->kind != Ast::Kind::Name ||
+      !packed_.count(ast->args[0]->name)) {
+    diags_.error(ast->loc, "'chunk' takes a packed input and a chunk index, as in chunk(gu, 0); " +
+                               (packed.empty() ? std::string("the op has no packed input (declare "
+                                                             "one as gu: [..., 2*D])")
+                                               : "the op's packed inputs are " + packed));
+    return nullptr;
+  }
+  const auto& [leaf, n] = packed_.at(ast->args[0]->name);
+  const AstPtr& c = ast->args[1];
+  if (c->kind != Ast::Kind::Number || !c->integer || c->number < 0 || c->number >= n) {
+    diags_.error(c->loc, "the chunk index of '" + ast->args[0]->name +
+                             "' must be an integer from 0 to " + std::to_string(n - 1) +
+                             " (it is packed in " + std::to_string(n) + " chunks)");
+    return nullptr;
+  }
+  return ir::Node::makeCall(lib_.find("chunk", 3),
+                            {leaf, ir::Node::makeConst(c->number, ir::ValueType::Int),
+                             ir::Node::makeConst(n, ir::ValueType::Int)});
+}
+
 void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
   const size_t i = frame.args.size();
   frame.args.push_back(a);
@@ -206,8 +236,8 @@ ir::Expr Sema::finishCall(CallFrame& frame) {
                                          "column; move the value before drawing");
         return nullptr;
       }
-      if (!deferMoveNesting_ && n->kind() == ir::NodeKind::Call &&
-          n->prim()->kind == prims::PrimKind::Move && n->prim()->move != frame.prim->move) {
+      if (!rules_ && n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move &&
+          n->prim()->move != frame.prim->move) {
         diags_.error(frame.ast->loc, "'" + frame.prim->name + "' of a value moved by '" +
                                          n->prim()->name +
                                          "': only moves of one kind may be nested (each is its "
@@ -337,7 +367,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
                                : in.type == spec::InputType::Bool ? ir::ValueType::Bool
                                                                   : ir::ValueType::Int;
     ir::Expr node = ir::Node::makeInput(in.name, static_cast<int>(i), in.shape, type);
-    fn.inputs.push_back({in.name, in.shape, node, in.type});
+    fn.inputs.push_back({in.name, in.shape, node, in.type, in.chunks});
     scope[in.name] = node;
   }
   for (size_t i = 0; i < spec.attrs.size(); ++i) {
@@ -354,6 +384,28 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
       if (lib.find(name))
         diags.error(f.loc, "function '" + name + "' has the name of a primitive; rename it");
   Sema sema(lib, diags, functions, spec.dims);
+  for (size_t i = 0; i < spec.inputs.size(); ++i)
+    if (spec.inputs[i].chunks > 1)
+      sema.addPacked(spec.inputs[i].name, fn.inputs[i].node, spec.inputs[i].chunks);
+  // A packed input is read only through chunk(gu, c): it is n values of [..., D], not one.
+  auto packedUse = [&](const spec::Binding& b, const ir::Expr& e) {
+    std::vector<const ir::Node*> bare;
+    if (e->kind() == ir::NodeKind::Input) bare.push_back(e.get());
+    for (const ir::Node* n : ir::topoOrder({e}))
+      for (size_t k = 0; k < n->args().size(); ++k)
+        if (n->args()[k]->kind() == ir::NodeKind::Input && !(n->isCall("chunk") && k == 0))
+          bare.push_back(n->args()[k].get());
+    for (const ir::Node* n : bare)
+      for (const spec::Input& in : spec.inputs)
+        if (in.chunks > 1 && in.name == n->name()) {
+          diags.error(b.formulaLoc,
+                      "input '" + in.name + "' is packed ([..., " + std::to_string(in.chunks) +
+                          "*D]): read its chunks with chunk(" + in.name + ", 0) ... chunk(" +
+                          in.name + ", " + std::to_string(in.chunks - 1) + ")");
+          return false;
+        }
+    return true;
+  };
   auto lowerBinding = [&](const spec::Binding& b) -> ir::Expr {
     AstPtr ast = parseFormula(b.formula, b.charLocs, diags);
     if (!ast) return nullptr;
@@ -362,13 +414,13 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   std::vector<std::pair<const spec::Binding*, ir::Expr>> lets;
   for (const spec::Binding& b : spec.lets) {
     ir::Expr e = lowerBinding(b);
-    if (!e) continue;
+    if (!e || !packedUse(b, e)) continue;
     scope[b.name] = e;
     lets.emplace_back(&b, e);
   }
   for (const spec::Binding& b : spec.outputs) {
     ir::Expr e = lowerBinding(b);
-    if (!e) continue;
+    if (!e || !packedUse(b, e)) continue;
     if (e->type() == ir::ValueType::Bool) {
       diags.error(b.formulaLoc,
                   "output '" + b.name + "' is a condition; outputs must be values (use where())");

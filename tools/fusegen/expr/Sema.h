@@ -28,10 +28,14 @@ public:
   // Returns null when an error was reported. Walks the tree with an explicit stack, so a
   // long flat chain (a left-deep tree of any depth) cannot overflow the call stack.
   ir::Expr lower(const AstPtr& ast, const Scope& scope);
-  // Lowering derivative rules: a move of a value moved by another kind is left to the planner
-  // (plan/KernelPlan.cpp reports it at the op, where the backward needs it), not reported at
-  // the rule in the library.
-  void deferMoveNesting() { deferMoveNesting_ = true; }
+  // Lowering derivative rules, not a spec's formulas: a move of a value moved by another kind
+  // is left to the planner (plan/KernelPlan.cpp reports it at the op, where the backward needs
+  // it), not reported at the rule in the library; place (chunk's adjoint) may be called.
+  void lowerRules() { rules_ = true; }
+  // A packed input (spec::Input::chunks): formulas read it only as chunk(name, c).
+  void addPacked(const std::string& name, ir::Expr leaf, int chunks) {
+    packed_[name] = {std::move(leaf), chunks};
+  }
   // The random streams the calls lowered so far draw (ir::NodeKind::Random), stream k at k.
   const std::vector<ir::Expr>& randomStreams() const { return randomStreams_; }
 
@@ -46,6 +50,8 @@ private:
   ir::Expr finishCall(CallFrame& frame);
   // pos(S), the index along the named dim S, or null after reporting why not.
   ir::Expr position(const AstPtr& ast);
+  // chunk(gu, c) of a packed input, or null after reporting why not.
+  ir::Expr chunk(const AstPtr& ast);
   ir::Expr inlineFunction(const cxx::UserFunction& f, const AstPtr& call,
                           std::vector<ir::Expr> args);
 
@@ -53,7 +59,8 @@ private:
   Diagnostics& diags_;
   const cxx::UserFunctions* functions_;
   std::vector<std::string> dims_;
-  bool deferMoveNesting_ = false;
+  bool rules_ = false;
+  std::map<std::string, std::pair<ir::Expr, int>> packed_;
   int inlineDepth_ = 0;
   std::vector<ir::Expr> randomStreams_; // random parameters filled so far, by stream
 };

@@ -15,6 +15,7 @@ struct FunctionInput {
   ShapeClass shape;
   Expr node;
   spec::InputType type = spec::InputType::Dtype; // integer and bool inputs: no gradient
+  int chunks = 1; // a packed last dim [..., chunks*D], read through chunk(x, c, chunks)
 };
 
 struct FunctionAttr {

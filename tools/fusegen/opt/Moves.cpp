@@ -30,7 +30,7 @@ public:
         failure = "'" + move->name + "' of a value moved by '" + e->prim()->name + "'";
         out = e;
       }
-    } else if (e->isLeaf()) {
+    } else if (isLeafView(e.get())) {
       out = ir::Node::makeCall(move, {e}); // read at the moved column (Random: Sema refused)
     } else {
       std::vector<ir::Expr> args;
@@ -50,9 +50,13 @@ private:
 
 } // namespace
 
+bool isLeafView(const ir::Node* n) {
+  return n->isLeaf() || (n->isCall("chunk") && n->args()[0]->isLeaf());
+}
+
 bool isMovedLeaf(const ir::Node* n) {
   return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move &&
-         n->args()[0]->isLeaf();
+         isLeafView(n->args()[0].get());
 }
 
 PushedMoves pushMoves(const std::vector<ir::Expr>& roots) {
@@ -61,7 +65,7 @@ PushedMoves pushMoves(const std::vector<ir::Expr>& roots) {
   Pusher pusher;
   for (const ir::Node* n : ir::topoOrder(roots)) {
     ir::Expr self = owned.at(n);
-    if (n->isLeaf()) {
+    if (isLeafView(n)) {
       out.rebuilt[n] = self;
       continue;
     }

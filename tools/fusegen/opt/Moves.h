@@ -26,7 +26,10 @@ struct PushedMoves {
 
 PushedMoves pushMoves(const std::vector<ir::Expr>& roots);
 
-// Whether n is a move of a leaf: Call(move, {Input | GradOut | Column}).
+// Whether n is a move of a leaf: Call(move, {Input | GradOut | Column}), where a chunk of a
+// packed input (chunk(x, c, n), prims::PrimKind::View) counts as a leaf.
 bool isMovedLeaf(const ir::Node* n);
+// Whether n is a leaf or a chunk of one (chunk(x, c, n) of an input).
+bool isLeafView(const ir::Node* n);
 
 } // namespace fusegen::opt

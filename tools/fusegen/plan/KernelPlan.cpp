@@ -356,7 +356,8 @@ RuntimePlan runtimePlanOf(const Program& p) {
   for (const Program::Input& in : p.inputs) {
     // (A mapped input is read at its own row, found once per row, a moved one at other
     // columns of the row: the row plan's.)
-    if (in.shape == ir::ShapeClass::Row || in.position || in.move != prims::Move::None)
+    if (in.shape == ir::ShapeClass::Row || in.position || in.move != prims::Move::None ||
+        in.chunks > 1)
       return RuntimePlan::Row;
     if (in.shape == ir::ShapeClass::Full && in.dims != ~0u) return RuntimePlan::Row;
     colwise = colwise || in.shape == ir::ShapeClass::Col;
@@ -365,7 +366,7 @@ RuntimePlan runtimePlanOf(const Program& p) {
     // (Whole-tensor maxima and minima and the [] outputs computed from them: the row plan's
     // finish.)
     if (o.kind == OutKind::Row || o.kind == OutKind::Stat || o.kind == OutKind::Scalar ||
-        o.keepDims != ~0u ||
+        o.keepDims != ~0u || o.chunks > 1 ||
         (o.kind == OutKind::Total &&
          (o.totalOf != Program::TotalOf::Elements || o.combine != prims::Combine::Sum)))
       return RuntimePlan::Row;
@@ -400,16 +401,38 @@ bool pushProgramMoves(Program& p, const std::string& what, const SourceLoc& loc,
   return true;
 }
 
-// The program's moved leaves, move(x) with x an input or an output gradient, each as an input
-// of its own: x's tensor read at the moved columns (fg::Move). (A moved j is computed by the
+// The nodes a program's code reads as they are: its roots and the arguments of every node but
+// a view's (a chunk of a packed input, a move of a leaf or of a chunk: each an input of its
+// own, whose leaf is not read by itself).
+std::unordered_set<const ir::Node*> readDirectly(const std::vector<ir::Expr>& roots) {
+  std::unordered_set<const ir::Node*> out;
+  for (const ir::Expr& r : roots)
+    out.insert(r.get());
+  for (const ir::Node* n : ir::topoOrder(roots)) {
+    const bool view = opt::isMovedLeaf(n) || (n->isCall("chunk") && opt::isLeafView(n));
+    if (!view)
+      for (const ir::Expr& a : n->args())
+        out.insert(a.get());
+  }
+  return out;
+}
+
+// The program's views of its leaves, each an input of its own: a chunk of a packed input
+// (read at the chunk's columns of its rows of chunks*D) and a move of an input, an output
+// gradient or a chunk (read at the moved columns, fg::Move). (A moved j is computed by the
 // generated code.)
-void addMovedInputs(Program& p) {
+void addViewInputs(Program& p) {
   const std::vector<ir::Expr> roots = values(p.outputs);
   const std::unordered_map<const ir::Node*, ir::Expr> owned = ir::owners(roots);
+  const std::unordered_set<const ir::Node*> read = readDirectly(roots);
   for (const ir::Node* n : ir::topoOrder(roots)) {
-    if (!opt::isMovedLeaf(n) || n->args()[0]->kind() == ir::NodeKind::Column) continue;
-    const ir::Node* leaf = n->args()[0].get();
-    bool known = false; // (the backward starts from the forward's inputs, moved ones too)
+    const bool moved = opt::isMovedLeaf(n);
+    const bool chunk = n->isCall("chunk") && opt::isLeafView(n);
+    if ((!moved && !chunk) || !read.count(n)) continue;
+    const ir::Node* inner = moved ? n->args()[0].get() : n;
+    const ir::Node* leaf = inner->isCall("chunk") ? inner->args()[0].get() : inner;
+    if (leaf->kind() == ir::NodeKind::Column) continue;
+    bool known = false; // (the backward starts from the forward's inputs, views too)
     for (const Program::Input& in : p.inputs)
       known = known || in.leaf.get() == n;
     if (known) continue;
@@ -417,10 +440,17 @@ void addMovedInputs(Program& p) {
     for (size_t k = 0; k < count; ++k) {
       if (p.inputs[k].leaf.get() != leaf) continue;
       Program::Input in = p.inputs[k];
-      in.name = in.name + "_" + prims::moveName(n->prim()->move);
       in.arg = p.inputs[k].arg.empty() ? p.inputs[k].name : p.inputs[k].arg;
+      if (inner->isCall("chunk")) {
+        in.chunk = static_cast<int>(inner->args()[1]->value());
+        in.chunks = static_cast<int>(inner->args()[2]->value());
+        in.name += "_c" + std::to_string(in.chunk);
+      }
+      if (moved) {
+        in.move = n->prim()->move;
+        in.name += std::string("_") + prims::moveName(in.move);
+      }
       in.leaf = owned.at(n);
-      in.move = n->prim()->move;
       p.inputs.push_back(in);
       break;
     }
@@ -475,6 +505,7 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     const ir::FunctionInput& in = fn.inputs[i];
     Program::Input pin{in.name, in.shape, in.node, false, in.type};
     pin.dims = dimsOf(i);
+    pin.chunks = in.chunks; // (a packed input is read through its chunks' inputs)
     f.inputs.push_back(pin);
   }
   // Each stream is one node (Sema makes it once per call; the derivative rules share it), which
@@ -552,8 +583,25 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
                                                                      : nullptr);
   }
   grads = opt::cse(grads);
+  std::vector<Program::Output> chunkOutputs; // chunks 1... of packed inputs' gradients
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     Program::Output o{"grad_" + fn.inputs[i].name, gradKind(fn.inputs[i].shape), grads[i]};
+    if (fn.inputs[i].chunks > 1) { // stored chunk by chunk into one packed gradient
+      o.chunks = fn.inputs[i].chunks;
+      for (int c = 0; c < o.chunks; ++c) {
+        const ir::Expr& gc = grad.chunkGrads[i].empty() ? nullptr : grad.chunkGrads[i][c];
+        Program::Output oc = o;
+        oc.value = gc ? ir::substitute(gc, replace) : nullptr;
+        oc.chunk = c;
+        if (c == 0) {
+          o = oc;
+        } else {
+          oc.name += "_c" + std::to_string(c);
+          oc.result = static_cast<int>(i);
+          chunkOutputs.push_back(oc);
+        }
+      }
+    }
     // A [] input's adjoint is per row where its uses are, else per element; a per-element
     // adjoint of one value per row is summed as D times that value, not D additions.
     if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full)
@@ -564,31 +612,37 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     }
     b.outputs.push_back(o);
   }
+  b.outputs.insert(b.outputs.end(), chunkOutputs.begin(), chunkOutputs.end());
 
   SourceLoc loc = spec.outputs.front().formulaLoc;
   if (!pushProgramMoves(f, "forward", loc, diags) ||
       !pushProgramMoves(b, "derived backward", loc, diags))
     return std::nullopt;
-  addMovedInputs(f);
-  addMovedInputs(b);
+  addViewInputs(f);
+  addViewInputs(b);
   if (!stageProgram(f, "forward", loc, diags) || !stageProgram(b, "derived backward", loc, diags))
     return std::nullopt;
   f.plan = runtimePlanOf(f);
   b.plan = runtimePlanOf(b);
   f.namedDims = b.namedDims = plan.namedDims;
-  std::unordered_set<const ir::Node*> readByBackward;
-  for (const ir::Node* n : ir::topoOrder(values(b.outputs)))
-    readByBackward.insert(n);
-  for (Program::Input& in : b.inputs)
-    in.read = readByBackward.count(in.leaf.get()) > 0;
-  // An argument read only through its moves is read (its tensor is saved for the backward).
-  for (const Program::Input& moved : std::vector<Program::Input>(b.inputs))
-    if (moved.move != prims::Move::None && moved.read)
-      for (Program::Input& in : b.inputs)
-        if (in.name == moved.arg) in.read = true;
+  // Inputs neither program reads as they are (a packed input, read in chunks; an input
+  // read only at moved columns) are not loaded (fg::Bcast::Unread).
+  for (Program* p : {&f, &b}) {
+    const std::unordered_set<const ir::Node*> read = readDirectly(values(p->outputs));
+    for (Program::Input& in : p->inputs)
+      if (!in.random && !in.position) in.read = read.count(in.leaf.get()) > 0;
+  }
+  // The backward's tensors, directly or through their views.
+  for (size_t i = 0; i < fn.inputs.size(); ++i) {
+    bool save = b.inputs[i].read;
+    for (const Program::Input& in : b.inputs)
+      save = save || (in.read && in.arg == fn.inputs[i].name);
+    plan.saveInputs.push_back(save);
+  }
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     const ir::Expr& g = b.outputs[i].value;
     const bool same = g && g->kind() == ir::NodeKind::GradOut && dimsOf(i) == ~0u &&
+                      fn.inputs[i].chunks == 1 &&
                       fn.outputs[g->index()].value->shape() == fn.inputs[i].shape;
     int differentiable = 0; // g's output among the differentiable ones
     for (int m = 0; same && m < g->index(); ++m)
@@ -653,7 +707,7 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
         << " (Philox; the forward returns its seed and offset, the backward redraws)\n";
   std::string unread;
   for (size_t i = 0; i < fn.inputs.size(); ++i)
-    if (!plan.backward.inputs[i].read) unread += (unread.empty() ? "" : ", ") + fn.inputs[i].name;
+    if (!plan.saveInputs[i]) unread += (unread.empty() ? "" : ", ") + fn.inputs[i].name;
   out << "  saved for backward: inputs" << (unread.empty() ? "" : " but " + unread);
   for (const SavedStat& s : plan.saved)
     out << ", " << s.name << " [...]";

@@ -65,6 +65,9 @@ struct Program {
     // GPU's row plan skips its loads in a call that needs none of them (a backward asked for
     // the gradient of x alone does not read what only the gradient of a table reads).
     unsigned readers = ~0u;
+    // A chunk of a packed argument ([..., chunks*D]; `leaf` is chunk(x, chunk, chunks)): its
+    // row is chunks*D long and this input's columns start at chunk*D.
+    int chunk = 0, chunks = 1;
   };
   // What a Total output's value is. Elements: an element value, summed over rows and columns
   // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row
@@ -86,6 +89,10 @@ struct Program {
     // D]): written per element (or row) in the compute type, then summed by the glue over the
     // dims the input omits (fg::glue: `keepDims`, the dims it has); ~0u: none summed.
     unsigned keepDims = ~0u;
+    // The gradient of a packed input, chunk `chunk` of `chunks`: stored at that chunk's columns
+    // of the result `result` (the program output of chunk 0, whose tensor it shares; -1: its
+    // own). The glue returns one tensor per result.
+    int chunk = 0, chunks = 1, result = -1;
   };
   struct Stage {
     std::vector<ir::Expr> reductions; // combined in one pass over the row
@@ -162,6 +169,9 @@ struct KernelPlan {
   // in the forward's Total output order: returned after the per-row ones (in the compute
   // type), and read by the backward as [] inputs where its gradients use them.
   std::vector<SavedStat> savedTotals;
+  // Per input: whether the backward reads it, directly or through its moves and chunks (else
+  // the autograd node saves a placeholder of its shape, not the tensor).
+  std::vector<bool> saveInputs;
   Program forward;
   Program backward;
 };

@@ -222,8 +222,10 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
           p->kind = PrimKind::Total;
         else if (v.Scalar() == "move")
           p->kind = PrimKind::Move;
+        else if (v.Scalar() == "view")
+          p->kind = PrimKind::View;
         else if (v.Scalar() != "elementwise")
-          diags.error(vloc, "kind must be elementwise, reduction, total or move");
+          diags.error(vloc, "kind must be elementwise, reduction, total, move or view");
       } else if (key == "move") {
         for (Move m : {Move::SwapHalves, Move::SwapPairs})
           if (v.Scalar() == moveName(m)) p->move = m;

@@ -43,6 +43,12 @@ enum class PrimKind {
   // planner pushes moves down to the inputs (opt/Moves.h), which the runtime then reads at
   // the moved columns; its derivative rule is the inverse move of `grad`.
   Move,
+  // A view between a packed last dim [..., n*D] and its chunks of D (`view` in primitives.yaml):
+  // chunk(x, c, n), which formulas write chunk(gu, c) of a packed input, and place(g, c, n), its
+  // adjoint, which only derivative rules produce: the planner splits a packed input's gradient
+  // into its chunks (a place of another chunk is 0 there), which the runtime stores at their
+  // offsets in the packed gradient.
+  View,
 };
 
 // The column permutations the runtime reads inputs through (fg::Move in fusegen_runtime.h):

@@ -217,6 +217,23 @@ private:
   std::vector<std::string> lines_;
 };
 
+// Whether e spells a packed last dim, N*D (N digits; spaces around '*' allowed).
+bool isPackedD(const std::string& e) {
+  const size_t star = e.find('*');
+  if (star == std::string::npos) return false;
+  std::string n = e.substr(0, star), d = e.substr(star + 1);
+  auto trim = [](std::string& s) {
+    while (!s.empty() && s.back() == ' ')
+      s.pop_back();
+    while (!s.empty() && s.front() == ' ')
+      s.erase(s.begin());
+  };
+  trim(n);
+  trim(d);
+  return d == "D" && !n.empty() && n.size() <= 2 &&
+         n.find_first_not_of("0123456789") == std::string::npos;
+}
+
 // A shape list: `...` first (the batch), named leading dims, `D` last (the row's length);
 // which of them are there makes its class in the [rows, D] view. Fills in's shape fields.
 bool parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key, Input& in) {
@@ -239,12 +256,22 @@ bool parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key, Input& in
         return false;
       }
       in.batch = true;
-    } else if (e == "D") {
+    } else if (e == "D" || isPackedD(e)) {
       if (i + 1 != count) {
-        r.error(d, "'D' must be the last entry of the shape of input '" + name + "'");
+        r.error(d, "'" + e + "' must be the last entry of the shape of input '" + name + "'");
         return false;
       }
       hasD = true;
+      if (e != "D") {
+        in.chunks = std::stoi(e.substr(0, e.find('*')));
+        if (in.chunks < 2 || in.chunks > 8 || !in.batch || !in.dims.empty()) {
+          r.error(d, "a packed last dim '" + e +
+                         "' takes 2 to 8 chunks of D, in an input of "
+                         "shape [..., N*D] (input '" +
+                         name + "')");
+          return false;
+        }
+      }
     } else if (!isIdentifier(e) || kReservedNames.count(e) || e[0] == '_') {
       r.error(d, "'" + e + "' in the shape of input '" + name +
                      "' is not a dim name; expected '...', a dim name (an identifier such as S "
@@ -379,6 +406,12 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
   if (!shape || !type) {
     r.error(key, std::string("input '") + name + "' needs " +
                      (!shape ? "a 'shape'" : "a 'dtype' (int64, int32 or bool)"));
+    return std::nullopt;
+  }
+  if (in.chunks > 1) {
+    r.error(key, "packed input '" + name +
+                     "' takes the op's dtype: declare it in the short form, '" + name + ": [..., " +
+                     std::to_string(in.chunks) + "*D]'");
     return std::nullopt;
   }
   in.type = *type;

@@ -81,13 +81,13 @@ bool isMapped(const OpSpec& spec, const Input& in) {
 }
 
 std::string inputShapeSpelling(const Input& in) {
-  if (in.dims.empty()) return shapeClassSpelling(in.shape);
+  if (in.dims.empty() && in.chunks == 1) return shapeClassSpelling(in.shape);
   std::string out = in.batch ? "[..., " : "[";
   for (const std::string& d : in.dims)
     out += d + ", ";
   const bool hasD = in.shape == ShapeClass::Full || in.shape == ShapeClass::Col;
   if (hasD)
-    out += "D";
+    out += in.chunks > 1 ? std::to_string(in.chunks) + "*D" : "D";
   else
     out.resize(out.size() - 2);
   return out + "]";

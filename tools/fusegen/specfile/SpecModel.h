@@ -47,6 +47,9 @@ struct Input {
   std::vector<SourceLoc> dimLocs;
   bool batch = false;
   SourceLoc shapeLoc; // of the shape list
+  // A packed last dim, [..., n*D] (`gu: [..., 2*D]`, one projection of a gate and an up
+  // value): n chunks of D, read in formulas as chunk(gu, c); 1: a plain last dim D.
+  int chunks = 1;
 };
 
 struct Attr {

@@ -142,7 +142,7 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
   for (const plan::Program::Input& in : sig.program->inputs) {
     if (in.random || in.position) { // drawn or computed by the runtime: no tensor
       rows.push_back("{\"" + in.name + "\", " + programBcastEnumerator(in) +
-                     ", -1, fg::Elem::Dtype, true, " + dimMaskLiteral(in.dims) + "}");
+                     ", -1, fg::Elem::Dtype, true, " + dimMaskLiteral(in.dims) + ", 1}");
       continue;
     }
     int position = 0;
@@ -158,7 +158,8 @@ std::vector<std::string> tensorTable(const plan::Signature& sig) {
     rows.push_back("{\"" + in.name + "\", " +
                    bcastEnumerator(arg->shape, arg->type == plan::ElemType::ComputeType) + ", " +
                    std::to_string(position) + ", " + programElemEnumerator(in) + ", " +
-                   (in.read ? "true" : "false") + ", " + dimMaskLiteral(in.dims) + "}");
+                   (in.read ? "true" : "false") + ", " + dimMaskLiteral(in.dims) + ", " +
+                   std::to_string(in.chunks) + "}");
   }
   return rows;
 }
