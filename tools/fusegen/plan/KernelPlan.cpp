@@ -692,6 +692,9 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
                   : std::string("[] ") + prims::combineName(o.combine) +
                         " over rows and columns (partials + finalize)")
           << (o.value ? "" : " (zero)")
+          << (o.chunks > 1 ? ", chunk " + std::to_string(o.chunk) + " of " +
+                                 std::to_string(o.chunks) + " of the packed gradient"
+                           : std::string())
           << (o.keepDims != ~0u ? " in the compute type, summed by the glue over the leading "
                                   "dims its input omits"
               : o.type == spec::OutputType::Dtype ? ""
