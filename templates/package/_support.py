@@ -19,8 +19,9 @@ TOTAL = "total"  # a whole-tensor value the forward saves for the backward: SCAL
 # class of its own ("mapped"); the op's dims are OpInfo.dims.
 def parse_shape(cls: str) -> Tuple[bool, List[str], bool]:
     """(has the batch '...', the named dims, has D) of a shape spelling."""
-    parts = [p.strip() for p in cls.strip("[]").split(",") if p.strip()]
-    return parts[:1] == ["..."], [p for p in parts if p not in ("...", "D")], parts[-1:] == ["D"]
+    parts = [p.replace(" ", "") for p in cls.strip("[]").split(",") if p.strip()]
+    has_d = bool(parts) and (parts[-1] == "D" or parts[-1].endswith("*D"))
+    return parts[:1] == ["..."], [p for p in parts if p != "..." and not p.endswith("D")], has_d
 
 
 def chunks_of(cls: str) -> int:
@@ -289,6 +290,8 @@ def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
     outs = []
     for o in spec.outputs:
         shape = full_shape[:-1] if o.shape == ROW else [] if o.shape == SCALAR else full_shape
+        if chunks_of(o.shape) > 1:  # cat(...): [..., n*D]
+            shape = full_shape[:-1] + [chunks_of(o.shape) * full_shape[-1]]
         outs.append(ref.new_empty(shape, dtype=o.torch_dtype(ref.dtype)))
     outs += [ref.new_empty(full_shape[:-1], dtype=compute_dtype(ref.dtype)) for _ in spec.saved]
     outs += [ref.new_empty([], dtype=compute_dtype(ref.dtype)) for _ in spec.saved_totals]

@@ -926,7 +926,7 @@ class OpChecks:
             full = self.lead_of(lead)
             for o, spec_out in zip(outs, self.spec.outputs):
                 want = full if spec_out.shape == ROW else [] if spec_out.shape == SCALAR \
-                    else [*full, self.D_of(D)]
+                    else [*full, chunks_of(spec_out.shape) * self.D_of(D)]
                 assert list(o.shape) == want, f"{spec_out.name}: shape {list(o.shape)} != {want}"
             gouts = self.grad_outs(outs, torch.ones_like)
             try:  # torch's own max/amax reject empty rows: then the reference has no value

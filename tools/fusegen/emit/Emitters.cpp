@@ -54,6 +54,12 @@ std::string pythonClass(const OpModel& op, size_t i) {
                                                       : spec::shapeClassSpelling(in.shape);
 }
 
+// An output's shape as the Python side spells it: its class, or [..., n*D] for cat's.
+std::string outputSpelling(const ir::FunctionOutput& o) {
+  return o.parts.empty() ? spec::shapeClassSpelling(o.value->shape())
+                         : "[..., " + std::to_string(o.parts.size()) + "*D]";
+}
+
 // The Python expression of D, from the full input (a packed one is [..., n*D]).
 std::string pythonD(const OpModel& op) {
   const ir::FunctionInput& full = op.fn.inputs[op.plan.fullInput];
@@ -161,7 +167,7 @@ std::string boundsBody(const OpModel& op) {
       continue;
     }
     outputs.push_back(
-        "_r.result(" + o.name + ", \"" + spec::shapeClassSpelling(o.value->shape()) + "\"" +
+        "_r.result(" + o.name + ", \"" + outputSpelling(o) + "\"" +
         (o.differentiable() ? "" : std::string(", \"") + spec::outputTypeName(o.type) + "\"") +
         ")");
   }
@@ -270,8 +276,7 @@ std::string secondOrderBody(const OpModel& op) {
   };
   for (size_t m = 0; m < fn.outputs.size(); ++m)
     if (fn.outputs[m].differentiable())
-      add(g2.gradOutGrads[m], fn.outputs[m].value->shape(),
-          spec::shapeClassSpelling(fn.outputs[m].value->shape()), "");
+      add(g2.gradOutGrads[m], fn.outputs[m].value->shape(), outputSpelling(fn.outputs[m]), "");
   for (size_t k = 0; k < nIn; ++k)
     add(g2.inputGrads[k], fn.inputs[k].shape, pythonClass(op, k), pythonDimsArg(op, k));
   for (size_t i = 0; i < op.plan.saved.size() + op.plan.savedTotals.size() + fn.attrs.size() + 1;
@@ -563,11 +568,11 @@ Data tensorItems(const std::vector<const plan::Arg*>& args, const spec::OpSpec* 
   for (const plan::Arg* a : args) {
     Data x;
     x.set("name", a->name);
-    std::string shape = spec::shapeClassSpelling(a->shape);
+    std::string shape = a->chunks > 1 ? "[..., " + std::to_string(a->chunks) + "*D]"
+                                      : spec::shapeClassSpelling(a->shape);
     if (spec)
       for (const spec::Input& in : spec->inputs)
-        if (in.name == a->name && (spec::isMapped(*spec, in) || in.chunks > 1))
-          shape = spec::inputShapeSpelling(in);
+        if (in.name == a->name && spec::isMapped(*spec, in)) shape = spec::inputShapeSpelling(in);
     x.set("shape", shape);
     // Integer and bool inputs and outputs of their own type: their dtype (torch's name), for
     // the Python side's checks and allocations.

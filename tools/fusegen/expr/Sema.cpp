@@ -77,6 +77,11 @@ bool Sema::enterCall(const AstPtr& ast, std::vector<CallFrame>& stack) {
     stack.push_back(CallFrame{ast, nullptr, nullptr, {}, true, p});
     return true;
   }
+  if (ast->op.empty() && ast->name == "cat") {
+    diags_.error(ast->loc, "cat(...) assembles a whole output of parts side by side: write it as "
+                           "an output's formula, y: cat(a, b)");
+    return false;
+  }
   if (ast->op.empty() && ast->name == "place" && !rules_) {
     diags_.error(ast->loc, "'place' is the adjoint of chunk, which fusegen derives; a formula "
                            "reads a packed input's chunks with chunk(gu, c)");
@@ -419,8 +424,43 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     lets.emplace_back(&b, e);
   }
   for (const spec::Binding& b : spec.outputs) {
-    ir::Expr e = lowerBinding(b);
-    if (!e || !packedUse(b, e)) continue;
+    // An output of parts, cat(a, b, ...): each part per element, the value the sum of their
+    // places in the packed output.
+    std::vector<ir::Expr> parts;
+    AstPtr ast = parseFormula(b.formula, b.charLocs, diags);
+    if (!ast) continue;
+    ir::Expr e;
+    if (ast->kind == Ast::Kind::Call && ast->op.empty() && ast->name == "cat") {
+      const size_t n = ast->args.size();
+      if (n < 2 || n > 8) {
+        diags.error(b.formulaLoc, "cat takes 2 to 8 parts, got " + std::to_string(n));
+        continue;
+      }
+      bool ok = true;
+      for (size_t c = 0; c < n && ok; ++c) {
+        ir::Expr part = sema.lower(ast->args[c], scope);
+        ok = part && packedUse(b, part);
+        if (ok && (part->shape() != ir::ShapeClass::Full || part->type() != ir::ValueType::Value)) {
+          diags.error(ast->args[c]->loc,
+                      "part " + std::to_string(c) + " of cat has shape " +
+                          spec::shapeClassSpelling(part->shape()) +
+                          (part->type() == ir::ValueType::Value ? "" : ", not values") +
+                          "; each part is one value per element ([..., D])");
+          ok = false;
+        }
+        if (!ok) break;
+        parts.push_back(part);
+        ir::Expr placed = ir::Node::makeCall(
+            lib.find("place", 3),
+            {part, ir::Node::makeConst(static_cast<double>(c), ir::ValueType::Int),
+             ir::Node::makeConst(static_cast<double>(n), ir::ValueType::Int)});
+        e = e ? ir::Node::makeCall(lib.find("add", 2), {e, placed}) : placed;
+      }
+      if (!ok) continue;
+    } else {
+      e = sema.lower(ast, scope);
+      if (!e || !packedUse(b, e)) continue;
+    }
     if (e->type() == ir::ValueType::Bool) {
       diags.error(b.formulaLoc,
                   "output '" + b.name + "' is a condition; outputs must be values (use where())");
@@ -447,7 +487,7 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
                                     "whole-tensor reduction (sum_all, max_all, min_all)");
       continue;
     }
-    fn.outputs.push_back({b.name, e, b.type});
+    fn.outputs.push_back({b.name, e, b.type, parts});
   }
   if (diags.errorCount() != errorsBefore) return std::nullopt;
   std::vector<ir::Expr> outputValues;
@@ -473,11 +513,17 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     values.push_back(o.value);
   for (const auto& [binding, e] : lets)
     values.push_back(e);
+  for (const ir::FunctionOutput& o : fn.outputs) // (the parts of cat outputs, after them)
+    values.insert(values.end(), o.parts.begin(), o.parts.end());
   values = opt::cse(opt::factorRowExtrema(values, lib));
   for (size_t i = 0; i < fn.outputs.size(); ++i)
     fn.outputs[i].value = values[i];
   for (size_t i = 0; i < lets.size(); ++i)
     fn.lets.emplace_back(lets[i].first->name, values[fn.outputs.size() + i]);
+  size_t next = fn.outputs.size() + lets.size();
+  for (ir::FunctionOutput& o : fn.outputs)
+    for (ir::Expr& part : o.parts)
+      part = values[next++];
   fn.randomStreams = sema.randomStreams();
   return fn;
 }

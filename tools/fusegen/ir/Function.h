@@ -27,6 +27,10 @@ struct FunctionOutput {
   std::string name;
   Expr value;
   spec::OutputType type = spec::OutputType::Dtype; // its own type: no gradient flows through it
+  // An output assembled from parts, `y: cat(a, b)`: [..., n*D], part c at columns c*D...; its
+  // value is the sum of place(part c, c, n), through which reverse mode reads each part's
+  // gradient as a chunk of the packed output gradient. Empty: an output of one part.
+  std::vector<Expr> parts = {};
   bool differentiable() const { return type == spec::OutputType::Dtype; }
 };
 

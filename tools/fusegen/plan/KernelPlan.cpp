@@ -566,6 +566,21 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
 
   Program& b = plan.backward;
   b.inputs = f.inputs;
+  // The parts of cat outputs past the first, stored into the first's packed tensor.
+  for (size_t m = 0; m < fn.outputs.size(); ++m) {
+    const std::vector<ir::Expr>& parts = fn.outputs[m].parts;
+    if (parts.empty()) continue;
+    f.outputs[m].value = parts[0];
+    f.outputs[m].chunks = static_cast<int>(parts.size());
+    for (size_t c = 1; c < parts.size(); ++c) {
+      Program::Output o = f.outputs[m];
+      o.name += "_c" + std::to_string(c);
+      o.value = parts[c];
+      o.chunk = static_cast<int>(c);
+      o.result = static_cast<int>(m);
+      f.outputs.push_back(o);
+    }
+  }
   for (size_t j = 0; j < plan.saved.size(); ++j)
     b.inputs.push_back({savedArgName(plan.saved[j].name), ir::ShapeClass::Row,
                         replace.at(plan.saved[j].value.get()), /*stat=*/true});
@@ -573,9 +588,13 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     b.inputs.push_back({savedArgName(t.name), ir::ShapeClass::Scalar, replace.at(t.value.get()),
                         /*stat=*/true});
   for (size_t m = 0; m < fn.outputs.size(); ++m)
-    if (grad.gradOuts[m]) // (an output of its own type has none)
-      b.inputs.push_back(
-          {gradArgName(fn.outputs[m].name), grad.gradOuts[m]->shape(), grad.gradOuts[m]});
+    if (grad.gradOuts[m]) { // (an output of its own type has none)
+      Program::Input in{gradArgName(fn.outputs[m].name), grad.gradOuts[m]->shape(),
+                        grad.gradOuts[m]};
+      if (!fn.outputs[m].parts.empty()) // a cat output's: read in chunks
+        in.chunks = static_cast<int>(fn.outputs[m].parts.size());
+      b.inputs.push_back(in);
+    }
   std::vector<ir::Expr> grads;
   for (size_t i = 0; i < grad.inputGrads.size(); ++i) {
     const ir::Expr& g = grad.inputGrads[i];
@@ -692,9 +711,10 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
                   : std::string("[] ") + prims::combineName(o.combine) +
                         " over rows and columns (partials + finalize)")
           << (o.value ? "" : " (zero)")
-          << (o.chunks > 1 ? ", chunk " + std::to_string(o.chunk) + " of " +
-                                 std::to_string(o.chunks) + " of the packed gradient"
-                           : std::string())
+          << (o.chunks > 1
+                  ? ", chunk " + std::to_string(o.chunk) + " of " + std::to_string(o.chunks) +
+                        " of a packed [..., " + std::to_string(o.chunks) + "*D] tensor"
+                  : std::string())
           << (o.keepDims != ~0u ? " in the compute type, summed by the glue over the leading "
                                   "dims its input omits"
               : o.type == spec::OutputType::Dtype ? ""

@@ -50,6 +50,7 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
     inputs.push_back(tensor(in.name, Role::Input, type, in.shape, type == ElemType::Dtype));
     inputGrads.push_back(
         tensor("grad_" + in.name, Role::InputGrad, ElemType::Dtype, in.shape, false));
+    inputs.back().chunks = inputGrads.back().chunks = in.chunks;
   }
   for (const ir::FunctionAttr& fa : fn.attrs) {
     Arg a = arg(fa.attr.name, Role::Attr, attrType(fa.attr.type));
@@ -62,9 +63,12 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
                           : o.type == spec::OutputType::Float8E5M2 ? ElemType::Float8E5M2
                                                                    : ElemType::Dtype;
     outputs.push_back(tensor(o.name, Role::Output, type, o.value->shape(), o.differentiable()));
-    if (o.differentiable()) // (the backward takes no gradient of an output of its own type)
+    outputs.back().chunks = o.parts.empty() ? 1 : static_cast<int>(o.parts.size());
+    if (o.differentiable()) { // (the backward takes no gradient of an output of its own type)
       outputGrads.push_back(
           tensor(gradArgName(o.name), Role::OutputGrad, ElemType::Dtype, o.value->shape(), true));
+      outputGrads.back().chunks = outputs.back().chunks;
+    }
   }
   for (const SavedStat& s : plan.saved)
     saved.push_back(tensor(savedArgName(s.name), Role::Saved, ElemType::ComputeType,

@@ -55,6 +55,7 @@ struct Arg {
   bool keywordOnly = false;
   std::optional<double> defaultValue; // attrs only
   int length = 0;                     // BoolList only
+  int chunks = 1; // a packed tensor [..., chunks*D]: a packed input, a cat output, their grads
 
   bool isTensor() const {
     return role != Role::Attr && role != Role::OutputMask && role != Role::Generator;

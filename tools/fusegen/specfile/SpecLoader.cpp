@@ -264,7 +264,7 @@ bool parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key, Input& in
       hasD = true;
       if (e != "D") {
         in.chunks = std::stoi(e.substr(0, e.find('*')));
-        if (in.chunks < 2 || in.chunks > 8 || !in.batch || !in.dims.empty()) {
+        if (in.chunks < 2 || in.chunks > 8 || !in.batch) {
           r.error(d, "a packed last dim '" + e +
                          "' takes 2 to 8 chunks of D, in an input of "
                          "shape [..., N*D] (input '" +
