@@ -21,7 +21,7 @@ from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 SPEC = _support.OpInfo(
     name="rope_qk",
     doc="""rotary position embedding of packed q and k ([..., S, H, 2*D]) by cos and sin [S, D], returned packed""",
-    inputs=[_support.Arg("qk", "[..., 2*D]"), _support.Arg("cos", "[S, D]"), _support.Arg("sin", "[S, D]"), ],
+    inputs=[_support.Arg("qk", "[..., S, H, 2*D]"), _support.Arg("cos", "[S, D]"), _support.Arg("sin", "[S, D]"), ],
     attrs=[],
     outputs=[_support.Arg("y", "[..., 2*D]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],

@@ -366,6 +366,15 @@ def _shape_of(cls: str, lead: Sequence[int], D: int, dims: Sequence[str] = ()) -
     return {FULL: [*lead, D], COL: [D], ROW: list(lead), SCALAR: []}[cls]
 
 
+def _rows(t, a, b, cls, named):
+    """Rows a:b of a [..., D] (or packed) or [...] tensor of class cls, as whole units of the
+    named dims' sizes `named` (an op of the same dims) where the op has named dims."""
+    if not named:
+        return t[a:b]
+    D = [t.shape[-1]] if full_like(cls) else []
+    return t.reshape([-1] + D)[a:b].reshape([-1] + named + D)
+
+
 def _cast(t, fn):
     """fn(t) for a floating tensor; an integer or bool input (a class index, a mask) is never
     converted, scaled or differentiated: its values are what the spec's dtype says."""
@@ -524,15 +533,13 @@ class OpChecks:
         xs, ins = flat(x, [a.shape for a in self.spec.inputs]), [a.shape for a in self.spec.inputs]
         gs = None if gouts is None else flat(gouts, [o.shape for o in self.spec.outputs])
         parts = []
-        def unitsOf(t, c):  # a chunk of flat rows as whole units of the named dims
-            return t.reshape([-1] + named + ([t.shape[-1]] if full_like(c) else [])) if named else t
-
         for a in range(0, rows, step):
             b = min(a + step, rows)
             shape = [(b - a) // unit] + named + [full[-1]] if named else [b - a, full[-1]]
             r = Rounding(dtype, shape, x[0].device, partial=True, compensated=compensated)
-            cut = [unitsOf(t[a:b], c) if c == ROW or full_like(c) else t for t, c in zip(xs, ins)]
-            g = None if gs is None else [unitsOf(t[a:b], o.shape)
+            cut = [_rows(t, a, b, c, named) if c == ROW or full_like(c) else t
+                   for t, c in zip(xs, ins)]
+            g = None if gs is None else [_rows(t, a, b, o.shape, named)
                                          for t, o in zip(gs, self.spec.outputs)]
             if rng:
                 rng["_row0"] = self.row_base + a
@@ -1218,14 +1225,8 @@ class OpChecks:
 
         named = list(self.NAMED_SIZES[:len(self.spec.dims)])
 
-        def cut(t, a, b, cls):  # rows a:b of a [..., D] or [...] tensor, whole named-dim units
-            if not named:
-                return t[a:b]
-            D = [t.shape[-1]] if full_like(cls) else []
-            return t.reshape([-1] + D)[a:b].reshape([-1] + named + D)
-
         def rows_of(ts, a, b, args):
-            return [None if t is None else cut(t.detach(), a, b, cls)
+            return [None if t is None else _rows(t.detach(), a, b, cls, named)
                     if cls == ROW or full_like(cls) else t.detach() for t, cls in zip(ts, args)]
 
         out_cls = [o.shape for o in self.spec.outputs]
@@ -1248,7 +1249,7 @@ class OpChecks:
             tols, gtols = ([None if p is None or isinstance(p, tuple) else C * (p + q) + floor
                             for p, q in zip(*(bounds[d][k] for d in open_sums))] for k in (0, 1))
             if edge:
-                got = [cut(o.detach(), a, b, cls) if cls in (FULL, ROW) else o
+                got = [_rows(o.detach(), a, b, cls, named) if cls in (FULL, ROW) else o
                        for o, cls in zip(outs, out_cls)]
                 for o, g, w, tol in zip(self.spec.outputs, got, self.call(reference(a), xs), tols):
                     self.close(g, w, tol, f"{self.spec.name}.{o.name}, rows {a}:{b}")
@@ -1257,7 +1258,7 @@ class OpChecks:
                     continue
                 if arg.shape == ROW or full_like(arg.shape):
                     if edge:
-                        self.close(cut(x[i].grad, a, b, arg.shape), w, gtols[i],
+                        self.close(_rows(x[i].grad, a, b, arg.shape, named), w, gtols[i],
                                    f"grad of {arg.name}, rows {a}:{b}")
                 else:
                     summed[i] = w if summed[i] is None else summed[i] + w

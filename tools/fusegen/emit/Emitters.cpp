@@ -46,12 +46,15 @@ bool uses(const std::vector<ir::Expr>& roots, ir::NodeKind kind) {
   return false;
 }
 
-// The shape class of input i as the Python side spells it: its own shape for an input that
-// omits some of the op's leading dims ("[S, D]", _support.is_mapped), else its class's.
+// The shape class of an input as the Python side spells it (SPEC and the generated bodies
+// alike): its own shape for one that omits some of the op's leading dims ("[S, D]",
+// _support.is_mapped) or is packed ("[..., 2*D]", _support.chunks_of), else its class's.
+std::string inputClass(const spec::OpSpec& spec, const spec::Input& in) {
+  return spec::isMapped(spec, in) || in.chunks > 1 ? spec::inputShapeSpelling(in)
+                                                   : spec::shapeClassSpelling(in.shape);
+}
 std::string pythonClass(const OpModel& op, size_t i) {
-  const spec::Input& in = op.spec.inputs[i];
-  return spec::isMapped(op.spec, in) || in.chunks > 1 ? spec::inputShapeSpelling(in)
-                                                      : spec::shapeClassSpelling(in.shape);
+  return inputClass(op.spec, op.spec.inputs[i]);
 }
 
 // An output's shape as the Python side spells it: its class, or [..., n*D] for cat's.
@@ -562,7 +565,8 @@ void linearPlan(const plan::Signature& fwd, const std::vector<const plan::Arg*>&
   d.set("linear_attrs", "{" + attrDict + "}");
 }
 
-// Mustache items {name, shape} of tensor arguments (inputs: the spec's, for mapped shapes).
+// Mustache items {name, shape} of tensor arguments: inputs spelled by inputClass (with the
+// spec), outputs by their class ([..., n*D] for cat's).
 Data tensorItems(const std::vector<const plan::Arg*>& args, const spec::OpSpec* spec = nullptr) {
   std::vector<Data> items;
   for (const plan::Arg* a : args) {
@@ -572,7 +576,7 @@ Data tensorItems(const std::vector<const plan::Arg*>& args, const spec::OpSpec* 
                                       : spec::shapeClassSpelling(a->shape);
     if (spec)
       for (const spec::Input& in : spec->inputs)
-        if (in.name == a->name && spec::isMapped(*spec, in)) shape = spec::inputShapeSpelling(in);
+        if (in.name == a->name) shape = inputClass(*spec, in);
     x.set("shape", shape);
     // Integer and bool inputs and outputs of their own type: their dtype (torch's name), for
     // the Python side's checks and allocations.

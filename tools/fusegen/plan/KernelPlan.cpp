@@ -356,10 +356,9 @@ RuntimePlan runtimePlanOf(const Program& p) {
   for (const Program::Input& in : p.inputs) {
     // (A mapped input is read at its own row, found once per row, a moved one at other
     // columns of the row: the row plan's.)
-    if (in.shape == ir::ShapeClass::Row || in.position || in.move != prims::Move::None ||
-        in.chunks > 1)
+    if (in.shape == ir::ShapeClass::Row || in.position || in.dims != ~0u ||
+        in.move != prims::Move::None || in.chunks > 1)
       return RuntimePlan::Row;
-    if (in.shape == ir::ShapeClass::Full && in.dims != ~0u) return RuntimePlan::Row;
     colwise = colwise || in.shape == ir::ShapeClass::Col;
   }
   for (const Program::Output& o : p.outputs) {
@@ -494,7 +493,6 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
         savedArgName(plan.saved[j].name), nIn + static_cast<int>(j), ir::ShapeClass::Row);
 
   plan.namedDims = static_cast<int>(spec.dims.size());
-  plan.fullDims = spec::fullDimMask(spec);
   // Each input's dims: ~0u (all) unless it omits some, so programs of [rows, D] classes alone
   // keep the plain row * D offsets.
   auto dimsOf = [&](size_t i) {
@@ -564,8 +562,6 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
         ir::Node::makeInput(savedArgName(plan.savedTotals[k].name),
                             nIn + static_cast<int>(plan.saved.size() + k), ir::ShapeClass::Scalar);
 
-  Program& b = plan.backward;
-  b.inputs = f.inputs;
   // The parts of cat outputs past the first, stored into the first's packed tensor.
   for (size_t m = 0; m < fn.outputs.size(); ++m) {
     const std::vector<ir::Expr>& parts = fn.outputs[m].parts;
@@ -581,6 +577,8 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
       f.outputs.push_back(o);
     }
   }
+  Program& b = plan.backward;
+  b.inputs = f.inputs;
   for (size_t j = 0; j < plan.saved.size(); ++j)
     b.inputs.push_back({savedArgName(plan.saved[j].name), ir::ShapeClass::Row,
                         replace.at(plan.saved[j].value.get()), /*stat=*/true});

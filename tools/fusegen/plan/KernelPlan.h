@@ -51,7 +51,7 @@ struct Program {
     // Whether the program reads it. An input the backward does not read is not saved by the
     // forward's autograd node (a placeholder of its shape stands for it: memory).
     bool read = true;
-    // The op's leading dims it has (spec::inputDimMask; fullDims: all of them). One with fewer
+    // The op's leading dims it has (spec::inputDimMask; ~0u: all of them). One with fewer
     // is read at a row of its own for each row of the op (fg::Bcast's `inDims`).
     unsigned dims = ~0u;
     // pos(S) (ir::NodeKind::Position, `leaf`): no tensor; the runtime computes the row's index
@@ -153,9 +153,8 @@ inline std::string rngArgName() {
 }
 
 struct KernelPlan {
-  int fullInput = -1;      // the first [..., D] input: defines D and the output shape
-  int namedDims = 0;       // the op's named leading dims (spec::OpSpec::dims)
-  unsigned fullDims = ~0u; // the mask of all its leading dims (spec::fullDimMask)
+  int fullInput = -1; // the first [..., D] input: defines D and the output shape
+  int namedDims = 0;  // the op's named leading dims (spec::OpSpec::dims)
   // Random streams the op draws (1 + the largest stream read): the forward takes a seed and
   // offset from torch's generator and returns them; the backward reads them back.
   int randomStreams = 0;
