@@ -26,7 +26,8 @@ constexpr glue::CudaWorkspaceEntry kBackwardCudaWorkspace = nullptr;
 constexpr glue::CudaEntry kBackwardCuda = nullptr;
 #endif
 
-// The tensor arguments: name, shape class, position among the schema's tensors.
+// The tensor arguments: name, shape class, position among the schema's tensors (past them: the
+// results of the programs run before, in order).
 constexpr glue::TensorInfo kForwardTensors[] = {
     {"x0", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
     {"residual", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},

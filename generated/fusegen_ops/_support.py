@@ -5,6 +5,7 @@ with the C++ glue (templates/runtime/fusegen_torch.h) -- same rules, same messag
 mistake is reported the same way in eager mode and while tracing -- and the batching rules
 of torch.vmap (register_vmap)."""
 import dataclasses
+import math
 import functools
 from typing import List, Sequence, Tuple
 
@@ -13,6 +14,7 @@ import torch
 FULL, COL, ROW, SCALAR = "[..., D]", "[D]", "[...]", "[]"
 STAT = "stat"  # a per-row statistic the forward saves for the backward: ROW, in the compute type
 TOTAL = "total"  # a whole-tensor value the forward saves for the backward: SCALAR, compute type
+COLSTAT = "colstat"  # a [D] statistic the forward saves for the backward: COL, compute type
 
 
 # Named leading dims (a spec's `x: [..., S, H, D]`): an input may omit some of the op's dims
@@ -38,7 +40,7 @@ def full_like(cls: str) -> bool:
 
 def is_mapped(cls: str) -> bool:
     """Whether cls is the shape of an input that omits some of the op's leading dims."""
-    return cls not in (FULL, COL, ROW, SCALAR, STAT, TOTAL, "rng") and chunks_of(cls) == 1
+    return cls not in (FULL, COL, ROW, SCALAR, STAT, TOTAL, COLSTAT, "rng") and chunks_of(cls) == 1
 
 
 def mapped_shape(cls: str, sizes: Sequence[int], dims: Sequence[str], D: int) -> List[int]:
@@ -115,6 +117,8 @@ class OpInfo:
     dtypes: List[str]
     saved: List[str] = dataclasses.field(default_factory=list)  # per-row stats for backward
     saved_totals: List[str] = dataclasses.field(default_factory=list)  # whole-tensor values
+    saved_columns: List[str] = dataclasses.field(default_factory=list)  # [D] batch statistics
+    over_rows: bool = False  # reduces over the rows, per column (colsum): values of the batch
     schema: str = ""  # the op's and its backward's schemas, as fusegen spelled them
     backward_schema: str = ""
     column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
@@ -175,13 +179,13 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
     shape and D. Raises RuntimeError naming the argument."""
     full = spec.full_input()
     ref_name, _, ref = named[full][:3]
-    has_col = any(n[1] == COL for n in named)
+    has_col = any(n[1] in (COL, COLSTAT) for n in named)
     for name, cls, t, *fixed in named:
         if fixed and fixed[0] is not None:  # an integer or bool input: its own dtype
             if t.dtype != getattr(torch, fixed[0]):
                 raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
                                    f"must have dtype {fixed[0]}")
-        elif cls in (STAT, TOTAL):
+        elif cls in (STAT, TOTAL, COLSTAT):
             if t.dtype != compute_dtype(ref.dtype):
                 raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
                                    f"must have dtype {_dtype_name(compute_dtype(ref.dtype))} (the "
@@ -240,7 +244,7 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
         if cls == FULL and list(t.shape) != list(ref.shape):
             raise RuntimeError(f"{op}: argument '{name}' must have the same shape as '{ref_name}' "
                                f"{_shape(ref.shape)}, but has shape {_shape(t.shape)}")
-        if cls == COL and (t.dim() != 1 or t.shape[0] != D):
+        if cls in (COL, COLSTAT) and (t.dim() != 1 or t.shape[0] != D):
             raise RuntimeError(f"{op}: argument '{name}' must have shape [D] with D = {D} (the last "
                                f"dim of '{ref_name}'), but has shape {_shape(t.shape)}")
         if cls in (ROW, STAT) and list(t.shape) != list(ref.shape[:-1]):
@@ -250,6 +254,17 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
             raise RuntimeError(f"{op}: argument '{name}' must be a 0-dim tensor, but has shape "
                                f"{_shape(t.shape)}")
     return list(ref.shape[:-1]) + [D] if ref.dim() else [], D
+
+
+def colsum(value: torch.Tensor) -> torch.Tensor:
+    """colsum: the sum over the rows of a [..., D] value, per column ([D])."""
+    return value.reshape(-1, value.shape[-1]).sum(0) if value.dim() else value
+
+
+def rows_of(t: torch.Tensor, chunks: int = 1) -> int:
+    """The number of rows of an op's [..., D] input (`rows` in formulas): the product of its
+    leading dims."""
+    return math.prod(t.shape[:-1]) if t.dim() else 1
 
 
 def where_uniform(cond, a, b):
@@ -290,12 +305,15 @@ def to_output(value: torch.Tensor, dtype: str) -> torch.Tensor:
 def _outputs(spec: OpInfo, ref: torch.Tensor, full_shape: List[int]):
     outs = []
     for o in spec.outputs:
-        shape = full_shape[:-1] if o.shape == ROW else [] if o.shape == SCALAR else full_shape
+        shape = (full_shape[:-1] if o.shape == ROW else [] if o.shape == SCALAR
+                 else full_shape[-1:] if o.shape == COL else full_shape)
         if chunks_of(o.shape) > 1:  # cat(...): [..., n*D]
             shape = full_shape[:-1] + [chunks_of(o.shape) * full_shape[-1]]
         outs.append(ref.new_empty(shape, dtype=o.torch_dtype(ref.dtype)))
     outs += [ref.new_empty(full_shape[:-1], dtype=compute_dtype(ref.dtype)) for _ in spec.saved]
     outs += [ref.new_empty([], dtype=compute_dtype(ref.dtype)) for _ in spec.saved_totals]
+    outs += [ref.new_empty(full_shape[-1:], dtype=compute_dtype(ref.dtype))
+             for _ in spec.saved_columns]
     if spec.random:
         outs.append(ref.new_empty(2, dtype=torch.int64))  # the seed and offset drawn with
     return outs[0] if len(outs) == 1 else tuple(outs)
@@ -368,6 +386,8 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
     named = [(a.name, a.shape, t, a.dtype) for a, t in zip(spec.inputs, tensors)]
     named += [(f"_saved_{n}", STAT, t) for n, t in zip(spec.saved, saved)]
     named += [(f"_saved_{n}", TOTAL, t) for n, t in zip(spec.saved_totals, saved[len(spec.saved):])]
+    named += [(f"_saved_{n}", COLSTAT, t)
+              for n, t in zip(spec.saved_columns, saved[len(spec.saved) + len(spec.saved_totals):])]
     named += [(f"_grad_{o.name}", o.shape, g) for o, g in zip(spec.differentiable_outputs(), grads)]
     check_arguments(spec, spec.qualname + "_backward", named)
     # Gradients in the dtype of the call (an integer input's, never asked for, too).
@@ -416,27 +436,31 @@ def register_vmap(spec: OpInfo) -> None:
     inputs = [a.shape for a in spec.inputs]
     rng = [RNG] if spec.random else []
     forward_results = ([o.shape for o in spec.outputs] + [ROW] * len(spec.saved)
-                       + [SCALAR] * len(spec.saved_totals) + rng)
+                       + [SCALAR] * len(spec.saved_totals) + [COL] * len(spec.saved_columns) + rng)
     torch.library.register_vmap(
         spec.qualname, functools.partial(_batch_rule, getattr(ops, spec.name).default, inputs,
-                                         forward_results, None, spec.random))
+                                         forward_results, None,
+                                         spec.random, spec.over_rows))
     # <op>_backward(output gradients, inputs, saved statistics, rng, attrs, output_mask)
     backward_args = ([o.shape for o in spec.differentiable_outputs()] + inputs
-                     + [ROW] * len(spec.saved) + [SCALAR] * len(spec.saved_totals) + rng)
+                     + [ROW] * len(spec.saved) + [SCALAR] * len(spec.saved_totals)
+                     + [COL] * len(spec.saved_columns) + rng)
     torch.library.register_vmap(
         spec.qualname + "_backward",
         functools.partial(_batch_rule, getattr(ops, spec.name + "_backward").default,
                           backward_args, inputs, len(backward_args) + len(spec.attrs),
-                          spec.random))
+                          spec.random, spec.over_rows))
 
 
-def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int, info, in_dims,
-                *args, **kwargs):
+def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int, over_rows: bool,
+                info, in_dims, *args, **kwargs):
     """The vmap rule of `op`, whose first len(classes) arguments are tensors of those shape
     classes and whose results have the classes `results`; mask_at: the position of the
     backward's output_mask (None for a forward), whose unrequested gradients are empty
     tensors (expanded to the batch: torch.vmap fails to place an unbatched result at a
-    negative out_dims). Every result comes back with the batch at dim 0."""
+    negative out_dims). A random op (each sample its own draw) and one reducing over the rows
+    (over_rows: each sample over its own) are called per sample. Every result comes back with
+    the batch at dim 0."""
     n = len(classes)
     tensors, dims, rest = args[:n], in_dims[:n], args[n:]
     if mask_at is None:
@@ -450,7 +474,7 @@ def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int
     full = next(i for i, c in enumerate(classes) if full_like(c))
     scalar_rank = tensors[full].dim() - (dims[full] is not None) == 0  # a 0-dim [..., D]
     per_sample = (
-        random
+        random or over_rows
         or any(d is not None and (c in (COL, SCALAR) or is_mapped(c))
                for c, d in zip(classes, dims))
         or (mask_at is not None

@@ -17,6 +17,10 @@ struct Forward {
   static constexpr int kInputs = 5;
   static constexpr int kOutputs = 4;
   static constexpr int kAttrs = 1;
+  // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
+  static constexpr int kRowsAttr = 1;
+  // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
+  static constexpr bool kColumns = false;
   static constexpr int kStages = 1;            // passes of reductions over each row
   static constexpr int kRowValues = 13;        // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
@@ -254,6 +258,10 @@ struct Backward {
   static constexpr int kInputs = 9;
   static constexpr int kOutputs = 5;
   static constexpr int kAttrs = 1;
+  // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
+  static constexpr int kRowsAttr = 1;
+  // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
+  static constexpr bool kColumns = false;
   static constexpr int kStages = 1;            // passes of reductions over each row
   static constexpr int kRowValues = 24;        // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
@@ -546,9 +554,9 @@ struct Backward {
 };
 
 void forwardCpu(const Forward::Args& a);
-void backwardCpu(const Backward::Args& a);
 size_t forwardCudaWorkspace(const Forward::Args& a);
 void forwardCuda(const Forward::Args& a, void* stream);
+void backwardCpu(const Backward::Args& a);
 size_t backwardCudaWorkspace(const Backward::Args& a);
 void backwardCuda(const Backward::Args& a, void* stream);
 

@@ -465,9 +465,9 @@ inline unsigned columnBlocks(int64_t D) {
 // D, each waiting on thousands of dependent loads.)
 constexpr int kFinalizeRows = 32;
 
-template <typename S>
+template <typename S, typename O>
 __global__ void __launch_bounds__(32 * kFinalizeRows)
-    finalizeCol(const compute_t<S>* partials, int chunks, int64_t D, S* out) {
+    finalizeCol(const compute_t<S>* partials, int chunks, int64_t D, O* out) {
   using T = compute_t<S>;
   __shared__ T sums[kFinalizeRows][33];
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * 32; base < D;
@@ -483,18 +483,27 @@ __global__ void __launch_bounds__(32 * kFinalizeRows)
       T total = 0;
       for (int y = 0; y < kFinalizeRows; ++y)
         total += sums[y][threadIdx.x];
-      out[c] = fromCompute<S>(total);
+      if constexpr (std::is_same_v<O, T>) // a [D] statistic in the compute type
+        out[c] = total;
+      else
+        out[c] = fromCompute<S>(total);
     }
     __syncthreads();
   }
 }
 
+// `elem`: the output's elements, the dtype's or the compute type's (Elem::Compute).
 template <typename S>
-void launchFinalizeCol(const compute_t<S>* partials, int chunks, int64_t D, S* out,
+void launchFinalizeCol(const compute_t<S>* partials, int chunks, int64_t D, void* out, Elem elem,
                        cudaStream_t stream) {
   const int64_t blocks = (D + 31) / 32;
-  finalizeCol<S><<<static_cast<unsigned>(blocks > 65535 ? 65535 : blocks < 1 ? 1 : blocks),
-                   dim3(32, kFinalizeRows), 0, stream>>>(partials, chunks, D, out);
+  const dim3 grid(static_cast<unsigned>(blocks > 65535 ? 65535 : blocks < 1 ? 1 : blocks));
+  if (elem == Elem::Compute)
+    finalizeCol<S, compute_t<S>><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(
+        partials, chunks, D, static_cast<compute_t<S>*>(out));
+  else
+    finalizeCol<S, S><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(partials, chunks, D,
+                                                                     static_cast<S*>(out));
 }
 
 // Row 0 of `partials` ([chunks][D]) becomes the sum of all chunks, column by column, in
@@ -626,7 +635,7 @@ template <class P, typename S> PointwiseCall pointwiseCall(const typename P::Arg
     call.sums = call.sums || (P::outKind(m) != OutKind::Full && a.need[m]);
   }
   // A colwise program that sums nothing in this call and has no [D] inputs runs flat.
-  call.colwise = P::kPlan == Plan::Colwise && (inputsOf<P>(Bcast::Col) > 0 || call.sums);
+  call.colwise = P::kPlan == Plan::Colwise && (colInputs<P>() > 0 || call.sums);
   if (call.colwise && a.D % vecWidth<S>() != 0)
     call.vec = false;
   return call;
@@ -655,7 +664,7 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
     return;
   constexpr int V = vecWidth<S>();
   const PointwiseCall call = pointwiseCall<P, S>(a);
-  if constexpr (inputsOf<P>(Bcast::Col) == 0) {
+  if constexpr (colInputs<P>() == 0) {
     if (!call.colwise) {
       withFlatVariant<S>(n, call.vec, [&](auto width, auto index) {
         constexpr int W = decltype(width)::value;
@@ -677,7 +686,7 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
           colwiseProgram<P, S, W, true><<<g.grid, g.block, shared, stream>>>(a, partials);
           return;
         }
-      if constexpr (inputsOf<P>(Bcast::Col) > 0)
+      if constexpr (colInputs<P>() > 0)
         colwiseProgram<P, S, W, false><<<g.grid, g.block, shared, stream>>>(a, partials);
     };
     if (call.vec)
@@ -690,8 +699,7 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
         continue;
       compute_t<S>* p = partials + static_cast<int64_t>(sumSlot<P>(m)) * g.grid.y * a.D;
       if (P::outKind(m) == OutKind::ColSum) {
-        launchFinalizeCol<S>(p, static_cast<int>(g.grid.y), a.D, static_cast<S*>(a.out[m]),
-                             stream);
+        launchFinalizeCol<S>(p, static_cast<int>(g.grid.y), a.D, a.out[m], P::outElem(m), stream);
       } else { // two stages: the chunks of each column (in place), then one block over D
         sumChunksInPlace<compute_t<S>><<<columnBlocks(a.D), kThreads, 0, stream>>>(
             p, static_cast<int>(g.grid.y), a.D);

@@ -82,6 +82,16 @@ struct PlanInfo {
   // [2]); the backward reads them from its tensor argument at position rngTensor.
   int randomStreams;
   int rngTensor;
+  // A column program (fusegen's plan/ColumnPasses.h: P::kColumns): run over one row of D, its
+  // Full outputs [D].
+  bool columns;
+  // The number of rows goes to the program in the attr slot after the spec's (P::kRowsAttr).
+  bool rowsAttr;
+  // The programs run before this one, in order (reductions over the rows and the [D] values
+  // made of them); their results follow the schema's tensors in TensorInfo::position, and a
+  // Passed output (OutKind::Passed) is the result `results[m]` of them.
+  const PlanInfo* before;
+  int nBefore;
 };
 
 struct AutogradInfo {
@@ -190,11 +200,12 @@ constexpr std::array<int, sizeof...(M)> outChunkCounts(std::integer_sequence<int
 template <class P>
 inline constexpr auto kOutChunkCounts =
     outChunkCounts<P>(std::make_integer_sequence<int, P::kOutputs>{});
-// The outputs with a tensor of their own (the chunks of a packed gradient come last).
+// The outputs with a tensor of their own (the chunks of a packed gradient come last; a Passed
+// output's outResult is the earlier program's result it returns).
 template <class P> constexpr int ownResults() {
   int n = 0;
   for (int m = 0; m < P::kOutputs; ++m)
-    n += P::outResult(m) < 0;
+    n += P::outResult(m) < 0 || P::outKind(m) == OutKind::Passed;
   return n;
 }
 
@@ -224,7 +235,23 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
           cudaWorkspace,
           cuda,
           randomStreams<P>(),
-          rngTensor};
+          rngTensor,
+          P::kColumns,
+          P::kRowsAttr < P::kAttrs,
+          nullptr,
+          0};
+}
+
+// The same, after the programs `before` (run first, in order).
+template <class P, size_t NT, size_t ND, size_t NB>
+constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full,
+                        const DType (&dtypes)[ND], CpuEntry cpu, CudaWorkspaceEntry cudaWorkspace,
+                        CudaEntry cuda, const char* const* dimNames, int rngTensor,
+                        const PlanInfo (&before)[NB]) {
+  PlanInfo p = plan<P>(op, tensors, full, dtypes, cpu, cudaWorkspace, cuda, dimNames, rngTensor);
+  p.before = before;
+  p.nBefore = static_cast<int>(NB);
+  return p;
 }
 
 } // namespace fg::glue

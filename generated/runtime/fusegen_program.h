@@ -216,6 +216,11 @@ template <class P> FG_HD constexpr int inputSlot(int k, Bcast b) {
   return n;
 }
 template <class P> FG_HD constexpr int inputsOf(Bcast b) { return inputSlot<P>(P::kInputs, b); }
+// Its [D] inputs of either kind (of the dtype, or typed: integers, statistics in the compute
+// type), which only the colwise and row plans read.
+template <class P> FG_HD constexpr int colInputs() {
+  return inputsOf<P>(Bcast::Col) + inputsOf<P>(Bcast::TypedCol);
+}
 // The random streams a program draws (its Random inputs; input k's stream is its slot).
 template <class P> FG_HD constexpr int randomStreams() { return inputsOf<P>(Bcast::Random); }
 

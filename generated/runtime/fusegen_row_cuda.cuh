@@ -1297,7 +1297,7 @@ template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaS
       continue;
     const compute_t<S>* p =
         partials + static_cast<int64_t>(colSumSlot<P>(m)) * g.partialRows() * a.D;
-    launchFinalizeCol<S>(p, g.partialRows(), a.D, static_cast<S*>(a.out[m]), stream);
+    launchFinalizeCol<S>(p, g.partialRows(), a.D, a.out[m], P::outElem(m), stream);
     check(cudaGetLastError(), "ColSum finalize launch");
   }
   const compute_t<S>* totals =

@@ -261,6 +261,15 @@ class Rounding:
         v, e = self._all(a)
         return Bounded(v.amin(), e.amax(), self)
 
+    # Reductions over the rows, per column (colsum), of element values: per thread over rows,
+    # then across threads and chunks of rows in a fixed order; bounded as a sequential sum.
+    def colsum(self, a):
+        a = self._b(a)
+        D = self.full[-1]
+        v, e = a.v.expand(self.full).reshape(-1, D), a.e.expand(self.full).reshape(-1, D)
+        running = _partial_sums(v, 0).squeeze(0) if v.shape[0] else v.new_zeros(D)
+        return Bounded(v.sum(0), e.sum(0) + self.u * running, self)
+
     def move(self, f, a):
         """A move of the columns (swap_halves, swap_pairs) or a view of a packed last dim (chunk,
         place), by its torch spelling f: exact, the bounds move with the values."""
@@ -933,6 +942,7 @@ class OpChecks:
             full = self.lead_of(lead)
             for o, spec_out in zip(outs, self.spec.outputs):
                 want = full if spec_out.shape == ROW else [] if spec_out.shape == SCALAR \
+                    else [self.D_of(D)] if spec_out.shape == COL \
                     else [*full, chunks_of(spec_out.shape) * self.D_of(D)]
                 assert list(o.shape) == want, f"{spec_out.name}: shape {list(o.shape)} != {want}"
             gouts = self.grad_outs(outs, torch.ones_like)

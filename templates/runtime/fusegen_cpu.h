@@ -322,7 +322,7 @@ template <class P, typename S> void runTyped(const typename P::Args& a) {
           T s = T(0);
           for (int64_t j = 0; j < chunks; ++j)
             s += partials[(static_cast<size_t>(j) * std::max(colSums, 1) + slot) * a.D + c];
-          static_cast<S*>(a.out[m])[c] = fromCompute<S>(s);
+          storeOutput<P, S>(m, a.out[m], c, s);
         }
       ++slot;
     }

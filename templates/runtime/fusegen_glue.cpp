@@ -49,14 +49,32 @@ public:
     if (need.empty()) need.assign(plan_.nResults, true);
     TORCH_INTERNAL_ASSERT(static_cast<int>(need.size()) == plan_.nResults);
     static const at::Tensor kNone; // a Random input's: the plan draws it
-    c10::SmallVector<TensorArg, 16> tensorArgs;
-    for (int k = 0; k < plan_.nTensors; ++k) {
-      const TensorInfo& t = plan_.tensors[k];
-      tensorArgs.push_back(TensorArg{t.name, t.position < 0 ? kNone : *tensors.at(t.position),
-                                     t.bcast, t.elem, t.read, t.dims, t.chunks});
+    // The programs run before this one (reductions over the rows), whose results follow the
+    // schema's tensors.
+    const size_t schemaTensors = tensors.size();
+    std::vector<at::Tensor> earlier;
+    auto tensorArgs = [&](const PlanInfo& plan) {
+      std::vector<TensorArg> out;
+      out.reserve(plan.nTensors);
+      for (int k = 0; k < plan.nTensors; ++k) {
+        const TensorInfo& t = plan.tensors[k];
+        const at::Tensor& tensor = t.position < 0 ? kNone
+                                   : static_cast<size_t>(t.position) < schemaTensors
+                                       ? *tensors.at(t.position)
+                                       : earlier.at(t.position - schemaTensors);
+        out.push_back(TensorArg{t.name, tensor, t.bcast, t.elem, t.read, t.dims, t.chunks});
+      }
+      return out;
+    };
+    for (int q = 0; q < plan_.nBefore; ++q) {
+      const PlanInfo& before = plan_.before[q];
+      const c10::SmallVector<bool, 8> all(before.nResults, true);
+      for (at::Tensor& t : runPlan(before, tensorArgs(before), attrs, all, std::nullopt, nullptr))
+        earlier.push_back(std::move(t));
     }
     const at::Tensor* rngState = plan_.rngTensor >= 0 ? tensors.at(plan_.rngTensor) : nullptr;
-    std::vector<at::Tensor> results = runPlan(plan_, tensorArgs, attrs, need, generator, rngState);
+    std::vector<at::Tensor> results =
+        runPlan(plan_, tensorArgs(plan_), attrs, need, generator, rngState, earlier);
     torch::jit::drop(*stack, n);
     for (at::Tensor& t : results)
       stack->emplace_back(std::move(t));

@@ -272,7 +272,9 @@ enum class Plan : int { Flat = 0, Colwise = 1, Row = 2 };
 //          rows (CPU) or per block (CUDA), then the partials combined in a fixed order
 //   Scalar a [] output computed once after every row, from the Total outputs' values
 //          (P::finish)
-enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4, Scalar = 5 };
+//   Passed a result of a program run before this one (a [D] batch statistic): the glue
+//          returns it, the program does not write it
+enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4, Scalar = 5, Passed = 6 };
 
 // ---- random numbers: Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1,
 // 2, 3", SC 2011), counter-based, so a value depends on (seed, offset, stream, element) alone

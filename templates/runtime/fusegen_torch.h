@@ -401,14 +401,24 @@ inline void checkRngState(const char* op, const at::Tensor& t, const at::Device&
 // Runs one plan of an op (fusegen_glue.h): checks and prepares the tensors, allocates the
 // results (skipping those not in `need`) and calls the plan for the tensors' device. A random
 // op's forward draws a seed and offset and returns them last; its backward reads `rngState`.
+// `earlier`: the results of the programs run before it (PlanInfo::before), which its Passed
+// outputs are.
 inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<TensorArg> args,
-                                       c10::ArrayRef<double> attrs, c10::ArrayRef<bool> need,
+                                       c10::ArrayRef<double> spanAttrs, c10::ArrayRef<bool> need,
                                        const std::optional<at::Generator>& generator,
-                                       const at::Tensor* rngState) {
+                                       const at::Tensor* rngState,
+                                       c10::ArrayRef<at::Tensor> earlier = {}) {
   c10::SmallVector<at::ScalarType, 4> dtypes;
   for (int k = 0; k < plan.nDtypes; ++k)
     dtypes.push_back(toScalarType(plan.dtypes[k]));
   Prepared p = prepare(plan.op, args, plan.full, dtypes, plan.namedDims, plan.dimNames);
+  // The number of rows, where a formula reads it: in the attr slot after the spec's.
+  c10::SmallVector<double, 8> attrs(spanAttrs.begin(), spanAttrs.end());
+  if (plan.rowsAttr) attrs.push_back(static_cast<double>(p.rows));
+  if (plan.columns) { // [D] values: one row of D
+    p.rows = 1;
+    p.fullShape = {p.D};
+  }
   // The column index reaches the program in the compute type: exact in float32 up to 2^24.
   TORCH_CHECK(!plan.column || p.dtype == at::kDouble || p.D <= (int64_t(1) << 24), plan.op,
               ": the last dim of '", args[plan.full].name, "' is ", std::to_string(p.D),
@@ -440,6 +450,9 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
                              : resultOptions.dtype(elemScalarType(plan.elems[m]));
     if (!need[m]) {
       t = at::empty({0}, options);
+    } else if (plan.kinds[m] == OutKind::Passed) { // an earlier program's result (a copy:
+      // results do not alias, and one may be both a [D] output and a saved statistic)
+      t = earlier[plan.results[m]].to(options, /*non_blocking=*/false, /*copy=*/true);
     } else if (plan.keeps[m] != kAllDims) { // summed over the dims not kept, below
       const auto shape = plan.kinds[m] == OutKind::Row ? rowShape : p.fullShape;
       t = empty ? at::zeros(shape, options) : at::empty(shape, options);
@@ -456,11 +469,14 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
     } else {
       t = at::empty(plan.kinds[m] == OutKind::Row ? rowShape : p.fullShape, options);
     }
-    resultData.push_back(need[m] ? t.data_ptr() : nullptr);
+    resultData.push_back(need[m] && plan.kinds[m] != OutKind::Passed ? t.data_ptr() : nullptr);
     results.push_back(t);
   }
-  // The other chunks of packed gradients write into their chunk 0's tensor.
+  // The other chunks of packed gradients write into their chunk 0's tensor; the program does
+  // not write the Passed outputs.
   c10::SmallVector<bool, 16> needed(need.begin(), need.end());
+  for (int m = 0; m < plan.nResults; ++m)
+    needed[m] = needed[m] && plan.kinds[m] != OutKind::Passed;
   for (int m = plan.nResults; m < plan.nOutputs; ++m) {
     resultData.push_back(resultData[plan.results[m]]);
     needed.push_back(need[plan.results[m]]);

@@ -254,9 +254,12 @@ def _whole(p: Prim) -> bool:
 # for chunk, a packed input, which the generator does not make; not generated yet. The
 # generated tests of rope, rope_interleaved, swiglu_packed and geglu_packed, the row
 # interpreter's derivative tests of every move and expansion and the pushing pass's test
-# against it (tests/unit/test_moves.cpp) cover them.
+# against it (tests/unit/test_moves.cpp) cover them. So are the reductions over rows (kind
+# `column`: colsum, and colmean over it), whose argument must be [..., D]; the generated tests
+# of batchnorm_train and the matrix interpreter's derivative test
+# (ColumnDerivatives.BatchStatisticsMatchFiniteDifferences) cover them.
 def _columns(p: Prim) -> bool:
-    return p.kind in ("move", "view") or p.expand is not None
+    return p.kind in ("move", "view", "column") or p.expand is not None
 
 
 def check_coverage(prims: List[Prim]):

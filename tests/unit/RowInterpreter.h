@@ -68,6 +68,9 @@ inline std::vector<double> evalRow(const ir::Expr& root, const RowEnv& env) {
     case ir::NodeKind::Dim:
       out.assign(D, static_cast<double>(D));
       break;
+    case ir::NodeKind::Rows: // (one row)
+      out.assign(D, 1.0);
+      break;
     case ir::NodeKind::Position: // (one row: at index 0 along every named dim)
       out.assign(D, 0.0);
       break;
@@ -108,6 +111,92 @@ inline std::vector<double> evalRow(const ir::Expr& root, const RowEnv& env) {
     }
     }
     EXPECT_EQ(out.size(), D) << "input or gradient given with the wrong length";
+  }
+  return v.at(root.get());
+}
+
+// A whole [R, D] matrix: full inputs and output gradients given as R * D values (row-major),
+// [D] ones as D values; the column reductions (colsum) sum over the R rows, the reductions over
+// the last dim over each row. Enough for ops over rows and columns (batch statistics).
+struct MatrixEnv {
+  int R = 3, D = 4;
+  std::map<std::string, std::vector<double>> values; // inputs and output gradients by name
+  std::map<std::string, double> attrs;
+};
+
+inline std::vector<double> evalMatrix(const ir::Expr& root, const MatrixEnv& env) {
+  const size_t R = static_cast<size_t>(env.R), D = static_cast<size_t>(env.D), n = R * D;
+  std::map<const ir::Node*, std::vector<double>> v;
+  auto given = [&](const ir::Node* node) {
+    const std::vector<double>& g = env.values.at(node->name());
+    std::vector<double> out(n);
+    for (size_t i = 0; i < n; ++i)
+      out[i] = g.size() == n ? g[i] : g.size() == D ? g[i % D] : g.at(i / D);
+    return out;
+  };
+  for (const ir::Node* node : ir::topoOrder({root})) {
+    std::vector<double>& out = v[node];
+    switch (node->kind()) {
+    case ir::NodeKind::Const:
+      out.assign(n, node->value());
+      break;
+    case ir::NodeKind::Input:
+    case ir::NodeKind::GradOut:
+      out = given(node);
+      break;
+    case ir::NodeKind::Attr:
+      out.assign(n, env.attrs.at(node->name()));
+      break;
+    case ir::NodeKind::Dim:
+      out.assign(n, static_cast<double>(D));
+      break;
+    case ir::NodeKind::Rows:
+      out.assign(n, static_cast<double>(R));
+      break;
+    case ir::NodeKind::Column:
+      out.resize(n);
+      for (size_t i = 0; i < n; ++i)
+        out[i] = static_cast<double>(i % D);
+      break;
+    case ir::NodeKind::Position:
+    case ir::NodeKind::Random:
+      ADD_FAILURE() << "evalMatrix: no positions or random numbers";
+      out.assign(n, 0.0);
+      break;
+    case ir::NodeKind::Call: {
+      const prims::Primitive& p = *node->prim();
+      const std::vector<double>* a = node->args().empty() ? nullptr : &v.at(node->args()[0].get());
+      out.assign(n, 0.0);
+      if (p.kind == prims::PrimKind::Column) {
+        for (size_t j = 0; j < D; ++j) {
+          double s = 0;
+          for (size_t r = 0; r < R; ++r)
+            s += (*a)[r * D + j];
+          for (size_t r = 0; r < R; ++r)
+            out[r * D + j] = s;
+        }
+      } else if (p.kind == prims::PrimKind::Reduction) {
+        for (size_t r = 0; r < R; ++r) {
+          double acc = (*a)[r * D];
+          for (size_t j = 1; j < D; ++j)
+            acc = p.combine == prims::Combine::Sum   ? acc + (*a)[r * D + j]
+                  : p.combine == prims::Combine::Max ? std::max(acc, (*a)[r * D + j])
+                                                     : std::min(acc, (*a)[r * D + j]);
+          for (size_t j = 0; j < D; ++j)
+            out[r * D + j] = p.finish ? evalFinish(p.finish, acc, static_cast<double>(D)) : acc;
+        }
+      } else {
+        EXPECT_EQ(p.kind, prims::PrimKind::Elementwise) << p.name;
+        for (size_t i = 0; i < n; ++i) {
+          std::vector<double> args;
+          for (const ir::Expr& x : node->args())
+            args.push_back(v.at(x.get())[i]);
+          out[i] = ir::applyPrimitive(p, args);
+        }
+      }
+      break;
+    }
+    }
   }
   return v.at(root.get());
 }

@@ -13,14 +13,16 @@ namespace {
 
 TEST(NamedDims, FastDivisionIsExactFor32BitNumerators) {
   std::mt19937_64 rng(17);
-  std::vector<uint32_t> divisors = {1, 2, 3, 5, 6, 7, 32, 100, 127, 128, 4096, 65535, 65536,
-                                    1000003, (1u << 31) - 1, 1u << 31, 0xFFFFFFFFu};
+  std::vector<uint32_t> divisors = {1,        2,          3,     5,       6,
+                                    7,        32,         100,   127,     128,
+                                    4096,     65535,      65536, 1000003, (1u << 31) - 1,
+                                    1u << 31, 0xFFFFFFFFu};
   for (int k = 0; k < 50; ++k)
     divisors.push_back(static_cast<uint32_t>(rng() % 0xFFFFFFFFu) + 1);
   for (uint32_t d : divisors) {
     const fg::FastDiv f = fg::FastDiv::of(d);
-    std::vector<uint32_t> ns = {0, 1, d - 1, d, d + 1, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFEu,
-                                0xFFFFFFFFu, 0xFFFFFFFFu - d};
+    std::vector<uint32_t> ns = {
+        0, 1, d - 1, d, d + 1, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFEu, 0xFFFFFFFFu, 0xFFFFFFFFu - d};
     for (int k = 0; k < 200; ++k)
       ns.push_back(static_cast<uint32_t>(rng()));
     for (uint32_t n : ns)
@@ -40,11 +42,11 @@ TEST(NamedDims, MappedRowsAndPositionsFollowTheCoordinates) {
     dims.rows32 = rows32;
     for (int64_t row = 0; row < 7 * 15; ++row) {
       const int64_t b = row / 15, s = row / 3 % 5, h = row % 3;
-      EXPECT_EQ(fg::mappedRow<2>(0b001u, row, dims), s);               // [S, D]
-      EXPECT_EQ(fg::mappedRow<2>(0b010u, row, dims), h);               // [H, D]
-      EXPECT_EQ(fg::mappedRow<2>(0b011u, row, dims), s * 3 + h);       // [S, H, D]
-      EXPECT_EQ(fg::mappedRow<2>(0b101u, row, dims), b * 5 + s);       // (batch and S)
-      EXPECT_EQ(fg::mappedRow<2>(0b000u, row, dims), 0);               // broadcast over all
+      EXPECT_EQ(fg::mappedRow<2>(0b001u, row, dims), s);         // [S, D]
+      EXPECT_EQ(fg::mappedRow<2>(0b010u, row, dims), h);         // [H, D]
+      EXPECT_EQ(fg::mappedRow<2>(0b011u, row, dims), s * 3 + h); // [S, H, D]
+      EXPECT_EQ(fg::mappedRow<2>(0b101u, row, dims), b * 5 + s); // (batch and S)
+      EXPECT_EQ(fg::mappedRow<2>(0b000u, row, dims), 0);         // broadcast over all
       EXPECT_EQ(fg::positionOf<2>(0b001u, row, dims), s);
       EXPECT_EQ(fg::positionOf<2>(0b010u, row, dims), h);
     }

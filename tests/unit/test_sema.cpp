@@ -211,14 +211,16 @@ TEST(Sema, OutputWithColumnOrScalarShape) {
   EXPECT_FALSE(r.fn);
   EXPECT_EQ(r.errors, 1);
   EXPECT_TRUE(contains(r.messages, "t.yaml:7:6: error: output 'z' has shape [D]; outputs must "
-                                   "be [..., D], per-row [...], or [] through a whole-tensor "
+                                   "be [..., D], per-row [...], [D] through a reduction over "
+                                   "rows (colsum, colmean) or [] through a whole-tensor "
                                    "reduction (sum_all, max_all, min_all)\n"))
       << r.messages;
   r = lowerSpec(spec("  x: [..., D]\n  s: []\n", "  y: x * s\n  z: s + 1\n"));
   EXPECT_FALSE(r.fn);
   EXPECT_TRUE(contains(r.messages, "error: output 'z' has shape []; outputs must be [..., D], "
-                                   "per-row [...], or [] through a whole-tensor reduction "
-                                   "(sum_all, max_all, min_all)\n"))
+                                   "per-row [...], [D] through a reduction over rows (colsum, "
+                                   "colmean) or [] through a whole-tensor reduction (sum_all, "
+                                   "max_all, min_all)\n"))
       << r.messages;
 }
 

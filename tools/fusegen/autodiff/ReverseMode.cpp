@@ -2,9 +2,11 @@
 #include "autodiff/ReverseMode.h"
 
 #include "expr/Sema.h"
+#include "opt/ColumnSums.h"
 #include "opt/Simplify.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 namespace fusegen::autodiff {
 
@@ -22,6 +24,13 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
   std::vector<const ir::Node*> order = ir::topoOrder(roots);
 
   std::unordered_map<const ir::Node*, ir::Expr> adjoint;
+  std::unordered_set<const ir::Node*> columnValues; // the nodes a column reduction reaches
+  for (const ir::Node* n : order) {
+    bool column = ir::isColumnReduction(n);
+    for (const ir::Expr& a : n->args())
+      column = column || columnValues.count(a.get());
+    if (column) columnValues.insert(n);
+  }
   auto accumulate = [&](const ir::Node* n, ir::Expr contribution) {
     // A per-row value used by every element of its row gets the sum of their adjoints (a
     // [D] adjoint, which a second-order seed can be, is one per element too). A [D] or []
@@ -30,6 +39,12 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
     if (n->shape() == ir::ShapeClass::Row && (contribution->shape() == ir::ShapeClass::Full ||
                                               contribution->shape() == ir::ShapeClass::Col))
       contribution = simplifier.call("sum", {contribution});
+    // A [D] value computed from a reduction over rows (a batch statistic) is used by every row:
+    // its adjoint is the sum over rows of theirs, taken here (colsum), since it flows on into
+    // the values it was computed from (they would otherwise see one row's share).
+    if (n->shape() == ir::ShapeClass::Col && contribution->shape() == ir::ShapeClass::Full &&
+        columnValues.count(n))
+      contribution = simplifier.call("colsum", {contribution});
     auto it = adjoint.find(n);
     adjoint[n] =
         it == adjoint.end() ? contribution : simplifier.call("add", {it->second, contribution});
@@ -48,6 +63,7 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
     scope["grad"] = adj->second;
     scope["result"] = owner.at(n);
     scope["D"] = ir::Node::makeDim();
+    scope["rows"] = ir::Node::makeRows();
     for (size_t i = 0; i < prim.params.size(); ++i)
       scope[prim.params[i].name] = n->args()[i];
     for (size_t i = 0; i < prim.params.size(); ++i) {
@@ -104,6 +120,20 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
   std::optional<std::vector<ir::Expr>> grads = reverse(roots, g.gradOuts, wrt, lib, diags, where);
   if (!grads) return std::nullopt;
   g.inputGrads = std::move(*grads);
+  // Column sums by linearity, the forward's [D] statistics read back (opt/ColumnSums.h).
+  {
+    std::unordered_set<const ir::Node*> statistics;
+    for (const ir::Node* n : ir::topoOrder(roots)) {
+      bool c = ir::isColumnReduction(n);
+      for (const ir::Expr& a : n->args())
+        c = c || statistics.count(a.get());
+      if (c) statistics.insert(n);
+    }
+    opt::Simplifier simplifier(lib);
+    for (const ir::Expr& r : roots)
+      simplifier.keep(r);
+    g.inputGrads = opt::distributeColumnSums(g.inputGrads, statistics, simplifier);
+  }
   // A packed input's gradient, chunk by chunk: place(h, c', n) is h in chunk c' and 0 in the
   // others.
   opt::Simplifier simplifier(lib);

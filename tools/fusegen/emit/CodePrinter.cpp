@@ -152,7 +152,7 @@ private:
         throw std::logic_error("unbound leaf '" + n->name() + "' in generated C++");
       names_[n] = leaf(n);
       if (n->kind() == ir::NodeKind::Const || n->kind() == ir::NodeKind::Attr ||
-          n->kind() == ir::NodeKind::Dim)
+          n->kind() == ir::NodeKind::Dim || n->kind() == ir::NodeKind::Rows)
         pyScalars_.insert(n);
       return;
     }
@@ -211,10 +211,11 @@ private:
     return out;
   }
 
-  // Leaves every generated function has in scope: literals, D (_D) and j (_j).
+  // Leaves every generated function has in scope: literals, D (_D), j (_j) and the number of
+  // rows (the attr slot the glue fills with it: fusegen_program.h kRowsAttr).
   static bool implicitLeaf(const ir::Node* n) {
     return n->kind() == ir::NodeKind::Const || n->kind() == ir::NodeKind::Dim ||
-           n->kind() == ir::NodeKind::Column;
+           n->kind() == ir::NodeKind::Column || n->kind() == ir::NodeKind::Rows;
   }
 
   std::string leaf(const ir::Node* n) const {
@@ -229,6 +230,8 @@ private:
       return "_grad_" + n->name();
     case ir::NodeKind::Dim:
       return "_D";
+    case ir::NodeKind::Rows:
+      return target_ == Target::Cpp ? "_attr[kRowsAttr]" : "_R";
     case ir::NodeKind::Column:
       return "_j";
     case ir::NodeKind::Random:
@@ -273,6 +276,8 @@ private:
     }
     if (p.kind == prims::PrimKind::Total) // (over every row: testing.Rounding's sum_all, ...)
       return std::string("_r.") + prims::combineName(p.combine) + "_all(" + operands[0] + ")";
+    if (p.kind == prims::PrimKind::Column) // (over every row, per column: testing.Rounding's)
+      return "_r.col" + std::string(prims::combineName(p.combine)) + "(" + operands[0] + ")";
     if (p.kind == prims::PrimKind::Reduction) {
       const std::string acc =
           std::string("_r.") + prims::combineName(p.combine) + "(" + operands[0] + ")";

@@ -116,6 +116,7 @@ std::string pythonLeaves(const OpModel& op, const std::vector<ir::Expr>& roots,
   std::string out;
   if (defineD && (column || uses(roots, ir::NodeKind::Dim)))
     out += "    _D = " + pythonD(op) + "\n";
+  if (uses(roots, ir::NodeKind::Rows)) out += "    _R = _support.rows_of(" + full + ")\n";
   if (column)
     out += "    _j = " + wrapBefore + "torch.arange(_D, device=" + full + ".device)" + wrapAfter +
            "\n";
@@ -161,7 +162,9 @@ std::string boundsBody(const OpModel& op) {
   std::vector<std::string> outputs, grads;
   for (const ir::FunctionOutput& o : fn.outputs) {
     forward.push_back({o.name, o.value});
-    if (o.value->shape() == ir::ShapeClass::Scalar) { // computed from whole-tensor values
+    // [] values computed from whole-tensor values, [D] ones from sums over rows: each stored
+    // as computed.
+    if (o.value->shape() == ir::ShapeClass::Scalar || o.value->shape() == ir::ShapeClass::Col) {
       outputs.push_back("_r.whole(" + o.name +
                         (o.differentiable()
                              ? std::string("")
@@ -177,6 +180,7 @@ std::string boundsBody(const OpModel& op) {
   Bindings saved;
   std::vector<plan::SavedStat> stats = op.plan.saved; // (per-row values, then whole-tensor ones)
   stats.insert(stats.end(), op.plan.savedTotals.begin(), op.plan.savedTotals.end());
+  stats.insert(stats.end(), op.plan.savedColumns.begin(), op.plan.savedColumns.end());
   for (size_t i = 0; i < stats.size(); ++i) {
     const std::string name = "_s" + std::to_string(i);
     forward.push_back({name, stats[i].value});
@@ -282,7 +286,8 @@ std::string secondOrderBody(const OpModel& op) {
       add(g2.gradOutGrads[m], fn.outputs[m].value->shape(), outputSpelling(fn.outputs[m]), "");
   for (size_t k = 0; k < nIn; ++k)
     add(g2.inputGrads[k], fn.inputs[k].shape, pythonClass(op, k), pythonDimsArg(op, k));
-  for (size_t i = 0; i < op.plan.saved.size() + op.plan.savedTotals.size() + fn.attrs.size() + 1;
+  for (size_t i = 0; i < op.plan.saved.size() + op.plan.savedTotals.size() +
+                             op.plan.savedColumns.size() + fn.attrs.size() + 1;
        ++i)
     results.push_back("None");
   if (op.plan.randomStreams) results.push_back("None"); // (_saved_rng)
@@ -366,16 +371,19 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("keep", api::dimMaskLiteral(o.keepDims));
     x.set("chunk", std::to_string(o.chunk));
     x.set("chunks", std::to_string(o.chunks));
-    x.set("result", std::to_string(o.result));
+    // (a Passed output: the earlier program's result it is)
+    x.set("result", std::to_string(o.kind == plan::OutKind::Passed ? o.passed : o.result));
     x.set("per_row", o.kind == plan::OutKind::Total && o.totalOf != plan::Program::TotalOf::Elements
                          ? "true"
                          : "false");
     x.set("description", o.name +
-                             (o.kind == plan::OutKind::Full     ? " [..., D]"
-                              : o.kind == plan::OutKind::Row    ? " [...]"
-                              : o.kind == plan::OutKind::Stat   ? " [...] (compute type)"
-                              : o.kind == plan::OutKind::ColSum ? " [D] (sum over rows)"
-                              : o.kind == plan::OutKind::Scalar ? " [] (finish)"
+                             (o.kind == plan::OutKind::Passed ? " [D] (an earlier program's)"
+                              : o.kind == plan::OutKind::Full && p.columns ? " [D]"
+                              : o.kind == plan::OutKind::Full              ? " [..., D]"
+                              : o.kind == plan::OutKind::Row               ? " [...]"
+                              : o.kind == plan::OutKind::Stat              ? " [...] (compute type)"
+                              : o.kind == plan::OutKind::ColSum            ? " [D] (sum over rows)"
+                              : o.kind == plan::OutKind::Scalar            ? " [] (finish)"
                                                                 : " [] (over all rows)") +
                              (o.type == spec::OutputType::Dtype
                                   ? ""
@@ -399,7 +407,16 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("comment", comment);
   d.set("n_inputs", std::to_string(p.inputs.size()));
   d.set("n_outputs", std::to_string(p.outputs.size()));
-  d.set("n_attrs", std::to_string(fn.attrs.size()));
+  // The number of rows, where a formula reads it, in the attr slot after the spec's attrs.
+  bool usesRows = false;
+  for (const plan::Program::Output& o : p.outputs)
+    for (const ir::Expr& e : {o.value, o.whole})
+      if (e)
+        for (const ir::Node* n : ir::topoOrder({e}))
+          usesRows = usesRows || n->kind() == ir::NodeKind::Rows;
+  d.set("n_attrs", std::to_string(fn.attrs.size() + (usesRows ? 1 : 0)));
+  d.set("rows_attr", std::to_string(fn.attrs.size()));
+  d.set("columns", p.columns ? "true" : "false");
   d.set("n_stages", std::to_string(p.stages.size()));
   d.set("n_row_values", std::to_string(p.rowValues.size()));
   d.set("n_named_dims", std::to_string(p.namedDims));
@@ -629,11 +646,9 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   const std::vector<const plan::Arg*> saved = plan::argsWith(fwd.results, plan::Role::Saved);
   d.set("schema", api::schema(fwd));
   d.set("backward_schema", api::schema(bwd));
-  d.set("forward_tensors", stringItems(api::tensorTable(fwd)));
   d.set("dim_names", stringItems(op.spec.dims));
   d.set("has_dims", !op.spec.dims.empty());
   d.set("moves_columns", movesColumns(op));
-  d.set("backward_tensors", stringItems(api::tensorTable(bwd)));
   d.set("dtypes", stringItems(api::dtypeTable(api.dtypes)));
   d.set("full_input", std::to_string(fwd.full));
   d.set("full_input_name", fn.inputs[op.plan.fullInput].name);
@@ -672,6 +687,12 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   for (const plan::SavedStat& st : op.plan.savedTotals)
     savedTotals.push_back(st.name);
   d.set("saved_totals", stringItems(savedTotals));
+  std::vector<std::string> savedColumns;
+  for (const plan::SavedStat& st : op.plan.savedColumns)
+    savedColumns.push_back(st.name);
+  d.set("saved_columns", stringItems(savedColumns));
+  d.set("has_saved_columns", !savedColumns.empty());
+  d.set("over_rows", !op.plan.forwardBefore.empty() || !op.plan.backwardBefore.empty());
   d.set("saved_names", stringItems(savedNames));
   d.set("grad_names", stringItems(gradNames));
   d.set("dtype_names", stringItems(dtypeNames));
@@ -732,15 +753,41 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("independent_return",
         outputs.size() == 1 ? independent[0] : "(" + join(independent, ", ") + ")");
 
-  // The programs.
-  d.set("forward_program",
-        renderProgram(op.plan.forward, "Forward",
-                      "The forward: outputs, then the per-row values saved for the backward.", fn,
-                      movesColumns(op), templates));
-  d.set("backward_program",
-        renderProgram(op.plan.backward, "Backward",
-                      "The backward, derived by reverse mode: gradients of the inputs.", fn,
-                      movesColumns(op), templates));
+  // The programs: each direction's main one, after those its column reductions run first
+  // (plan/ColumnPasses.h), with their tensor tables.
+  std::vector<Data> programs, forwardBefore, backwardBefore;
+  auto addProgram = [&](const plan::Program& p, const plan::Signature& sig, const std::string& name,
+                        const std::string& comment, std::vector<Data>* before) {
+    Data x;
+    x.set("name", name);
+    std::string entry = name;
+    entry[0] = static_cast<char>(std::tolower(entry[0]));
+    x.set("entry", entry);
+    x.set("body", renderProgram(p, name, comment, fn, movesColumns(op), templates));
+    x.set("tensors", stringItems(api::tensorTable(sig, p)));
+    x.set("op_name", sig.name);
+    programs.push_back(x);
+    if (before) before->push_back(x);
+  };
+  auto addBefore = [&](const std::vector<plan::Program>& list, const plan::Signature& sig,
+                       const std::string& name, std::vector<Data>& before) {
+    for (size_t k = 0; k < list.size(); ++k)
+      addProgram(list[k], sig, name + std::to_string(k),
+                 list[k].columns ? "Before the " + name + ": [D] values over one row of D."
+                                 : "Before the " + name + ": sums over the rows, per column.",
+                 &before);
+  };
+  addBefore(op.plan.forwardBefore, fwd, "Forward", forwardBefore);
+  addProgram(op.plan.forward, fwd, "Forward",
+             "The forward: outputs, then the per-row values saved for the backward.", nullptr);
+  addBefore(op.plan.backwardBefore, bwd, "Backward", backwardBefore);
+  addProgram(op.plan.backward, bwd, "Backward",
+             "The backward, derived by reverse mode: gradients of the inputs.", nullptr);
+  d.set("programs", list(programs));
+  d.set("forward_before", list(forwardBefore));
+  d.set("backward_before", list(backwardBefore));
+  d.set("has_forward_before", !forwardBefore.empty());
+  d.set("has_backward_before", !backwardBefore.empty());
 
   const std::string dir = name + "/";
   std::vector<GeneratedFile> files = {

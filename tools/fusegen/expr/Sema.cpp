@@ -181,7 +181,7 @@ ir::Expr Sema::chunk(const AstPtr& ast) {
 void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
   const size_t i = frame.args.size();
   frame.args.push_back(a);
-  const SourceLoc& loc = frame.ast->args[i]->loc;
+  const SourceLoc& loc = expansionCall_ ? *expansionCall_ : frame.ast->args[i]->loc;
   auto fail = [&](const std::string& msg) {
     diags_.error(loc, msg);
     frame.ok = false;
@@ -207,6 +207,11 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
              (a->shape() == ir::ShapeClass::Row || a->shape() == ir::ShapeClass::Scalar))
       fail("'" + prim.name + "' reduces over the last dim, but its argument has shape " +
            spec::shapeClassSpelling(a->shape()) + " (one value per row or less)");
+    else if (frame.ok && prim.kind == prims::PrimKind::Column && a->shape() != ir::ShapeClass::Full)
+      fail("'" + prim.name + "' reduces over the rows, per column, but its argument has shape " +
+           spec::shapeClassSpelling(a->shape()) +
+           (a->shape() == ir::ShapeClass::Row ? " (one value per row: sum_all sums those)"
+                                              : " (the same in every row)"));
     else if (frame.ok && prim.kind == prims::PrimKind::Total &&
              (a->shape() == ir::ShapeClass::Col || a->shape() == ir::ShapeClass::Scalar))
       fail("'" + prim.name + "' reduces over every row, but its argument has shape " +
@@ -223,9 +228,13 @@ ir::Expr Sema::finishCall(CallFrame& frame) {
       inner[frame.prim->params[i].name] = frame.args[i];
     inner["j"] = ir::Node::makeColumn();
     inner["D"] = ir::Node::makeDim();
+    inner["rows"] = ir::Node::makeRows();
+    const bool outermost = !expansionCall_;
+    if (outermost) expansionCall_ = frame.ast->loc;
     ++inlineDepth_;
     ir::Expr out = lower(frame.prim->expand, inner);
     --inlineDepth_;
+    if (outermost) expansionCall_.reset();
     if (!out) diags_.note(frame.ast->loc, "in the expansion of '" + frame.prim->name + "' here");
     return out;
   }
@@ -361,8 +370,9 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   ir::Function fn;
   fn.name = spec.name;
   Scope scope;
-  scope["D"] = ir::Node::makeDim();    // the length of the last dim
-  scope["j"] = ir::Node::makeColumn(); // the column index
+  scope["D"] = ir::Node::makeDim();     // the length of the last dim
+  scope["j"] = ir::Node::makeColumn();  // the column index
+  scope["rows"] = ir::Node::makeRows(); // the number of rows
   scope["inf"] = ir::Node::makeConst(std::numeric_limits<double>::infinity()); // -inf: neg
   // Names and calls are told apart by the parentheses, so an input, attr, let or output may be
   // named like a primitive (`mean` and `rstd`, as torch.native_layer_norm names its outputs).
@@ -479,11 +489,12 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
       continue;
     }
     if (!checkWholeTensorUses(b, e, diags)) continue;
-    if (e->shape() == ir::ShapeClass::Col ||
+    if ((e->shape() == ir::ShapeClass::Col && !ir::usesColumnReduction(e)) ||
         (e->shape() == ir::ShapeClass::Scalar && !usesWholeTensorValue(e))) {
       diags.error(b.formulaLoc, "output '" + b.name + "' has shape " +
                                     spec::shapeClassSpelling(e->shape()) +
-                                    "; outputs must be [..., D], per-row [...], or [] through a "
+                                    "; outputs must be [..., D], per-row [...], [D] through a "
+                                    "reduction over rows (colsum, colmean) or [] through a "
                                     "whole-tensor reduction (sum_all, max_all, min_all)");
       continue;
     }

@@ -62,6 +62,9 @@ private:
   bool rules_ = false;
   std::map<std::string, std::pair<ir::Expr, int>> packed_;
   int inlineDepth_ = 0;
+  // Where the spec calls the primitive expansion being lowered (a primitive defined by a
+  // formula): its arguments' errors are reported there, not in primitives.yaml.
+  std::optional<SourceLoc> expansionCall_;
   std::vector<ir::Expr> randomStreams_; // random parameters filled so far, by stream
 };
 

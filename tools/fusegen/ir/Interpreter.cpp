@@ -61,6 +61,9 @@ double evaluate(const Expr& root, const Env& env) {
     case NodeKind::Dim:
       v = env.D;
       break;
+    case NodeKind::Rows:
+      v = env.rows;
+      break;
     case NodeKind::Column:
       v = env.j;
       break;

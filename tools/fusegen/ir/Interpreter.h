@@ -15,6 +15,7 @@ struct Env {
   std::map<std::string, double> attrs;    // by attr name
   std::map<std::string, double> gradOuts; // by output name
   double D = 1;                           // the length of the last dim
+  double rows = 1;                        // the number of rows
   double j = 0;                           // the column index
   std::map<int, double> positions;        // pos(S) by dim index (0 where not given)
   std::map<int, double> random;           // by random stream (absent: 0.5)

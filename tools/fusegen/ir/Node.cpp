@@ -93,6 +93,15 @@ Expr Node::makeDim() {
   return n;
 }
 
+Expr Node::makeRows() {
+  auto n = std::shared_ptr<Node>(new Node());
+  n->kind_ = NodeKind::Rows;
+  n->type_ = ValueType::Int;
+  n->name_ = "rows";
+  n->finish();
+  return n;
+}
+
 Expr Node::makeColumn() {
   auto n = std::shared_ptr<Node>(new Node());
   n->kind_ = NodeKind::Column;
@@ -149,6 +158,10 @@ Expr Node::makeCall(const prims::Primitive* prim, std::vector<Expr> args) {
   }
   if (prim->kind == prims::PrimKind::Reduction) n->shape_ = ShapeClass::Row;
   if (prim->kind == prims::PrimKind::Total) n->shape_ = ShapeClass::Scalar;
+  if (prim->kind == prims::PrimKind::Column) {
+    n->shape_ = ShapeClass::Col;
+    n->constant_ = false;
+  }
   n->args_ = std::move(args);
   n->finish();
   return n;
@@ -176,6 +189,16 @@ std::unordered_map<const Node*, Expr> owners(const std::vector<Expr>& roots) {
 
 bool isWholeTensorValue(const Node* n) {
   return n->kind() == NodeKind::Call && n->prim()->kind == prims::PrimKind::Total;
+}
+
+bool isColumnReduction(const Node* n) {
+  return n->kind() == NodeKind::Call && n->prim()->kind == prims::PrimKind::Column;
+}
+
+bool usesColumnReduction(const Expr& e) {
+  for (const Node* n : topoOrder({e}))
+    if (isColumnReduction(n)) return true;
+  return false;
 }
 
 std::vector<const Node*> topoOrder(const std::vector<Expr>& roots) {
@@ -244,6 +267,9 @@ std::string printDag(const std::vector<std::pair<std::string, Expr>>& roots) {
       continue;
     case NodeKind::Dim:
       names[n] = "D";
+      continue;
+    case NodeKind::Rows:
+      names[n] = "rows";
       continue;
     case NodeKind::Column:
       names[n] = "j";

@@ -22,6 +22,7 @@ enum class NodeKind {
   Attr,     // a scalar attribute of the op (a Python number in the schema)
   GradOut,  // the incoming gradient of an output (backward only)
   Dim,      // D, the length of the last dim (uniform over the op, like an attr)
+  Rows,     // rows, the number of rows (the product of the leading dims; uniform, like D)
   Column,   // j, the column index 0 ... D-1 (shape [D], an integer)
   Random,   // a uniform random number in [0, 1) per element, of random stream index()
   Position, // pos(S): the index along the op's named dim index() (name()), per row, an integer
@@ -66,6 +67,7 @@ public:
   static Expr makeAttr(const std::string& name, int index, ValueType type = ValueType::Value);
   static Expr makeGradOut(const std::string& name, int index, ShapeClass shape);
   static Expr makeDim();
+  static Expr makeRows();
   static Expr makeColumn();
   // Stream `stream` of the op's random numbers ([..., D]; prims::ParamKind::Random): one
   // value per element, drawn from Philox by (seed, offset, stream, element) at run time, so
@@ -75,7 +77,8 @@ public:
   // one value per row, like j is one per column. Never constant, never differentiated.
   static Expr makePosition(int dim, const std::string& name);
   bool isLeaf() const { return kind_ != NodeKind::Call; }
-  // Shape: reductions give Row; elementwise calls the join of their arguments' shapes. Type:
+  // Shape: reductions give Row, column reductions Col (never constant: a sum over the rows);
+  // elementwise calls the join of their arguments' shapes. Type:
   // Bool for a primitive returning a condition; Int for one closed over integers whose value
   // arguments are all Int, at least one not a literal (an integer literal alone does not make
   // a value an integer: where(c, x, 0) is x's type); else Value.
@@ -112,6 +115,10 @@ std::unordered_map<const Node*, Expr> owners(const std::vector<Expr>& roots);
 
 // A whole-tensor reduction (sum_all, max_all, min_all: prims::PrimKind::Total).
 bool isWholeTensorValue(const Node* n);
+// A reduction over rows, one value per column (colsum: prims::PrimKind::Column).
+bool isColumnReduction(const Node* n);
+// Whether a column reduction is reachable from e (its value needs a pass over every row first).
+bool usesColumnReduction(const Expr& e);
 
 // `root` with every node that is a key of `replace` swapped for its value (a new DAG;
 // shared subexpressions stay shared).

@@ -16,6 +16,7 @@ bool nonNegative(const ir::Node* e, std::unordered_map<const ir::Node*, bool>& m
   case ir::NodeKind::Const:
     return e->value() >= 0;
   case ir::NodeKind::Dim:
+  case ir::NodeKind::Rows:
   case ir::NodeKind::Column:
   case ir::NodeKind::Position:
   case ir::NodeKind::Random: // in [0, 1)

@@ -1,6 +1,8 @@
 // Plan selection, save-vs-recompute, and the staging of programs into passes over rows.
 #include "plan/KernelPlan.h"
 
+#include "plan/ColumnPasses.h"
+
 #include "ir/UniformBranches.h"
 #include "opt/Moves.h"
 #include "opt/Sign.h"
@@ -280,14 +282,23 @@ std::vector<SavedStat> chooseSaved(const ir::Function& fn, const autodiff::Gradi
     if (g) bwdRoots.push_back(g);
   std::vector<SavedStat> saved;
   std::unordered_set<const ir::Node*> chosen;
+  // [D] values computed from reductions over rows (batch statistics), which the backward would
+  // otherwise recompute with passes over the rows of their own.
+  std::unordered_set<const ir::Node*> columnValue;
+  for (const ir::Node* n : ir::topoOrder(fwdRoots)) {
+    bool c = ir::isColumnReduction(n);
+    for (const ir::Expr& a : n->args())
+      c = c || columnValue.count(a.get());
+    if (c && n->shape() == ir::ShapeClass::Col) columnValue.insert(n);
+  }
   for (const ir::Node* user : ir::topoOrder(bwdRoots)) {
-    bool userIsForwardRow = forward.count(user) && user->shape() == ir::ShapeClass::Row;
-    if (userIsForwardRow) continue;
+    bool userIsForwardStat =
+        forward.count(user) && (user->shape() == ir::ShapeClass::Row || columnValue.count(user));
+    if (userIsForwardStat) continue;
     for (const ir::Expr& a : user->args()) {
       const ir::Node* n = a.get();
-      if (!forward.count(n) || n->kind() != ir::NodeKind::Call ||
-          n->shape() != ir::ShapeClass::Row || depth.at(n) < 1 || chosen.count(n))
-        continue;
+      if (!forward.count(n) || n->kind() != ir::NodeKind::Call || chosen.count(n)) continue;
+      if (n->shape() == ir::ShapeClass::Row ? depth.at(n) < 1 : !columnValue.count(n)) continue;
       chosen.insert(n);
       std::string name = "stat" + std::to_string(saved.size());
       for (const auto& [letName, e] : fn.lets)
@@ -484,8 +495,10 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
                       "), or make it an attr");
   if (diags.errorCount() != errorsBefore) return std::nullopt;
 
-  // Save-vs-recompute: the backward reads the saved per-row statistics as per-row inputs.
-  plan.saved = chooseSaved(fn, grad);
+  // Save-vs-recompute: the backward reads the saved per-row statistics as per-row inputs, and
+  // the saved [D] ones as [D] inputs.
+  for (SavedStat& s : chooseSaved(fn, grad))
+    (s.value->shape() == ir::ShapeClass::Row ? plan.saved : plan.savedColumns).push_back(s);
   std::unordered_map<const ir::Node*, ir::Expr> replace;
   const int nIn = static_cast<int>(fn.inputs.size());
   for (size_t j = 0; j < plan.saved.size(); ++j)
@@ -561,6 +574,11 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     replace[plan.savedTotals[k].value.get()] =
         ir::Node::makeInput(savedArgName(plan.savedTotals[k].name),
                             nIn + static_cast<int>(plan.saved.size() + k), ir::ShapeClass::Scalar);
+  for (size_t k = 0; k < plan.savedColumns.size(); ++k)
+    replace[plan.savedColumns[k].value.get()] =
+        ir::Node::makeInput(savedArgName(plan.savedColumns[k].name),
+                            nIn + static_cast<int>(plan.saved.size() + plan.savedTotals.size() + k),
+                            ir::ShapeClass::Col);
 
   // The parts of cat outputs past the first, stored into the first's packed tensor.
   for (size_t m = 0; m < fn.outputs.size(); ++m) {
@@ -584,6 +602,9 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
                         replace.at(plan.saved[j].value.get()), /*stat=*/true});
   for (const SavedStat& t : plan.savedTotals)
     b.inputs.push_back({savedArgName(t.name), ir::ShapeClass::Scalar, replace.at(t.value.get()),
+                        /*stat=*/true});
+  for (const SavedStat& c : plan.savedColumns)
+    b.inputs.push_back({savedArgName(c.name), ir::ShapeClass::Col, replace.at(c.value.get()),
                         /*stat=*/true});
   for (size_t m = 0; m < fn.outputs.size(); ++m)
     if (grad.gradOuts[m]) { // (an output of its own type has none)
@@ -637,23 +658,70 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     return std::nullopt;
   addViewInputs(f);
   addViewInputs(b);
-  if (!stageProgram(f, "forward", loc, diags) || !stageProgram(b, "derived backward", loc, diags))
+  // Reductions over rows: programs of their own before each direction's main one. The [D]
+  // outputs and the saved [D] statistics are results of those; the main program passes them on.
+  {
+    std::vector<ir::Expr> keep;
+    std::vector<int> columnOutputs;
+    for (size_t m = 0; m < f.outputs.size(); ++m)
+      if (f.outputs[m].value && f.outputs[m].value->shape() == ir::ShapeClass::Col &&
+          ir::usesColumnReduction(f.outputs[m].value)) {
+        columnOutputs.push_back(static_cast<int>(m));
+        keep.push_back(f.outputs[m].value);
+      }
+    for (const SavedStat& c : plan.savedColumns)
+      keep.push_back(c.value);
+    std::unordered_map<const ir::Node*, int> results;
+    plan.forwardBefore = splitColumnPasses(f, keep, "", results);
+    for (size_t i = 0; i < columnOutputs.size(); ++i) {
+      const int m = columnOutputs[i];
+      f.outputs[m].passed = results.at(keep[i].get());
+      f.outputs[m].kind = OutKind::Passed;
+      f.outputs[m].value = nullptr;
+    }
+    for (const SavedStat& c : plan.savedColumns) {
+      Program::Output o{savedArgName(c.name), OutKind::Passed, nullptr};
+      o.type = spec::OutputType::Compute;
+      o.passed = results.at(c.value.get());
+      f.outputs.push_back(o);
+    }
+    std::unordered_map<const ir::Node*, int> none;
+    plan.backwardBefore = splitColumnPasses(b, {}, "", none);
+  }
+  if (plan.randomStreams > 0 && (!plan.forwardBefore.empty() || !plan.backwardBefore.empty())) {
+    diags.error(loc, "op '" + spec.name +
+                         "' draws random numbers and reduces over the rows (colsum, colmean): "
+                         "each pass over the rows would draw numbers of its own; draw them in an "
+                         "op of their own");
     return std::nullopt;
-  f.plan = runtimePlanOf(f);
-  b.plan = runtimePlanOf(b);
-  f.namedDims = b.namedDims = plan.namedDims;
-  // Inputs neither program reads as they are (a packed input, read in chunks; an input
-  // read only at moved columns) are not loaded (fg::Bcast::Unread).
-  for (Program* p : {&f, &b}) {
+  }
+  std::vector<Program*> programs{&f, &b};
+  for (Program& p : plan.forwardBefore)
+    programs.push_back(&p);
+  for (Program& p : plan.backwardBefore)
+    programs.push_back(&p);
+  for (Program* p : programs) {
+    if (!stageProgram(*p, p == &b ? "derived backward" : "forward", loc, diags))
+      return std::nullopt;
+    p->plan = runtimePlanOf(*p);
+    p->namedDims = plan.namedDims;
+    // Inputs a program does not read as they are (a packed input, read in chunks; an input
+    // read only at moved columns) are not loaded (fg::Bcast::Unread).
     const std::unordered_set<const ir::Node*> read = readDirectly(values(p->outputs));
     for (Program::Input& in : p->inputs)
       if (!in.random && !in.position) in.read = read.count(in.leaf.get()) > 0;
   }
-  // The backward's tensors, directly or through their views.
+  // The backward's tensors, directly or through their views, in any of its programs.
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
-    bool save = b.inputs[i].read;
-    for (const Program::Input& in : b.inputs)
-      save = save || (in.read && in.arg == fn.inputs[i].name);
+    bool save = false;
+    std::vector<const Program*> backward{&b};
+    for (const Program& p : plan.backwardBefore)
+      backward.push_back(&p);
+    for (const Program* p : backward) {
+      save = save || p->inputs[i].read;
+      for (const Program::Input& in : p->inputs)
+        save = save || (in.read && in.arg == fn.inputs[i].name);
+    }
     plan.saveInputs.push_back(save);
   }
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
@@ -672,8 +740,8 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
 std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
   std::ostringstream out;
   out << "op " << fn.name << "\n";
-  auto program = [&](const char* what, const Program& p) {
-    out << "  " << what << ": "
+  auto program = [&](const std::string& what, const Program& p) {
+    out << "  " << what << ": " << (p.columns ? "[D] values over one row of D, " : "")
         << (p.plan == RuntimePlan::Flat      ? "flat plan (128-bit vectors over all elements)"
             : p.plan == RuntimePlan::Colwise ? "colwise plan ([D] values in registers, rows "
                                                "walked per column)"
@@ -695,10 +763,13 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
     out << (p.stages.empty() ? "" : ")") << ", " << p.rowValues.size() << " per-row value(s)\n";
     for (const Program::Output& o : p.outputs)
       out << "    output " << o.name << ": "
-          << (o.kind == OutKind::Full     ? "[..., D]"
-              : o.kind == OutKind::Row    ? "[...]"
-              : o.kind == OutKind::Stat   ? "[...] in the compute type, for the backward"
-              : o.kind == OutKind::ColSum ? "[D] sum over rows (partials + finalize)"
+          << (o.kind == OutKind::Passed
+                  ? "[D], result " + std::to_string(o.passed) + " of the programs before"
+              : o.kind == OutKind::Full && p.columns ? std::string("[D]")
+              : o.kind == OutKind::Full              ? std::string("[..., D]")
+              : o.kind == OutKind::Row               ? "[...]"
+              : o.kind == OutKind::Stat              ? "[...] in the compute type, for the backward"
+              : o.kind == OutKind::ColSum            ? "[D] sum over rows (partials + finalize)"
               : o.kind == OutKind::Scalar
                   ? "[] computed once from the whole-tensor values, after every row (finish)"
               : o.totalOf == Program::TotalOf::Rows
@@ -708,7 +779,7 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
                   ? "[] sum over rows of D times a per-row value (partials + finalize)"
                   : std::string("[] ") + prims::combineName(o.combine) +
                         " over rows and columns (partials + finalize)")
-          << (o.value ? "" : " (zero)")
+          << (o.value || o.kind == OutKind::Passed ? "" : " (zero)")
           << (o.chunks > 1
                   ? ", chunk " + std::to_string(o.chunk) + " of " + std::to_string(o.chunks) +
                         " of a packed [..., " + std::to_string(o.chunks) + "*D] tensor"
@@ -721,7 +792,20 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
                   : std::string(" stored as ") + spec::outputTypeName(o.type) + ", no gradient")
           << "\n";
   };
+  int result = 0;
+  auto before = [&](const char* what, const std::vector<Program>& programs) {
+    for (size_t k = 0; k < programs.size(); ++k) {
+      program(std::string(what) + " program " + std::to_string(k) + " (results " +
+                  std::to_string(result) + "..." +
+                  std::to_string(result + programs[k].outputs.size() - 1) + ")",
+              programs[k]);
+      result += static_cast<int>(programs[k].outputs.size());
+    }
+    result = 0;
+  };
+  before("forward", plan.forwardBefore);
   program("forward", plan.forward);
+  before("backward", plan.backwardBefore);
   program("backward", plan.backward);
   if (plan.randomStreams)
     out << "  random streams: " << plan.randomStreams
@@ -734,6 +818,8 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
     out << ", " << s.name << " [...]";
   for (const SavedStat& s : plan.savedTotals)
     out << ", " << s.name << " []";
+  for (const SavedStat& s : plan.savedColumns)
+    out << ", " << s.name << " [D]";
   out << "; every elementwise value is recomputed\n";
   std::vector<std::string> differentiable; // (passthrough indexes these)
   for (const ir::FunctionOutput& o : fn.outputs)

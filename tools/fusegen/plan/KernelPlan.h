@@ -34,8 +34,10 @@ enum class RuntimePlan { Flat, Colwise, Row };
 // columns (a [] gradient; a whole-tensor value), one value per row in the compute type (a
 // statistic saved for the backward: float for half types, so the backward reads back exactly
 // what the forward computed), or a [] output computed once from the Total outputs after every
-// row (Scalar: the program's finish).
-enum class OutKind { Full, Row, ColSum, Total, Stat, Scalar };
+// row (Scalar: the program's finish), or a result an earlier program of the direction computed
+// (Passed: a [D] output or statistic from the column programs, ColumnPasses.h; the kernel does
+// not write it, the glue returns that program's result converted to the output's type).
+enum class OutKind { Full, Row, ColSum, Total, Stat, Scalar, Passed };
 
 // One direction (forward or backward) of an op.
 struct Program {
@@ -68,6 +70,9 @@ struct Program {
     // A chunk of a packed argument ([..., chunks*D]; `leaf` is chunk(x, chunk, chunks)): its
     // row is chunks*D long and this input's columns start at chunk*D.
     int chunk = 0, chunks = 1;
+    // A [D] value an earlier program of the direction computed (plan/ColumnPasses.h): the index
+    // of that program's result (stat: in the compute type). -1: an argument of the op.
+    int passed = -1;
   };
   // What a Total output's value is. Elements: an element value, summed over rows and columns
   // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row
@@ -93,6 +98,8 @@ struct Program {
     // of the result `result` (the program output of chunk 0, whose tensor it shares; -1: its
     // own). The glue returns one tensor per result.
     int chunk = 0, chunks = 1, result = -1;
+    // OutKind::Passed: the index of the earlier program's result it is.
+    int passed = -1;
   };
   struct Stage {
     std::vector<ir::Expr> reductions; // combined in one pass over the row
@@ -130,6 +137,9 @@ struct Program {
   RuntimePlan plan = RuntimePlan::Row;
   int namedDims = 0;       // the op's named leading dims (KernelPlan::namedDims)
   bool usesColumn = false; // reads j: the flat plan, which knows no columns, cannot run it
+  // A column program (plan/ColumnPasses.h): [D] values computed over one row of D (the glue
+  // runs it with rows = 1; its Full outputs are [D]).
+  bool columns = false;
 };
 
 struct SavedStat {
@@ -168,11 +178,18 @@ struct KernelPlan {
   // in the forward's Total output order: returned after the per-row ones (in the compute
   // type), and read by the backward as [] inputs where its gradients use them.
   std::vector<SavedStat> savedTotals;
+  // [D] values the forward computes from reductions over rows (batch statistics) that the
+  // backward reads: returned after the whole-tensor ones, in the compute type.
+  std::vector<SavedStat> savedColumns;
   // Per input: whether the backward reads it, directly or through its moves and chunks (else
   // the autograd node saves a placeholder of its shape, not the tensor).
   std::vector<bool> saveInputs;
   Program forward;
   Program backward;
+  // The programs run before each (plan/ColumnPasses.h: passes over the rows for reductions per
+  // column, and the [D] values made of them), in run order; empty for most ops.
+  std::vector<Program> forwardBefore;
+  std::vector<Program> backwardBefore;
 };
 
 std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& fn,

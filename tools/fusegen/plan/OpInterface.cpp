@@ -76,6 +76,9 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
   for (const SavedStat& s : plan.savedTotals)
     saved.push_back(tensor(savedArgName(s.name), Role::Saved, ElemType::ComputeType,
                            ir::ShapeClass::Scalar, false));
+  for (const SavedStat& s : plan.savedColumns)
+    saved.push_back(tensor(savedArgName(s.name), Role::Saved, ElemType::ComputeType,
+                           ir::ShapeClass::Col, false));
 
   OpInterface op;
   op.dtypes = dtypes;

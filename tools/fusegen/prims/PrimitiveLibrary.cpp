@@ -220,12 +220,14 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
           p->kind = PrimKind::Reduction;
         else if (v.Scalar() == "total")
           p->kind = PrimKind::Total;
+        else if (v.Scalar() == "column")
+          p->kind = PrimKind::Column;
         else if (v.Scalar() == "move")
           p->kind = PrimKind::Move;
         else if (v.Scalar() == "view")
           p->kind = PrimKind::View;
         else if (v.Scalar() != "elementwise")
-          diags.error(vloc, "kind must be elementwise, reduction, total, move or view");
+          diags.error(vloc, "kind must be elementwise, reduction, total, column, move or view");
       } else if (key == "move") {
         for (Move m : {Move::SwapHalves, Move::SwapPairs})
           if (v.Scalar() == moveName(m)) p->move = m;
@@ -294,6 +296,10 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       if (!evalGiven && p->kind == PrimKind::Elementwise)
         diags.error(p->loc, "primitive '" + p->name + "' needs an 'eval' formula");
     }
+    if (p->kind == PrimKind::Column && (p->combine != Combine::Sum || p->finish))
+      diags.error(p->loc, "primitive '" + p->name +
+                              "': a reduction over rows combines by sum and takes no finish "
+                              "(a mean is a formula over it: colsum(x) / rows, an expansion)");
     if ((p->kind == PrimKind::Move) != (p->move != Move::None))
       diags.error(p->loc, "primitive '" + p->name +
                               "': a move names its permutation (move: "
@@ -328,6 +334,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       std::set<std::string> names = paramNames;
       names.insert("j");
       names.insert("D");
+      names.insert("rows");
       checkNames(p->expand, names, primArity, diags);
       continue; // (its derivative is its expansion's)
     }
@@ -335,6 +342,7 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
     ruleNames.insert("grad");
     ruleNames.insert("result");
     ruleNames.insert("D");
+    ruleNames.insert("rows");
     if (gradNode && !gradNode->IsMap()) {
       diags.error(locOf(path, *gradNode), "'grad' must map parameter names to rules");
       continue;

@@ -38,6 +38,10 @@ enum class PrimKind {
   // only once every row is done, so only a [] output may use it (expr/Sema.cpp), computed by
   // the program's `finish` after the rows (fusegen_program.h).
   Total,
+  // Over the rows, per column (`column` in primitives.yaml, colsum): [..., D] -> [D]. Its value
+  // is known only once every row is done: the planner computes it in a pass over the rows of its
+  // own (a program of its own, plan/KernelPlan.h), after which any value may use it.
+  Column,
   // A permutation of the columns of a row (`move` in primitives.yaml): its value at column j is
   // its argument's at another column of the same row (fusegen_runtime.h fg::Move). The
   // planner pushes moves down to the inputs (opt/Moves.h), which the runtime then reads at

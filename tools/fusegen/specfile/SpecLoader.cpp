@@ -47,8 +47,8 @@ const std::set<std::string> kReservedNames = {
     "EOF", "INFINITY", "NAN", "NULL", "errno",
     // the formula language, and names of the generated code: T, kFast and kPass (template
     // parameters of the element functions), the Python module's torch, F, Tensor, SPEC, tuple
-    "D", "j", "inf", "grad", "result", "self", "ctx", "output_mask", "T", "kFast", "kPass", "torch",
-    "F", "Tensor", "SPEC", "tuple"};
+    "D", "j", "rows", "inf", "grad", "result", "self", "ctx", "output_mask", "T", "kFast", "kPass",
+    "torch", "F", "Tensor", "SPEC", "tuple"};
 
 // Whether `text` has an ASCII control character (or DEL) other than those in `allowed`.
 bool hasControlChar(const std::string& text, std::string_view allowed) {

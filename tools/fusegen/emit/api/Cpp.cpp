@@ -20,7 +20,9 @@ const char* bcastEnumerator(ir::ShapeClass s, bool stat) {
 }
 
 const char* programBcastEnumerator(const plan::Program::Input& in) {
-  const bool typed = in.type != spec::InputType::Dtype;
+  // (a [D] statistic in the compute type is read as a typed [D] input)
+  const bool typed =
+      in.type != spec::InputType::Dtype || (in.stat && in.shape == ir::ShapeClass::Col);
   if (in.random) return "fg::Bcast::Random";
   if (in.position) return "fg::Bcast::Position";
   if (!in.read) return "fg::Bcast::Unread";
@@ -61,8 +63,9 @@ const char* elemEnumerator(spec::InputType t) {
 
 const char* programElemEnumerator(const plan::Program::Input& in) {
   // A whole-tensor value saved by the forward is read back in the compute type.
-  return in.stat && in.shape == ir::ShapeClass::Scalar ? "fg::Elem::Compute"
-                                                       : elemEnumerator(in.type);
+  return in.stat && (in.shape == ir::ShapeClass::Scalar || in.shape == ir::ShapeClass::Col)
+             ? "fg::Elem::Compute"
+             : elemEnumerator(in.type);
 }
 
 const char* outElemEnumerator(spec::OutputType t) {
@@ -106,6 +109,8 @@ const char* outKindEnumerator(plan::OutKind k) {
     return "fg::OutKind::Total";
   case plan::OutKind::Scalar:
     return "fg::OutKind::Scalar";
+  case plan::OutKind::Passed:
+    return "fg::OutKind::Passed";
   case plan::OutKind::Stat:
     break;
   }
@@ -136,10 +141,19 @@ const char* planEnumerator(plan::RuntimePlan p) {
   return "fg::Plan::Row";
 }
 
-std::vector<std::string> tensorTable(const plan::Signature& sig) {
+std::vector<std::string> tensorTable(const plan::Signature& sig, const plan::Program& program) {
   std::vector<std::string> rows;
+  int schemaTensors = 0;
+  for (const plan::Arg& a : sig.params)
+    schemaTensors += a.isTensor();
   // In the program's order; the shape class and element type are the interface's.
-  for (const plan::Program::Input& in : sig.program->inputs) {
+  for (const plan::Program::Input& in : program.inputs) {
+    if (in.passed >= 0) { // an earlier program's [D] result: after the schema's tensors
+      rows.push_back("{\"" + in.name + "\", fg::Bcast::Col, " +
+                     std::to_string(schemaTensors + in.passed) + ", fg::Elem::Compute, " +
+                     (in.read ? "true" : "false") + ", fg::kAllDims, 1}");
+      continue;
+    }
     if (in.random || in.position) { // drawn or computed by the runtime: no tensor
       rows.push_back("{\"" + in.name + "\", " + programBcastEnumerator(in) +
                      ", -1, fg::Elem::Dtype, true, " + dimMaskLiteral(in.dims) + ", 1}");

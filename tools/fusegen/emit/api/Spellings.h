@@ -37,7 +37,7 @@ std::string pythonUserResult(const plan::Signature& sig);
 // ---- Cpp.cpp: the glue's tables (fusegen_glue.h) ----
 // The program's tensor inputs as glue::TensorInfo initializers: name, broadcast, position
 // among the schema's tensors, element type, whether the program reads it.
-std::vector<std::string> tensorTable(const plan::Signature& sig);
+std::vector<std::string> tensorTable(const plan::Signature& sig, const plan::Program& program);
 // fg::DType::Float32, ...
 std::vector<std::string> dtypeTable(const std::vector<spec::DType>& dtypes);
 // The runtime's enumerators for a program's tables (fusegen_runtime.h, fusegen_program.h).
