@@ -74,7 +74,7 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, bias: Tensor, *, eps: fl
     spelled through its `eval` formula over `_r`'s bounded numbers (fusegen_ops.testing
     states the error model). Returns (outputs, input gradients), float64 tensors."""
     _D = x.shape[-1] if x.dim() else 1
-    _R = _support.rows_of(x)
+    _R = _r.rows
     x = _r.exact(x)
     weight = _r.exact(weight)
     bias = _r.exact(bias)

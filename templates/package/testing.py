@@ -119,7 +119,8 @@ class Rounding:
     (fusegen_runtime.h): exp (2 + 1.17 |x|) ulp and 2^-126 absolute (denormals flushed), log 3 ulp and 2^-21.41 absolute, tanh
     2^-10.99 relative, division 2 ulp."""
 
-    def __init__(self, dtype, full, device, partial=False, compensated=True):
+    def __init__(self, dtype, full, device, partial=False, compensated=True, columns=None,
+                 rows=None):
         half = dtype in (torch.float16, torch.bfloat16)
         self.compute = torch.float32 if half else dtype
         self.u = torch.finfo(self.compute).eps / 2
@@ -128,6 +129,11 @@ class Rounding:
         self.full, self.device = list(full), device
         self.partial = partial  # rows of a larger tensor: result() leaves [D] and [] sums open
         self.compensated = compensated  # row sums as the kernels do them (else plain: torch)
+        self.columns = columns  # partial: the ColumnSums of the whole tensor's column sums
+        # `rows` in formulas: the whole tensor's (full: a chunk of its rows, when partial)
+        self.rows = math.prod(self.full[:-1]) if rows is None else rows
+        if columns is not None:
+            columns.calls = 0
 
     def exact(self, t):
         t = t.detach().to(torch.float64)
@@ -263,12 +269,15 @@ class Rounding:
 
     # Reductions over the rows, per column (colsum), of element values: per thread over rows,
     # then across threads and chunks of rows in a fixed order; bounded as a sequential sum.
+    # Over rows of a larger tensor (partial), the sums of the whole tensor's (self.columns).
     def colsum(self, a):
         a = self._b(a)
         D = self.full[-1]
         v, e = a.v.expand(self.full).reshape(-1, D), a.e.expand(self.full).reshape(-1, D)
         running = _partial_sums(v, 0).squeeze(0) if v.shape[0] else v.new_zeros(D)
-        return Bounded(v.sum(0), e.sum(0) + self.u * running, self)
+        if self.columns is None:
+            return Bounded(v.sum(0), e.sum(0) + self.u * running, self)
+        return self.columns.sum(self, (v.sum(0), e.sum(0), running, v.shape[0]))
 
     def move(self, f, a):
         """A move of the columns (swap_halves, swap_pairs) or a view of a packed last dim (chunk,
@@ -357,6 +366,40 @@ def _join_sums(parts):
         running = running + p[2] + p[3] * abs(v)
         v, e = v + p[0], e + p[1]
     return v, e, running, sum(p[3] for p in parts)
+
+
+class ColumnSums:
+    """The column sums (colsum) of an op's bounds over the whole tensor, gathered over its
+    chunks of rows (Checks._bounds): error_bounds() calls colsum in the same order on every
+    chunk, so the i-th call is one sum. Each pass over the chunks completes the first call not
+    known yet (its argument reads known sums only: every call before it was known); until a
+    call is known, colsum gives the chunk's own sum, and what uses it is redone next pass."""
+
+    def __init__(self):
+        self.known = {}  # call -> Bounded over the whole tensor ([D])
+        self.parts = {}  # the first unknown call -> the open sums of the chunks so far
+        self.calls = 0
+        self.first_unknown = None
+
+    def sum(self, r, part):
+        i, self.calls = self.calls, self.calls + 1
+        if i in self.known:
+            return Bounded(self.known[i][0], self.known[i][1], r)
+        if self.first_unknown is None or self.first_unknown == i:
+            self.first_unknown = i
+            self.parts.setdefault(i, []).append(part)
+        v, e, running, _ = part
+        return Bounded(v, e + r.u * running, r)
+
+    def next_pass(self, u):
+        """After a pass over every chunk: completes its first unknown call; False when every
+        call was known (the pass's results are the whole tensor's)."""
+        if self.first_unknown is None:
+            return False
+        v, e, running, _ = _join_sums(self.parts.pop(self.first_unknown))
+        self.known[self.first_unknown] = (v, e + u * running)
+        self.first_unknown = None
+        return True
 
 
 def wide_dtypes(spec: OpInfo) -> List[torch.dtype]:
@@ -541,18 +584,25 @@ class OpChecks:
 
         xs, ins = flat(x, [a.shape for a in self.spec.inputs]), [a.shape for a in self.spec.inputs]
         gs = None if gouts is None else flat(gouts, [o.shape for o in self.spec.outputs])
-        parts = []
-        for a in range(0, rows, step):
-            b = min(a + step, rows)
-            shape = [(b - a) // unit] + named + [full[-1]] if named else [b - a, full[-1]]
-            r = Rounding(dtype, shape, x[0].device, partial=True, compensated=compensated)
-            cut = [_rows(t, a, b, c, named) if c == ROW or full_like(c) else t
-                   for t, c in zip(xs, ins)]
-            g = None if gs is None else [_rows(t, a, b, o.shape, named)
-                                         for t, o in zip(gs, self.spec.outputs)]
-            if rng:
-                rng["_row0"] = self.row_base + a
-            parts.append(self.error_bounds(r, g, *cut, **self.attrs(), **rng))
+        # An op reducing over rows (colsum) needs its column sums over every chunk first: a
+        # pass over the chunks per sum (ColumnSums), then one whose results are the tensor's.
+        columns = ColumnSums() if self.spec.over_rows else None
+        while True:
+            parts = []
+            for a in range(0, rows, step):
+                b = min(a + step, rows)
+                shape = [(b - a) // unit] + named + [full[-1]] if named else [b - a, full[-1]]
+                r = Rounding(dtype, shape, x[0].device, partial=True, compensated=compensated,
+                             columns=columns, rows=rows)
+                cut = [_rows(t, a, b, c, named) if c == ROW or full_like(c) else t
+                       for t, c in zip(xs, ins)]
+                g = None if gs is None else [_rows(t, a, b, o.shape, named)
+                                             for t, o in zip(gs, self.spec.outputs)]
+                if rng:
+                    rng["_row0"] = self.row_base + a
+                parts.append(self.error_bounds(r, g, *cut, **self.attrs(), **rng))
+            if columns is None or not columns.next_pass(r.u):
+                break
 
         def join(bounds, cls):  # [D], [] and mapped sums: over the chunks' sums, in order
             if cls in (COL, SCALAR) or is_mapped(cls):
@@ -561,7 +611,9 @@ class OpChecks:
             return torch.cat(bounds).reshape(
                 full[:-1] + [chunks_of(cls) * full[-1]] if full_like(cls) else full[:-1])
 
-        outs = [join([p[0][m] for p in parts], o.shape) for m, o in enumerate(self.spec.outputs)]
+        # ([D] outputs, batch statistics, are the whole tensor's in every chunk)
+        outs = [parts[0][0][m] if o.shape == COL else join([p[0][m] for p in parts], o.shape)
+                for m, o in enumerate(self.spec.outputs)]
         if gouts is None:
             return outs, None
         return outs, [None if parts[0][1][k] is None else join([p[1][k] for p in parts], a.shape)
@@ -1210,6 +1262,9 @@ class OpChecks:
         accumulated in float32 over chunks of rows."""
         if any(o.shape == SCALAR for o in self.spec.outputs):
             pytest.skip("[] outputs are whole-tensor values: this test compares chunks of rows")
+        if self.spec.over_rows:  # (the colwise kernels' 64-bit offsets: the other ops' tests)
+            pytest.skip("the op reduces over rows (colsum): each row's values depend on every "
+                        "row, which a chunk's reference does not see; this test compares chunks")
         # Named dims: whole units of them (NAMED_SIZES) in the rows and in each chunk.
         named = list(self.NAMED_SIZES[:len(self.spec.dims)])
         unit = math.prod(named)

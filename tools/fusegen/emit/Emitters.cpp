@@ -116,7 +116,9 @@ std::string pythonLeaves(const OpModel& op, const std::vector<ir::Expr>& roots,
   std::string out;
   if (defineD && (column || uses(roots, ir::NodeKind::Dim)))
     out += "    _D = " + pythonD(op) + "\n";
-  if (uses(roots, ir::NodeKind::Rows)) out += "    _R = _support.rows_of(" + full + ")\n";
+  // (the bounds, over chunks of rows too: the whole tensor's count, which Rounding keeps)
+  if (uses(roots, ir::NodeKind::Rows))
+    out += wrapBefore.empty() ? "    _R = _support.rows_of(" + full + ")\n" : "    _R = _r.rows\n";
   if (column)
     out += "    _j = " + wrapBefore + "torch.arange(_D, device=" + full + ".device)" + wrapAfter +
            "\n";

@@ -1,0 +1,87 @@
+"""batchnorm_train side by side on the GPU (issue #17): fusegen's batchnorm_train (channels
+last: x [rows, C], statistics per column over every row) against eager PyTorch's
+F.batch_norm(training=True) on the same [rows, C] tensor (cuDNN or ATen's Welford kernels) and
+torch.compile of it, bf16, forward and forward+backward (the gradients of x, weight and bias),
+with the device-to-device copy bandwidth of the same run. Bandwidth counts the minimum bytes:
+the forward reads x and writes y (2 x rows x C), the backward reads x and the output gradient
+and writes the gradient of x (3 x); the [C] vectors are negligible. Also checks the batch
+statistics against torch's. Writes bench.json and bench.md.
+
+    python3 bench/batchnorm.py --out bench/results/DIR [--shapes 65536x1024]
+"""
+import argparse
+import datetime
+import json
+import os
+
+import torch
+import torch.nn.functional as F
+
+from fusegen_ops import benchmark
+from fusegen_ops.batchnorm_train import batchnorm_train
+
+
+def eager(x, w, b):
+    return F.batch_norm(x, None, None, w, b, True, 0.0, 1e-5)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", required=True)
+    p.add_argument("--shapes", default="65536x1024,16384x4096,262144x256")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    copy = benchmark.copy_bandwidth("cuda")
+    impls = {"fusegen": lambda x, w, b: batchnorm_train(x, w, b)[0],
+             "torch.compile": torch.compile(eager), "eager": eager}
+    rows_out = []
+    for shape in args.shapes.split(","):
+        rows, C = (int(v) for v in shape.split("x"))
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(rows, C, device="cuda", dtype=torch.bfloat16, generator=g) * 2 + 0.5
+        w = torch.randn(C, device="cuda", dtype=torch.bfloat16, generator=g)
+        b = torch.randn(C, device="cuda", dtype=torch.bfloat16, generator=g)
+        gy = torch.randn(rows, C, device="cuda", dtype=torch.bfloat16, generator=g)
+        want = eager(x.float(), w.float(), b.float())
+        _, mean, var = batchnorm_train(x, w, b)
+        stats_err = max(float((mean - x.float().mean(0)).abs().max()),
+                        float((var - x.float().var(0, unbiased=False)).abs().max()))
+        for name, fn in impls.items():
+            err = float((fn(x, w, b).float() - want).abs().max())  # a sanity check
+            leaves = [t.clone().requires_grad_(True) for t in (x, w, b)]
+
+            def step():
+                torch.autograd.grad(fn(*leaves), leaves, gy)
+            fwd = benchmark._time(lambda: fn(x, w, b))
+            both = benchmark._time(step)
+            n = rows * C * 2
+            r = {"op": "batchnorm_train", "impl": name, "shape": shape, "fwd_ms": fwd,
+                 "fwd_bwd_ms": both, "fwd_GBps": 2 * n / fwd / 1e6,
+                 "fwd_bwd_GBps": 5 * n / both / 1e6, "max_abs_err_vs_fp32": err}
+            if name == "fusegen":
+                r["stats_max_abs_err_vs_fp32"] = stats_err
+            r["fwd_copy_pct"] = 100 * r["fwd_GBps"] / copy
+            r["fwd_bwd_copy_pct"] = 100 * r["fwd_bwd_GBps"] / copy
+            rows_out.append(r)
+            print(f"{shape:>12} {name:14} fwd {fwd:7.3f} ms {r['fwd_copy_pct']:5.1f}%  "
+                  f"f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}%  err {err:.2e}", flush=True)
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "copy_GBps": copy, "dtype": "bfloat16"}
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump({"meta": meta, "results": rows_out}, f, indent=1)
+    with open(os.path.join(args.out, "bench.md"), "w") as f:
+        f.write(f"# batchnorm_train, {meta['gpu']}, torch {meta['torch']}, {meta['date']}\n\n"
+                f"bf16 x [rows, C] (shape rows x C), statistics per column; copy {copy:.0f} GB/s. "
+                "% of copy by the minimum bytes (forward: read x, write y; forward+backward: "
+                "5 x the elements of x).\n\n"
+                "| shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy |\n"
+                "|---|---|---:|---:|---:|---:|\n")
+        for r in rows_out:
+            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} | "
+                    f"{r['fwd_copy_pct']:.1f} | {r['fwd_bwd_ms']:.3f} | "
+                    f"{r['fwd_bwd_copy_pct']:.1f} |\n")
+
+
+if __name__ == "__main__":
+    main()
