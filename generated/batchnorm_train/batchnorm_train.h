@@ -47,6 +47,7 @@ struct Forward0 {
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 1u, 0u, 0u>;
+  using InSources = fg::Table<int, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1>;
   using OutKinds =
@@ -73,6 +74,8 @@ struct Forward0 {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
@@ -221,6 +224,7 @@ struct Forward1 {
   using InMoves =
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 1u>;
+  using InSources = fg::Table<int, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1>;
   using OutKinds = fg::Table<fg::OutKind,
@@ -246,6 +250,8 @@ struct Forward1 {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
@@ -397,6 +403,7 @@ struct Forward2 {
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 1u, 0u, 0u, 0u, 1u>;
+  using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
   using OutKinds =
@@ -423,6 +430,8 @@ struct Forward2 {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
@@ -577,6 +586,7 @@ struct Forward3 {
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 0u, 0u, 3u>;
+  using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1>;
   using OutKinds = fg::Table<fg::OutKind,
@@ -603,6 +613,8 @@ struct Forward3 {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
@@ -765,6 +777,7 @@ struct Forward {
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None,
                 fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 1u, 1u, 1u, 0u, 1u, 0u, 0u, 1u>;
+  using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1>;
   using OutKinds = fg::Table<
@@ -798,6 +811,8 @@ struct Forward {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
@@ -965,6 +980,7 @@ struct Backward0 {
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 5u, 3u, 0u, 5u, 2u, 3u>;
+  using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1>;
   using OutKinds =
@@ -993,6 +1009,8 @@ struct Backward0 {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
@@ -1161,6 +1179,7 @@ struct Backward1 {
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None,
                 fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 0u, 3u, 0u, 3u, 2u, 2u>;
+  using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1, 1>;
   using OutKinds = fg::Table<fg::OutKind,
@@ -1187,6 +1206,8 @@ struct Backward1 {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
@@ -1367,6 +1388,7 @@ struct Backward {
                             fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 3u, 1u, 0u, 3u, 3u, 7u, 0u, 0u, 0u, 1u, 1u>;
+  using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1>;
   using OutKinds = fg::Table<fg::OutKind,
@@ -1394,6 +1416,8 @@ struct Backward {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }

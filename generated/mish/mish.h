@@ -39,6 +39,7 @@ struct Forward {
   using InDims = fg::Table<unsigned, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 1u>;
+  using InSources = fg::Table<int, -1>;
   using InChunks = fg::Table<int, 0>;
   using InChunkCounts = fg::Table<int, 1>;
   using OutKinds = fg::Table<fg::OutKind,
@@ -64,6 +65,8 @@ struct Forward {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
@@ -216,6 +219,7 @@ struct Backward {
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None>;
   using InReaders = fg::Table<unsigned, 1u, 1u>;
+  using InSources = fg::Table<int, -1, -1>;
   using InChunks = fg::Table<int, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1>;
   using OutKinds = fg::Table<fg::OutKind,
@@ -241,6 +245,8 @@ struct Backward {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }

@@ -24,7 +24,7 @@ struct Forward {
   static constexpr bool kMovesColumns = true; // the op moves columns: D even
   static constexpr int kNamedDims = 2;        // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
-  static constexpr fg::Plan kPlan = fg::Plan::Row;
+  static constexpr fg::Plan kPlan = fg::Plan::Groups;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
@@ -45,6 +45,7 @@ struct Forward {
   using InMoves =
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::SwapHalves>;
   using InReaders = fg::Table<unsigned, 1u, 1u, 1u, 1u>;
+  using InSources = fg::Table<int, -1, -1, -1, 0>;
   using InChunks = fg::Table<int, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1>;
   using OutKinds = fg::Table<fg::OutKind,
@@ -70,6 +71,8 @@ struct Forward {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
@@ -207,7 +210,7 @@ struct Backward {
   static constexpr bool kMovesColumns = true; // the op moves columns: D even
   static constexpr int kNamedDims = 2;        // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
-  static constexpr fg::Plan kPlan = fg::Plan::Row;
+  static constexpr fg::Plan kPlan = fg::Plan::Groups;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
   // Every function below takes T, the compute type, and kFast: approximate math is allowed
   // (half-type storage; see fusegen_runtime.h).
@@ -234,6 +237,7 @@ struct Backward {
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None,
                 fg::Move::SwapHalves, fg::Move::SwapHalves, fg::Move::SwapHalves>;
   using InReaders = fg::Table<unsigned, 6u, 1u, 1u, 7u, 1u, 1u, 4u>;
+  using InSources = fg::Table<int, -1, -1, -1, -1, 3, -1, 0>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1>;
   using OutKinds = fg::Table<fg::OutKind,
@@ -261,6 +265,8 @@ struct Backward {
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }

@@ -257,8 +257,11 @@ template <int N, class F> FG_HD void staticFor(F&& f) {
 //           each thread owns columns and walks rows (fusegen_cuda.cuh)
 //   Row     reductions over each row, per-row inputs or outputs: the row kept on chip
 //           (fusegen_row_cuda.cuh)
+//   Groups  no reductions, element outputs, inputs that omit the innermost named dims: the
+//           rows that read the same rows of those run in one thread (fusegen_group_cuda.cuh;
+//           a call it cannot vectorize runs the row plan)
 // The CPU runs every program with one loop over rows (fusegen_cpu.h).
-enum class Plan : int { Flat = 0, Colwise = 1, Row = 2 };
+enum class Plan : int { Flat = 0, Colwise = 1, Row = 2, Groups = 3 };
 
 // How a program writes output m (P::outKind(m)):
 //   Full   one value per element

@@ -429,7 +429,7 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
               "' is ", std::to_string(p.D), "; this op moves columns (swap_halves, swap_pairs), "
               "which needs an even last dim");
   // The GPU's row plan indexes a row's vectors in 32 bits (fusegen_row_cuda.cuh).
-  TORCH_CHECK(plan.plan != Plan::Row || !p.device.is_cuda() ||
+  TORCH_CHECK((plan.plan != Plan::Row && plan.plan != Plan::Groups) || !p.device.is_cuda() ||
                   p.D <= std::numeric_limits<int32_t>::max(),
               plan.op, ": the last dim of '", args[plan.full].name, "' is ", std::to_string(p.D),
               "; this op reduces over it, which on the GPU takes rows of at most 2^31 - 1 = "

@@ -1,24 +1,31 @@
 // fusegen CUDA entry points: run a program (fusegen_program.h) with the plan its struct names
-// (P::kPlan, chosen by fusegen's planner): flat and colwise (fusegen_cuda.cuh) or row
-// (fusegen_row_cuda.cuh). The choice is made at compile time; what only the call can decide
+// (P::kPlan, chosen by fusegen's planner): flat and colwise (fusegen_cuda.cuh), row
+// (fusegen_row_cuda.cuh) or groups (fusegen_group_cuda.cuh, the row plan where a call cannot
+// run it). The choice is made at compile time; what only the call can decide
 // (vector width from alignment, geometry from the device, whether a colwise program that sums
 // nothing this call runs flat) is decided in the plan's own launcher.
 #pragma once
 
 #include "fusegen_cuda.cuh"
+#include "fusegen_group_cuda.cuh"
 #include "fusegen_row_cuda.cuh"
 
 namespace fg::cuda {
 
 template <class P, typename S> size_t workspaceTyped(const typename P::Args& a) {
-  if constexpr (P::kPlan == Plan::Row)
+  if constexpr (P::kPlan == Plan::Row || P::kPlan == Plan::Groups)
     return rowWorkspaceTyped<P, S>(a);
   else
     return pointwiseWorkspace<P, S>(a);
 }
 
 template <class P, typename S> void runTyped(const typename P::Args& a, cudaStream_t stream) {
-  if constexpr (P::kPlan == Plan::Row)
+  if constexpr (P::kPlan == Plan::Groups) {
+    if (groupsApply<P, S>(a))
+      groupRun<P, S>(a, stream);
+    else
+      rowRunTyped<P, S>(a, stream);
+  } else if constexpr (P::kPlan == Plan::Row)
     rowRunTyped<P, S>(a, stream);
   else
     pointwiseRun<P, S>(a, stream);

@@ -346,6 +346,14 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("dims", api::dimMaskLiteral(in.dims));
     x.set("move", api::moveEnumerator(in.move));
     x.set("readers", std::to_string(in.readers) + "u");
+    int source = -1; // (a moved input: the input of its tensor and chunk at its own columns)
+    for (size_t i = 0; i < p.inputs.size() && in.move != prims::Move::None; ++i) {
+      const plan::Program::Input& o = p.inputs[i];
+      if (o.move == prims::Move::None && o.arg.empty() && o.name == in.arg && o.chunk == in.chunk &&
+          o.chunks == in.chunks && o.read)
+        source = static_cast<int>(i);
+    }
+    x.set("source", std::to_string(source));
     x.set("chunk", std::to_string(in.chunk));
     x.set("chunks", std::to_string(in.chunks));
     x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
@@ -829,8 +837,9 @@ std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
   };
   for (const char* header :
        {"fusegen_runtime.h", "fusegen_program.h", "fusegen_cpu.h", "fusegen_cuda.cuh",
-        "fusegen_row_cuda.cuh", "fusegen_row_geometry.h", "fusegen_plans.cuh", "fusegen_torch.h",
-        "fusegen_autograd.h", "fusegen_autograd.cpp", "fusegen_glue.h", "fusegen_glue.cpp"})
+        "fusegen_row_cuda.cuh", "fusegen_group_cuda.cuh", "fusegen_row_geometry.h",
+        "fusegen_plans.cuh", "fusegen_torch.h", "fusegen_autograd.h", "fusegen_autograd.cpp",
+        "fusegen_glue.h", "fusegen_glue.cpp"})
     files.push_back({std::string("runtime/") + header,
                      "// " + stamp + templates.read(std::string("runtime/") + header)});
   for (const char* module :

@@ -362,7 +362,26 @@ OutKind gradKind(ir::ShapeClass s) {
 
 // The runtime kernel for a staged program: the flat and colwise kernels run programs without
 // passes over rows or per-row tensors, whose sums are all of element values.
+// Whether the groups plan runs p: no reductions, element outputs of their own tensors, and
+// inputs that omit the op's innermost named dim (all that omit any: a group's rows share their
+// rows), element or [D] inputs, positions and attrs otherwise.
+bool groupsPlanRuns(const Program& p) {
+  if (!p.stages.empty() || p.namedDims == 0 || p.columns) return false;
+  bool mapped = false;
+  for (const Program::Input& in : p.inputs) {
+    if (in.random || in.chunks > 1 || in.stat || (in.shape == ir::ShapeClass::Row && !in.position))
+      return false;
+    if (in.dims == ~0u || in.position || !in.read) continue;
+    if ((in.dims >> (p.namedDims - 1)) & 1u) return false; // (it has the innermost dim)
+    mapped = true;
+  }
+  for (const Program::Output& o : p.outputs)
+    if (o.kind != OutKind::Full || o.chunks > 1) return false;
+  return mapped;
+}
+
 RuntimePlan runtimePlanOf(const Program& p) {
+  if (groupsPlanRuns(p)) return RuntimePlan::Groups;
   bool colwise = false;
   for (const Program::Input& in : p.inputs) {
     // (A mapped input is read at its own row, found once per row, a moved one at other
@@ -703,8 +722,8 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   for (Program* p : programs) {
     if (!stageProgram(*p, p == &b ? "derived backward" : "forward", loc, diags))
       return std::nullopt;
-    p->plan = runtimePlanOf(*p);
     p->namedDims = plan.namedDims;
+    p->plan = runtimePlanOf(*p);
     // Inputs a program does not read as they are (a packed input, read in chunks; an input
     // read only at moved columns) are not loaded (fg::Bcast::Unread).
     const std::unordered_set<const ir::Node*> read = readDirectly(values(p->outputs));
@@ -745,7 +764,10 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
         << (p.plan == RuntimePlan::Flat      ? "flat plan (128-bit vectors over all elements)"
             : p.plan == RuntimePlan::Colwise ? "colwise plan ([D] values in registers, rows "
                                                "walked per column)"
-                                             : "row plan (each row kept on chip)")
+            : p.plan == RuntimePlan::Groups
+                ? "groups plan (the rows that read the same rows of the inputs omitting the "
+                  "innermost named dims, in one thread)"
+                : "row plan (each row kept on chip)")
         << ", " << p.stages.size() << " reduction pass(es) over each row";
     for (size_t s = 0; s < p.stages.size(); ++s) {
       out << (s ? "; " : " (") << "pass " << s + 1 << ":";

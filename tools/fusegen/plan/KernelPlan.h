@@ -7,6 +7,8 @@
 //   Flat:    no stages, no [...] inputs or outputs, no sums: 128-bit vectors over all elements.
 //   Colwise: no stages, [D] inputs (kept in registers) or [D]/[] gradient sums.
 //   Row:     reductions over the last dim, per-row inputs or outputs: the row kept on chip.
+//   Groups:  no reductions, element outputs, inputs that omit the op's innermost named dims
+//            (RoPE's tables): the rows reading the same rows of those run in one thread.
 // Save-vs-recompute: a forward also returns the per-row statistics the backward
 // needs (rstd, mean, the max and sum of a softmax); everything elementwise is recomputed.
 // [] inputs are per-row values read once (rowPre): their gradients are sums
@@ -27,7 +29,7 @@
 namespace fusegen::plan {
 
 // The runtime kernel family that runs a program (fg::Plan in fusegen_runtime.h).
-enum class RuntimePlan { Flat, Colwise, Row };
+enum class RuntimePlan { Flat, Colwise, Row, Groups };
 
 // How a program writes an output: one value per element, one per row, the sum over rows
 // of an element value (a [D] gradient), its combination (sum, max or min) over all rows and

@@ -135,6 +135,8 @@ const char* planEnumerator(plan::RuntimePlan p) {
     return "fg::Plan::Flat";
   case plan::RuntimePlan::Colwise:
     return "fg::Plan::Colwise";
+  case plan::RuntimePlan::Groups:
+    return "fg::Plan::Groups";
   case plan::RuntimePlan::Row:
     break;
   }
