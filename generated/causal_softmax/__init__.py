@@ -32,6 +32,7 @@ SPEC = _support.OpInfo(
     backward_schema="causal_softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor _saved_stat1, float scale, bool[1] output_mask) -> Tensor",
     column=True,
     dims=["S", ],
+    positions=["S", ],
 )
 
 
@@ -209,3 +210,4 @@ def _backward_backward(ctx, *_gg):
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
+_support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -2,11 +2,13 @@
 """Shared Python runtime of the generated ops: op metadata (OpInfo), the fake (meta)
 implementations used by torch.compile and opcheck, and the argument checks they share
 with the C++ glue (templates/runtime/fusegen_torch.h) -- same rules, same messages, so a
-mistake is reported the same way in eager mode and while tracing -- and the batching rules
-of torch.vmap (register_vmap)."""
+mistake is reported the same way in eager mode and while tracing -- the batching rules
+of torch.vmap (register_vmap) and the sharding rules of DTensor (register_sharding)."""
 import dataclasses
-import math
 import functools
+import importlib.abc
+import math
+import sys
 from typing import List, Sequence, Tuple
 
 import torch
@@ -119,6 +121,10 @@ class OpInfo:
     saved_totals: List[str] = dataclasses.field(default_factory=list)  # whole-tensor values
     saved_columns: List[str] = dataclasses.field(default_factory=list)  # [D] batch statistics
     over_rows: bool = False  # reduces over the rows, per column (colsum): values of the batch
+    # Every column computed from its own (no reduction over the row, move, column index or
+    # packed chunks): the last dim may be sharded (DTensor).
+    columns_independent: bool = False
+    positions: List[str] = dataclasses.field(default_factory=list)  # named dims pos() reads
     schema: str = ""  # the op's and its backward's schemas, as fusegen spelled them
     backward_schema: str = ""
     column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
@@ -621,3 +627,145 @@ def register_backward_autograd(spec: OpInfo, setup_context, backward) -> None:
     lib = torch.library.Library("fusegen", "IMPL")
     lib.impl(spec.name + "_backward", kernel, "Autograd")
     _autograd_libs.append(lib)  # a Library unregisters its kernels when collected
+
+
+# ---- DTensor sharding rules --------------------------------------------------------------
+# The sharding strategies of fusegen::<op> and fusegen::<op>_backward for DTensor
+# (torch.distributed.tensor.experimental.register_sharding: torch 2.11's route for custom ops;
+# the C++ op-strategy registry is internal), from the shape classes of their arguments and
+# results, as the fake implementation is. A leading dim of the op's [..., D] rows can be
+# sharded when every row's values depend on that row alone (no reduction over rows, no
+# whole-tensor value, no random draw, whose numbers follow the element index): [..., D] and
+# [...] arguments and results are sharded on it, an input that omits it ([D], [], a [S, D]
+# table sharded on H) is replicated and its gradient is Partial (a sum over rows, reduced by
+# DTensor); a table that has it is sharded on its own dim. The last dim can be sharded when the
+# columns are independent (no reduction over the row, no move, no column index, no packed
+# chunks): [D] arguments and results are sharded too, per-row ones replicated, their gradients
+# Partial. Replicating everything is always a strategy.
+
+
+def _placements(spec: OpInfo, classes, d, ndim, results):
+    """The placement of each of `classes` (arguments or results of one op) when the op's
+    [..., D] tensors (of ndim dims) are sharded on dim d; None where not expressible. results:
+    the gradient of each class instead (a sum over what is not sharded: Partial)."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    last = d == ndim - 1
+    k = len(spec.dims)
+    named = d - (ndim - 1 - k)  # d's index among the named dims (< 0: a batch dim)
+    out = []
+    for cls in classes:
+        if cls in (None, "rng"):
+            out.append(None if cls is None else Replicate())
+        elif is_mapped(cls):
+            _, dims_of, has_d = parse_shape(cls)
+            if last:
+                out.append(Shard(len(dims_of)) if has_d else Partial() if results else Replicate())
+            elif named >= 0 and spec.dims[named] in dims_of:
+                out.append(Shard(dims_of.index(spec.dims[named])))
+            else:
+                out.append(Partial() if results else Replicate())
+        elif full_like(cls) or cls == STAT:
+            out.append(Shard(d) if not (last and cls == STAT) else Replicate())
+        elif cls == ROW:
+            out.append((Partial() if results else Replicate()) if last else Shard(d))
+        elif cls in (COL, COLSTAT):
+            out.append(Shard(0) if last else Partial() if results else Replicate())
+        else:  # [] values and whole-tensor statistics
+            out.append(Partial() if results else Replicate())
+    return out
+
+
+def _sharding_dims(spec: OpInfo, ndim: int):
+    """The dims of the op's [..., D] tensors a strategy may shard."""
+    if spec.random or any(o.shape == SCALAR for o in spec.outputs):
+        return []
+    # (a dim a position is read along: a shard's rows would count from 0)
+    k = len(spec.dims)
+    leading = [] if spec.over_rows else [
+        d for d in range(ndim - 1)
+        if d < ndim - 1 - k or spec.dims[d - (ndim - 1 - k)] not in spec.positions]
+    return leading + ([ndim - 1] if spec.columns_independent and ndim else [])
+
+
+def _forward_shardings(spec: OpInfo, *args, **kwargs):
+    from torch.distributed.tensor import Replicate
+    ndim = args[spec.full_input()].ndim
+    results = ([o.shape for o in spec.outputs] + [STAT] * len(spec.saved)
+               + [TOTAL] * len(spec.saved_totals) + [COLSTAT] * len(spec.saved_columns))
+    inputs = [a.shape for a in spec.inputs] + [None] * (len(args) - len(spec.inputs))
+    rng = [Replicate()] if spec.random else []
+    strategies = [([Replicate()] * len(results) + rng,
+                   [None if c is None else Replicate() for c in inputs])]
+    for d in _sharding_dims(spec, ndim):
+        strategies.append((_placements(spec, results, d, ndim, False) + rng,
+                           _placements(spec, inputs, d, ndim, False)))
+    return strategies
+
+
+def _backward_shardings(spec: OpInfo, *args, **kwargs):
+    from torch.distributed.tensor import Replicate
+    grads = [o.shape for o in spec.differentiable_outputs()]
+    ndim = args[len(grads) + spec.full_input()].ndim
+    classes = (grads + [a.shape for a in spec.inputs] + [STAT] * len(spec.saved)
+               + [TOTAL] * len(spec.saved_totals) + [COLSTAT] * len(spec.saved_columns)
+               + (["rng"] if spec.random else []))
+    classes += [None] * (len(args) - len(classes))  # attrs, output_mask
+    results = [a.shape for a in spec.inputs]
+    strategies = [([Replicate()] * len(results), [None if c is None else Replicate()
+                                                  for c in classes])]
+    for d in _sharding_dims(spec, ndim):
+        strategies.append((_placements(spec, results, d, ndim, True),
+                           _placements(spec, classes, d, ndim, False)))
+    return strategies
+
+
+def register_sharding(spec: OpInfo) -> None:
+    """Registers the DTensor sharding strategies of fusegen::<op> and fusegen::<op>_backward
+    once torch.distributed.tensor is imported (now, or when it is: importing it costs about
+    0.5 s, which a program not using DTensor should not pay)."""
+    if not torch.distributed.is_available():
+        return
+
+    def register():
+        from torch.distributed.tensor.experimental import register_sharding as rule
+        ops = torch.ops.fusegen
+        rule(getattr(ops, spec.name).default)(functools.partial(_forward_shardings, spec))
+        rule(getattr(ops, spec.name + "_backward").default)(
+            functools.partial(_backward_shardings, spec))
+
+    _after_import("torch.distributed.tensor", register)
+
+
+_PENDING: dict = {}  # module name -> callbacks to run once it is imported
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs the callbacks of _PENDING once their module is imported (finds its spec with the
+    other finders and wraps the loader's exec_module)."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in _PENDING:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            found = finder.find_spec(fullname, path, target)
+            if found is not None and found.loader is not None:
+                exec_module = found.loader.exec_module
+
+                def run(module, exec_module=exec_module):
+                    exec_module(module)
+                    for callback in _PENDING.pop(fullname, []):
+                        callback()
+                found.loader.exec_module = run
+                return found
+        return None
+
+
+def _after_import(name: str, callback) -> None:
+    if name in sys.modules:
+        callback()
+        return
+    _PENDING.setdefault(name, []).append(callback)
+    if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport())

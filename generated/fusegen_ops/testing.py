@@ -11,12 +11,14 @@ import functools
 import math
 import os
 import re
+import sys
 import warnings
 from typing import Callable, Dict, List, Sequence
 
 import pytest
 import torch
 
+from fusegen_ops import _support
 from fusegen_ops._support import (COL, FULL, ROW, SCALAR, OpInfo, chunks_of, draw_rng, full_like,
                                   is_mapped, mapped_shape, parse_shape, random_typed)
 
@@ -698,6 +700,24 @@ class OpChecks:
         return [t.grad for t in leaves]
 
     # ---- checks ----------------------------------------------------------------------
+    def sharding(self):
+        """DTensor, 2 CPU processes with gloo: under each sharding strategy of the op's
+        (fusegen_ops._support.register_sharding: a leading dim, the last dim where columns are
+        independent), its outputs and gradients equal the op's on whole tensors, and its forward
+        runs no collective. An op whose rows share values (a reduction over rows, a whole-tensor
+        value, random numbers) has only the replicated strategy: nothing to check."""
+        import socket
+
+        import torch.multiprocessing as mp
+        x = self.inputs((4,), 8, torch.float64, "cpu")
+        if not _support._sharding_dims(self.spec, x[self.spec.full_input()].dim()):
+            pytest.skip("the op's rows share values (a reduction over rows, a whole-tensor "
+                        "value or random numbers): only its replicated strategy applies")
+        with socket.socket() as sock:  # a free port for the process group
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        mp.spawn(_sharding_worker, args=(self.spec.name, port), nprocs=2, join=True)
+
     def forward_matches_reference(self, device, dtype):
         for lead, D, scale in [((64,), 96, 1.0), ((3, 5), 40, 3.0), ((17,), 7, 1.0)]:
             x = self.inputs(lead, D, dtype, device, scale=scale)
@@ -1347,6 +1367,57 @@ class OpChecks:
             assert (f is None and s is None) or _equal(f, s), \
                 f"grad of {a.name} differs between two identical runs"
 
+    def side_stream(self, device):
+        """CUDA: the op launches on the current stream. On a side stream made busy first, its
+        inputs written there after the wait: a launch on another stream would read them before
+        they are written. Outputs and gradients against the op on the default stream."""
+        x = self.inputs((64,), 96, torch.float32, device)
+        gouts = self.grad_outs(self.call(self.op, x))
+        want = self.call(self.op, [t + 1 if t.is_floating_point() else t for t in x])
+        want_grads = self.grads(self.op, [t + 1 if t.is_floating_point() else t for t in x],
+                                gouts)
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(50_000_000)  # tens of ms of a busy stream
+            shifted = [t + 1 if t.is_floating_point() else t for t in x]
+            got = self.call(self.op, shifted)
+            got_grads = self.grads(self.op, shifted, gouts)
+        torch.cuda.current_stream(device).wait_stream(side)
+        for g, w, a in zip(got, want, self.spec.outputs):
+            assert torch.equal(g, w), f"{self.spec.name}.{a.name}: another result on a side stream"
+        for g, w, a in zip(got_grads, want_grads, self.spec.inputs):
+            if w is not None:
+                assert torch.equal(g, w), f"grad of {a.name}: another result on a side stream"
+
+    def second_device(self):
+        """CUDA: tensors on cuda:1 while cuda:0 is current give what they give on cuda:0: the op
+        runs on its tensors' device (a device guard), and refuses tensors on two devices."""
+        if torch.cuda.device_count() < 2:
+            pytest.skip(f"needs 2 GPUs; {torch.cuda.device_count()} visible")
+        x = self.inputs((64,), 96, torch.float32, "cuda:0")
+        gouts = self.grad_outs(self.call(self.op, x))
+        want = self.call(self.op, x)
+        want_grads = self.grads(self.op, x, gouts)
+        with torch.cuda.device(0):
+            x1 = [t.to("cuda:1") for t in x]
+            got = self.call(self.op, x1)
+            got_grads = self.grads(self.op, x1, [None if g is None else g.to("cuda:1")
+                                                 for g in gouts])
+        for g, w, a in zip(got, want, self.spec.outputs):
+            assert g.device == torch.device("cuda:1"), f"{a.name} is on {g.device}"
+            assert torch.equal(g.cpu(), w.cpu()), f"{self.spec.name}.{a.name}: another result on cuda:1"
+        for g, w, a in zip(got_grads, want_grads, self.spec.inputs):
+            if w is not None:
+                assert torch.equal(g.cpu(), w.cpu()), f"grad of {a.name}: another result on cuda:1"
+        full = self.spec.full_input()
+        if len(x) > 1:  # one tensor on each device
+            other = next(i for i in range(len(x)) if i != full)
+            split = list(x1)
+            split[other] = x[other]
+            with pytest.raises(RuntimeError, match="all tensor arguments must be on the same device"):
+                self.call(self.op, split)
+
     def cuda_graphs(self, device):
         """The op and its backward capture into a CUDA graph (torch.cuda.graph) and replay on
         new values, and run under torch.compile(mode="reduce-overhead"), which replays one:
@@ -1607,6 +1678,68 @@ class OpChecks:
 
 def _tuple(out):
     return out if isinstance(out, tuple) else (out,)
+
+
+def _sharding_worker(rank: int, name: str, port: int) -> None:
+    """One of the 2 CPU processes of OpChecks.sharding (gloo): the op on DTensor inputs placed as
+    each of its sharding strategies (fusegen_ops._support) against the op on whole tensors."""
+    import importlib
+
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, distribute_tensor
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    from fusegen_ops import _support
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        checks = importlib.import_module(f"fusegen_ops.{name}.test_{name}").CHECKS
+        spec = checks.spec
+        mesh = init_device_mesh("cpu", (2,))
+        torch.manual_seed(0)  # the same inputs in both processes
+        x = checks.inputs((4,), 8, torch.float64, "cpu")
+        outs = checks.call(checks.op, x)
+        gouts = checks.grad_outs(outs)
+        want = checks.grads(checks.op, x, gouts)
+        ndim = x[spec.full_input()].dim()
+        classes = [a.shape for a in spec.inputs]
+        results = [o.shape for o in spec.outputs]
+        for d in _support._sharding_dims(spec, ndim):
+            where = f"{name}: sharded on dim {d}"
+            places = _support._placements(spec, classes, d, ndim, False)
+            dx = [distribute_tensor(_leaf(t), mesh, [p]) for t, p in zip(x, places)]
+            with CommDebugMode() as comm:
+                douts = checks.call(checks.op, dx)
+            assert comm.get_total_counts() == 0, \
+                f"{where}: the forward ran {comm.get_comm_counts()}, a local strategy runs none"
+            oplaces = _support._placements(spec, results, d, ndim, False)
+            for o, w, a, p in zip(douts, outs, spec.outputs, oplaces):
+                assert isinstance(o, DTensor), f"{where}: output {a.name} is not a DTensor"
+                assert tuple(o.placements) == (p,), f"{where}: output {a.name} is {o.placements}"
+                # (this process's shard, as DTensor splits: gloo gathers no FP8 tensors)
+                local = w.chunk(2, p.dim)[rank] if p.is_shard() else w
+                torch.testing.assert_close(o.to_local(), local, rtol=0, atol=0,
+                                           msg=lambda m: f"{where}, output {a.name}: {m}")
+            dg = [None if g is None else distribute_tensor(g, mesh, [p])
+                  for g, p in zip(gouts, oplaces)]
+            _backward(douts, dg)
+            for t, w, a in zip(dx, want, spec.inputs):
+                if w is None:
+                    continue
+                got = t.grad.full_tensor()
+                # A gradient summed over shards (Partial, then reduced) adds in another order.
+                tol = 1e-12 if is_mapped(a.shape) or a.shape in (COL, SCALAR, ROW) else 0
+                torch.testing.assert_close(got, w, rtol=tol, atol=tol,
+                                           msg=lambda m: f"{where}, gradient of {a.name}: {m}")
+    finally:
+        dist.destroy_process_group()
+    # Done: leave without the interpreter's teardown, where a thread of the process group's
+    # could still be joinable (about one run in three aborted there, after every check passed).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _backward(outs, grad_outs):

@@ -124,3 +124,4 @@ def _backward_backward(ctx, *_gg):
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
+_support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -27,6 +27,7 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="sigmoid(Tensor x) -> Tensor",
     backward_schema="sigmoid_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor",
+    columns_independent=True,
 )
 
 
@@ -120,3 +121,4 @@ def _backward_backward(ctx, *_gg):
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
+_support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

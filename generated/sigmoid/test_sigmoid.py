@@ -17,6 +17,10 @@ def test_forward_matches_reference(device, dtype):
     CHECKS.forward_matches_reference(device, dtype)
 
 
+def test_sharding():
+    CHECKS.sharding()
+
+
 @pytest.mark.parametrize("device", testing.DEVICES)
 @pytest.mark.parametrize("dtype", testing.wide_dtypes(SPEC))
 def test_extreme_magnitudes(device, dtype):
@@ -126,6 +130,16 @@ def test_row_lengths(device):
 @pytest.mark.parametrize("device", testing.CUDA_DEVICES)
 def test_cuda_graphs(device):
     CHECKS.cuda_graphs(device)
+
+
+@pytest.mark.parametrize("device", testing.CUDA_DEVICES)
+def test_side_stream(device):
+    CHECKS.side_stream(device)
+
+
+@pytest.mark.parametrize("device", testing.CUDA_DEVICES)
+def test_second_device(device):
+    CHECKS.second_device()
 
 
 @pytest.mark.parametrize("device", testing.CUDA_DEVICES)

@@ -703,6 +703,29 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("saved_columns", stringItems(savedColumns));
   d.set("has_saved_columns", !savedColumns.empty());
   d.set("over_rows", !op.plan.forwardBefore.empty() || !op.plan.backwardBefore.empty());
+  // The columns independent of each other in every program (DTensor may shard the last dim):
+  // no reduction over the row, no move, no column index, no packed chunks.
+  bool columnsApart = true;
+  std::vector<const plan::Program*> all{&op.plan.forward, &op.plan.backward};
+  for (const std::vector<plan::Program>* before : {&op.plan.forwardBefore, &op.plan.backwardBefore})
+    for (const plan::Program& p : *before)
+      all.push_back(&p);
+  for (const plan::Program* p : all) {
+    columnsApart = columnsApart && p->stages.empty() && !p->usesColumn;
+    for (const plan::Program::Input& in : p->inputs)
+      columnsApart = columnsApart && in.move == prims::Move::None && in.chunks == 1;
+    for (const plan::Program::Output& o : p->outputs)
+      columnsApart = columnsApart && o.chunks == 1 && o.kind != plan::OutKind::Total &&
+                     o.kind != plan::OutKind::Scalar;
+  }
+  d.set("columns_independent", columnsApart && !movesColumns(op));
+  std::set<std::string> positionDims; // the named dims pos() reads (not to be sharded)
+  for (const plan::Program* p : all)
+    for (const plan::Program::Input& in : p->inputs)
+      if (in.position) positionDims.insert(in.leaf->name());
+  d.set("has_positions", !positionDims.empty());
+  d.set("position_dims",
+        stringItems(std::vector<std::string>(positionDims.begin(), positionDims.end())));
   d.set("saved_names", stringItems(savedNames));
   d.set("grad_names", stringItems(gradNames));
   d.set("dtype_names", stringItems(dtypeNames));
