@@ -22,6 +22,11 @@ def test_sharding():
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)
+def test_several_tensors(device):
+    CHECKS.several_tensors(device)
+
+
+@pytest.mark.parametrize("device", testing.DEVICES)
 @pytest.mark.parametrize("dtype", testing.wide_dtypes(SPEC))
 def test_extreme_magnitudes(device, dtype):
     CHECKS.extreme_magnitudes(device, dtype)

@@ -1366,6 +1366,34 @@ class OpChecks:
             assert (f is None and s is None) or _equal(f, s), \
                 f"grad of {a.name} differs between two identical runs"
 
+    def several_tensors(self, device):
+        """The Python wrapper given several tensors for its first [..., D] input (RoPE's q and k,
+        of different head counts): a tuple of the op's results on each, the other arguments
+        shared."""
+        full = self.spec.full_input()
+        # Shared [..., D] or [...] inputs make both tensors' leading dims the same.
+        alike = any(i != full and (full_like(a.shape) or a.shape == ROW) and not is_mapped(a.shape)
+                    for i, a in enumerate(self.spec.inputs))
+        xs = [self.inputs(lead, 16, torch.float32, device)
+              for lead in ((3,), (3,) if alike else (2, 5))]
+        shared = list(xs[0])
+        if any(is_mapped(a.shape) or a.shape == COL for a in self.spec.inputs):
+            # (inputs the calls share must fit both: the same named dims and D)
+            xs[1] = [t if i == full else s for i, (t, s) in enumerate(zip(xs[1], shared))]
+        several = list(shared)
+        several[full] = (xs[0][full], xs[1][full])
+        got = self.call(self.op, several)
+        assert isinstance(got, tuple) and len(got) == 2, "expected one result per tensor"
+        self.reseed()  # (a random op: the calls one after the other, as the wrapper makes them)
+        for k in range(2):
+            args = list(shared)
+            args[full] = xs[k][full]
+            want = self.op(*args, **self.attrs())
+            want = want if isinstance(want, tuple) else (want,)
+            got_k = got[k] if isinstance(got[k], tuple) else (got[k],)
+            for g, w, a in zip(got_k, want, self.spec.outputs):
+                assert torch.equal(g, w), f"{self.spec.name}.{a.name} of tensor {k}"
+
     def side_stream(self, device):
         """CUDA: the op launches on the current stream. On a side stream made busy first, its
         inputs written there after the wait: a launch on another stream would read them before

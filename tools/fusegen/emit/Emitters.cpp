@@ -667,6 +667,15 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("n_outputs", std::to_string(outputs.size()));
   d.set("py_params", api::pythonParams(fwd, true));
   d.set("py_call_args", api::pythonCallArgs(fwd));
+  // The wrapper's call of itself on each of several tensors given for the full input (_t).
+  {
+    std::string each;
+    for (const plan::Arg& a : fwd.params) {
+      const std::string value = a.name == fn.inputs[op.plan.fullInput].name ? "_t" : a.name;
+      each += (each.empty() ? "" : ", ") + (a.keywordOnly ? a.name + "=" + value : value);
+    }
+    d.set("py_each_args", each);
+  }
   d.set("py_return_type", api::pythonReturnType(fwd));
   d.set("py_wrapper_return", api::pythonUserResult(fwd));
   d.set("fake_params", api::pythonParams(fwd, false));
