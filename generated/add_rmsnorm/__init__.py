@@ -35,7 +35,7 @@ SPEC = _support.OpInfo(
 
 def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
     """RMSNorm of x + residual; returns the normalized output and the sum."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(add_rmsnorm(_t, residual, weight, eps=eps) for _t in x)
     result = torch.ops.fusegen.add_rmsnorm.default(x, residual, weight, eps=eps)
     return tuple(result[:2])

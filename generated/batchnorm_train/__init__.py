@@ -41,7 +41,7 @@ SPEC = _support.OpInfo(
 
 def batchnorm_train(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> tuple[Tensor, Tensor, Tensor]:
     """BatchNorm in training mode over the rows of [..., C] (per-channel batch mean and biased variance, normalize, affine), returning the batch statistics in float32"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(batchnorm_train(_t, weight, bias, eps=eps) for _t in x)
     result = torch.ops.fusegen.batchnorm_train.default(x, weight, bias, eps=eps)
     return tuple(result[:3])

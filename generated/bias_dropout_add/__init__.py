@@ -34,7 +34,7 @@ SPEC = _support.OpInfo(
 
 def bias_dropout_add(x: Tensor, bias: Tensor, residual: Tensor, *, p: float = 0.1, generator: Optional[torch.Generator] = None) -> Tensor:
     """residual + dropout(x + bias, p), with the dropout mask regenerated in the backward instead of stored."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(bias_dropout_add(_t, bias, residual, p=p, generator=generator) for _t in x)
     result = torch.ops.fusegen.bias_dropout_add.default(x, bias, residual, p=p, generator=generator)
     return result[0]

@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def bias_gelu(x: Tensor, bias: Tensor) -> Tensor:
     """GELU (tanh approximation) of x plus a per-column bias."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(bias_gelu(_t, bias) for _t in x)
     result = torch.ops.fusegen.bias_gelu.default(x, bias)
     return result

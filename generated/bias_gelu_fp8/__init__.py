@@ -34,7 +34,7 @@ SPEC = _support.OpInfo(
 
 def bias_gelu_fp8(x: Tensor, bias: Tensor, scale: Tensor) -> tuple[Tensor, Tensor]:
     """gelu(x + bias), and the same scaled into float8_e5m2 (no gradient)"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(bias_gelu_fp8(_t, bias, scale) for _t in x)
     result = torch.ops.fusegen.bias_gelu_fp8.default(x, bias, scale)
     return result

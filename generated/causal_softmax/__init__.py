@@ -38,7 +38,7 @@ SPEC = _support.OpInfo(
 
 def causal_softmax(x: Tensor, *, scale: float = 1.0) -> Tensor:
     """softmax(x * scale) over the keys j <= s of each query s (pos along S), 0 after them"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(causal_softmax(_t, scale=scale) for _t in x)
     result = torch.ops.fusegen.causal_softmax.default(x, scale=scale)
     return result[0]

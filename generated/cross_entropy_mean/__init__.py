@@ -41,7 +41,7 @@ SPEC = _support.OpInfo(
 
 def cross_entropy_mean(logits: Tensor, target: Tensor, *, ignore_index: int = -100, label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: float = 0.0) -> Tensor:
     """cross-entropy of logits against int64 class indices, averaged over the rows not ignored (ignore_index, label smoothing, z-loss, softcap)"""
-    if isinstance(logits, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(logits, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(cross_entropy_mean(_t, target, ignore_index=ignore_index, label_smoothing=label_smoothing, z_loss=z_loss, softcap=softcap) for _t in logits)
     result = torch.ops.fusegen.cross_entropy_mean.default(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing, z_loss=z_loss, softcap=softcap)
     return result[0]

@@ -38,7 +38,7 @@ SPEC = _support.OpInfo(
 
 def dropout_add_layernorm(x0: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, *, p: float = 0.1, eps: float = 1e-05, generator: Optional[torch.Generator] = None) -> tuple[Tensor, Tensor]:
     """LayerNorm of dropout(x0, p) + residual; returns the normalized output and the new residual."""
-    if isinstance(x0, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x0, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(dropout_add_layernorm(_t, residual, weight, bias, p=p, eps=eps, generator=generator) for _t in x0)
     result = torch.ops.fusegen.dropout_add_layernorm.default(x0, residual, weight, bias, p=p, eps=eps, generator=generator)
     return tuple(result[:2])

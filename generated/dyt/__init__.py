@@ -32,7 +32,7 @@ SPEC = _support.OpInfo(
 
 def dyt(x: Tensor, alpha: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     """Dynamic Tanh tanh(alpha * x) * weight + bias, a learnable scalar alpha"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(dyt(_t, alpha, weight, bias) for _t in x)
     result = torch.ops.fusegen.dyt.default(x, alpha, weight, bias)
     return result

@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def geglu(gate: Tensor, up: Tensor) -> Tensor:
     """GEGLU, gelu_tanh(gate) * up."""
-    if isinstance(gate, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(gate, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(geglu(_t, up) for _t in gate)
     result = torch.ops.fusegen.geglu.default(gate, up)
     return result

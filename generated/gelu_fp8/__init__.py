@@ -32,7 +32,7 @@ SPEC = _support.OpInfo(
 
 def gelu_fp8(x: Tensor, scale: Tensor) -> Tensor:
     """gelu_tanh(x) * scale as float8_e4m3fn (saturating; no gradient)"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(gelu_fp8(_t, scale) for _t in x)
     result = torch.ops.fusegen.gelu_fp8.default(x, scale)
     return result

@@ -35,7 +35,7 @@ SPEC = _support.OpInfo(
 
 def jsd(log_q: Tensor, log_p: Tensor, *, beta: float = 0.5) -> Tensor:
     """per-row generalized Jensen-Shannon divergence beta KL(P||M) + (1-beta) KL(Q||M), M = beta P + (1-beta) Q, of log-probabilities log_q (student) and log_p (teacher)"""
-    if isinstance(log_q, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(log_q, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(jsd(_t, log_p, beta=beta) for _t in log_q)
     result = torch.ops.fusegen.jsd.default(log_q, log_p, beta=beta)
     return result

@@ -34,7 +34,7 @@ SPEC = _support.OpInfo(
 
 def kl_div(input: Tensor, target: Tensor, *, log_target: bool = True) -> Tensor:
     """per-row KL divergence sum(target * (log(target) - input)) of log-probabilities input (target as log-probabilities with log_target)"""
-    if isinstance(input, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(input, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(kl_div(_t, target, log_target=log_target) for _t in input)
     result = torch.ops.fusegen.kl_div.default(input, target, log_target=log_target)
     return result

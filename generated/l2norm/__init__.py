@@ -32,7 +32,7 @@ SPEC = _support.OpInfo(
 
 def l2norm(x: Tensor, *, eps: float = 1e-12) -> Tensor:
     """L2 normalization over the last dim, x / max(||x||_2, eps)."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(l2norm(_t, eps=eps) for _t in x)
     result = torch.ops.fusegen.l2norm.default(x, eps=eps)
     return result[0]

@@ -35,7 +35,7 @@ SPEC = _support.OpInfo(
 
 def layernorm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> Tensor:
     """LayerNorm, (x - mean) * rsqrt(var + eps) * weight + bias, over the last dim."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(layernorm(_t, weight, bias, eps=eps) for _t in x)
     result = torch.ops.fusegen.layernorm.default(x, weight, bias, eps=eps)
     return result[0]

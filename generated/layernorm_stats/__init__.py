@@ -37,7 +37,7 @@ SPEC = _support.OpInfo(
 
 def layernorm_stats(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> tuple[Tensor, Tensor, Tensor]:
     """LayerNorm over the last dim, also returning the per-row mean and rstd in float32"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(layernorm_stats(_t, weight, bias, eps=eps) for _t in x)
     result = torch.ops.fusegen.layernorm_stats.default(x, weight, bias, eps=eps)
     return tuple(result[:3])

@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def leaky_relu(x: Tensor, *, negative_slope: float = 0.01) -> Tensor:
     """Leaky ReLU, x for x > 0 else negative_slope * x."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(leaky_relu(_t, negative_slope=negative_slope) for _t in x)
     result = torch.ops.fusegen.leaky_relu.default(x, negative_slope=negative_slope)
     return result

@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def log_softmax(x: Tensor) -> Tensor:
     """Log-softmax over the last dim."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(log_softmax(_t) for _t in x)
     result = torch.ops.fusegen.log_softmax.default(x)
     return result[0]

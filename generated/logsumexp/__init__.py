@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def logsumexp(x: Tensor) -> Tensor:
     """Log-sum-exp over the last dim, one value per row."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(logsumexp(_t) for _t in x)
     result = torch.ops.fusegen.logsumexp.default(x)
     return result[0]

@@ -35,7 +35,7 @@ SPEC = _support.OpInfo(
 
 def masked_softmax(x: Tensor, mask: Tensor) -> Tensor:
     """softmax of x over the elements where mask holds, 0 elsewhere (and in rows with none kept)"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(masked_softmax(_t, mask) for _t in x)
     result = torch.ops.fusegen.masked_softmax.default(x, mask)
     return result[0]

@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def mish(x: Tensor) -> Tensor:
     """Mish, x * tanh(softplus(x)), defined in C++ in specs/acts.cuh."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(mish(_t) for _t in x)
     result = torch.ops.fusegen.mish.default(x)
     return result

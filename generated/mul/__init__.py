@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise product a * b."""
-    if isinstance(a, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(a, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(mul(_t, b) for _t in a)
     result = torch.ops.fusegen.mul.default(a, b)
     return result

@@ -34,7 +34,7 @@ SPEC = _support.OpInfo(
 
 def polynorm(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: float = 1e-06) -> Tensor:
     """PolyNorm w0 * norm(x^3) + w1 * norm(x^2) + w2 * norm(x) + b, norm an RMS norm over D."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(polynorm(_t, w0, w1, w2, b, eps=eps) for _t in x)
     result = torch.ops.fusegen.polynorm.default(x, w0, w1, w2, b, eps=eps)
     return result[0]

@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def relu_squared(x: Tensor) -> Tensor:
     """Squared ReLU, relu(x)^2, defined in C++ in specs/acts.cuh."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(relu_squared(_t) for _t in x)
     result = torch.ops.fusegen.relu_squared.default(x)
     return result

@@ -32,7 +32,7 @@ SPEC = _support.OpInfo(
 
 def rezero(x: Tensor, h: Tensor, alpha: Tensor) -> Tensor:
     """ReZero residual x + alpha * h with a learnable 0-dim gate alpha."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rezero(_t, h, alpha) for _t in x)
     result = torch.ops.fusegen.rezero.default(x, h, alpha)
     return result

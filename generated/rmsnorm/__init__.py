@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def rmsnorm(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:
     """RMSNorm, x * rsqrt(mean(x^2) + eps) * weight, over the last dim."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rmsnorm(_t, weight, eps=eps) for _t in x)
     result = torch.ops.fusegen.rmsnorm.default(x, weight, eps=eps)
     return result[0]

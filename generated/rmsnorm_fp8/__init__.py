@@ -36,7 +36,7 @@ SPEC = _support.OpInfo(
 
 def rmsnorm_fp8(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
     """RMSNorm quantized to float8_e4m3fn with a per-row float32 scale (amax / 448)"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rmsnorm_fp8(_t, weight, eps=eps) for _t in x)
     result = torch.ops.fusegen.rmsnorm_fp8.default(x, weight, eps=eps)
     return result

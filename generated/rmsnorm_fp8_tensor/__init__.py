@@ -35,7 +35,7 @@ SPEC = _support.OpInfo(
 
 def rmsnorm_fp8_tensor(x: Tensor, weight: Tensor, scale: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
     """RMSNorm quantized to float8_e4m3fn with a per-tensor scale (delayed scaling), returning the amax"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rmsnorm_fp8_tensor(_t, weight, scale, eps=eps) for _t in x)
     result = torch.ops.fusegen.rmsnorm_fp8_tensor.default(x, weight, scale, eps=eps)
     return tuple(result[:2])

@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def rmsnorm_gemma(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:
     """Gemma RMSNorm, x * rsqrt(mean(x^2) + eps) * (1 + weight)."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rmsnorm_gemma(_t, weight, eps=eps) for _t in x)
     result = torch.ops.fusegen.rmsnorm_gemma.default(x, weight, eps=eps)
     return result[0]

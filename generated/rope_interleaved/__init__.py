@@ -35,7 +35,7 @@ SPEC = _support.OpInfo(
 
 def rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """rotary position embedding with interleaved pairs x * cos + rotate_pairs(x) * sin, cos and sin [S, D] shared by batch and heads"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rope_interleaved(_t, cos, sin) for _t in x)
     result = torch.ops.fusegen.rope_interleaved.default(x, cos, sin)
     return result

@@ -37,7 +37,7 @@ SPEC = _support.OpInfo(
 
 def rope_qk(qk: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """rotary position embedding of packed q and k ([..., S, H, 2*D]) by cos and sin [S, D], returned packed"""
-    if isinstance(qk, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(qk, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rope_qk(_t, cos, sin) for _t in qk)
     result = torch.ops.fusegen.rope_qk.default(qk, cos, sin)
     return result

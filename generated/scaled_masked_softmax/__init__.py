@@ -36,7 +36,7 @@ SPEC = _support.OpInfo(
 
 def scaled_masked_softmax(x: Tensor, mask: Tensor, *, scale: float = 1.0) -> Tensor:
     """softmax(x * scale + mask) over the last dim, the [S, D] mask broadcast over batch and heads"""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(scaled_masked_softmax(_t, mask, scale=scale) for _t in x)
     result = torch.ops.fusegen.scaled_masked_softmax.default(x, mask, scale=scale)
     return result[0]

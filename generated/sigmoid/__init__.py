@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def sigmoid(x: Tensor) -> Tensor:
     """Logistic sigmoid 1 / (1 + exp(-x)), stable for large |x|."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(sigmoid(_t) for _t in x)
     result = torch.ops.fusegen.sigmoid.default(x)
     return result

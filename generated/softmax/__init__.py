@@ -34,7 +34,7 @@ SPEC = _support.OpInfo(
 
 def softmax(x: Tensor) -> Tensor:
     """Softmax over the last dim."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(softmax(_t) for _t in x)
     result = torch.ops.fusegen.softmax.default(x)
     return result[0]

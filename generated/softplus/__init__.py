@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def softplus(x: Tensor) -> Tensor:
     """Softplus log(1 + exp(x)), stable for large |x|."""
-    if isinstance(x, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(softplus(_t) for _t in x)
     result = torch.ops.fusegen.softplus.default(x)
     return result

@@ -33,7 +33,7 @@ SPEC = _support.OpInfo(
 
 def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     """SwiGLU, silu(gate) * up."""
-    if isinstance(gate, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(gate, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(swiglu(_t, up) for _t in gate)
     result = torch.ops.fusegen.swiglu.default(gate, up)
     return result

@@ -34,7 +34,7 @@ SPEC = _support.OpInfo(
 
 def swiglu_fp8(gate: Tensor, up: Tensor, scale: Tensor) -> tuple[Tensor, Tensor]:
     """SwiGLU quantized to float8_e4m3fn with a per-tensor scale (delayed scaling), returning the amax"""
-    if isinstance(gate, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(gate, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(swiglu_fp8(_t, up, scale) for _t in gate)
     result = torch.ops.fusegen.swiglu_fp8.default(gate, up, scale)
     return tuple(result[:2])

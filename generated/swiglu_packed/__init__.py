@@ -32,7 +32,7 @@ SPEC = _support.OpInfo(
 
 def swiglu_packed(gu: Tensor) -> Tensor:
     """silu(gate) * up of one packed input [..., 2*D] (gate the first half, up the second)"""
-    if isinstance(gu, (list, tuple)):  # several tensors (q and k): the op on each
+    if isinstance(gu, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(swiglu_packed(_t) for _t in gu)
     result = torch.ops.fusegen.swiglu_packed.default(gu)
     return result

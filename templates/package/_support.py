@@ -261,6 +261,11 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
     return list(ref.shape[:-1]) + [D] if ref.dim() else [], D
 
 
+# What the Python function of an op takes for its first [..., D] input to run the op on each of
+# several tensors (a name of its own: a spec's input may be named `list`).
+SEVERAL = (list, tuple)
+
+
 def colsum(value: torch.Tensor) -> torch.Tensor:
     """colsum: the sum over the rows of a [..., D] value, per column ([D])."""
     return value.reshape(-1, value.shape[-1]).sum(0) if value.dim() else value

@@ -1144,8 +1144,10 @@ class OpChecks:
                 self.call(self.op, bad)
 
     def benchmark_shape(self, device):
-        """The benchmark's shape, (8, 4096, 4096) in bfloat16, against the reference in fp32."""
-        self.bf16_against_fp32(self.inputs((8, 4096), 4096, torch.bfloat16, device),
+        """The benchmark's shape, (8, 4096, 4096) in bfloat16, against the reference in fp32:
+        its 32768 rows (the named dims' sizes taking their share of them)."""
+        unit = math.prod(self.NAMED_SIZES[:len(self.spec.dims)])
+        self.bf16_against_fp32(self.inputs((8, 4096 // unit), 4096, torch.bfloat16, device),
                                "at 8x4096x4096")
 
     def bf16_against_fp32(self, x, where):
@@ -1276,7 +1278,8 @@ class OpChecks:
                              f" through {out.name} alone")
 
     def index_beyond_2_31(self, device, D=4096, rows=2**31 // 4096 + 2, chunk=1 << 15):
-        """[..., D] tensors of 2^31 + 2 * 4096 bf16 elements, so element offsets need 64 bits:
+        """[..., D] tensors of just over 2^31 bf16 elements (the widest, where some are
+        packed [..., n*D]), so element offsets need 64 bits:
         the outputs and the gradients of the first and last rows against the reference on
         those rows, and the [D] and [] gradients (sums over all rows) against the reference
         accumulated in float32 over chunks of rows."""
@@ -1285,6 +1288,9 @@ class OpChecks:
         if self.spec.over_rows:  # (the colwise kernels' 64-bit offsets: the other ops' tests)
             pytest.skip("the op reduces over rows (colsum): each row's values depend on every "
                         "row, which a chunk's reference does not see; this test compares chunks")
+        # Packed tensors ([..., n*D]): the widest one just past 2^31 elements, not n times it.
+        widest = max([chunks_of(a.shape) for a in self.spec.inputs + self.spec.outputs])
+        rows = rows // widest + 2
         # Named dims: whole units of them (NAMED_SIZES) in the rows and in each chunk.
         named = list(self.NAMED_SIZES[:len(self.spec.dims)])
         unit = math.prod(named)
