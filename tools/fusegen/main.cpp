@@ -100,6 +100,46 @@ int golden(const driver::Options& base, const std::string& specsDir, bool update
   return 0;
 }
 
+// fusegen check: every stage on each spec, the files rendered and thrown away.
+int check(const driver::Options& opts, const std::vector<std::string>& specs) {
+  Diagnostics diags(std::cerr);
+  auto lib = driver::loadLibrary(opts, diags);
+  if (!lib) {
+    std::cerr << diags.errorCount() << " error(s) in the primitive library\n";
+    return 1;
+  }
+  driver::Options none = opts;
+  none.outputDir = ""; // (the package files list the checked ops only)
+  if (!driver::generate(specs, *lib, none, diags)) {
+    std::cerr << diags.errorCount() << " error(s); nothing was written\n";
+    return 1;
+  }
+  std::cout << "check: " << specs.size() << " spec(s) without errors\n";
+  return 0;
+}
+
+// fusegen new NAME: a commented starter spec, checked, written where no file is.
+int newSpec(const driver::Options& opts, const std::string& name, const std::string& path) {
+  Diagnostics diags(std::cerr);
+  if (fs::exists(path)) {
+    std::cerr << "fusegen: error: " << path << " exists; give another --file or remove it\n";
+    return 1;
+  }
+  auto lib = driver::loadLibrary(opts, diags);
+  if (!lib) return 1;
+  std::optional<std::string> text = driver::starterSpec(name, path, *lib, opts, diags);
+  if (!text) {
+    std::cerr << diags.errorCount() << " error(s) in the starter spec for '" << name
+              << "'; nothing was written\n";
+    return 1;
+  }
+  const fs::path target(path);
+  writeFiles(target.has_parent_path() ? target.parent_path().string() : ".",
+             {{target.filename().string(), *text}}, {});
+  std::cout << "wrote " << path << "; next: fusegen check " << path << "\n";
+  return 0;
+}
+
 } // namespace
 
 int run(CLI::App& app, driver::Options& opts, packaging::BuildOptions& buildOpts,
@@ -111,7 +151,9 @@ int main(int argc, char** argv) {
   CLI::App app{"fusegen: generate fused PyTorch ops (CUDA + CPU kernels, autograd, fake "
                "impl, tests, build files) from YAML specs.\n\n"
                "  fusegen specs/bias_gelu.yaml       write generated/bias_gelu/\n"
-               "  fusegen --build --install           build generated/ and install fusegen_ops\n"};
+               "  fusegen --build --install           build generated/ and install fusegen_ops\n"
+               "  fusegen new my_op                   write a commented starter spec\n"
+               "  fusegen check my_op.yaml            report a spec's errors, write nothing\n"};
   app.set_version_flag("--version", std::string("fusegen ") + kVersion);
   app.fallthrough(); // -o, --templates also after a subcommand: fusegen golden -o DIR
   driver::Options opts;
@@ -160,8 +202,22 @@ int main(int argc, char** argv) {
 
   CLI::App* primsCmd = app.add_subcommand("primitives", "List the primitives a formula can call");
 
+  std::vector<std::string> checkSpecs;
+  CLI::App* checkCmd = app.add_subcommand(
+      "check", "Run every stage on specs and report their errors; write nothing");
+  checkCmd->add_option("specs", checkSpecs, "Spec files")->required()->check(CLI::ExistingFile);
+
+  std::string newName, newPath;
+  CLI::App* newCmd =
+      app.add_subcommand("new", "Write a commented starter spec for a new op (NAME.yaml)");
+  newCmd->add_option("name", newName, "The op's name")->required();
+  newCmd->add_option("--file", newPath, "Where to write it (default: NAME.yaml)");
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (checkCmd->parsed()) return check(opts, checkSpecs);
+    if (newCmd->parsed())
+      return newSpec(opts, newName, newPath.empty() ? newName + ".yaml" : newPath);
     return run(app, opts, buildOpts, specs, doBuild, goldenCmd, specsDir, update, dumpCmd, stage,
                dumpSpec, primsCmd);
   } catch (const std::exception& e) {

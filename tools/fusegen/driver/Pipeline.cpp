@@ -146,6 +146,19 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
   return files;
 }
 
+std::optional<std::string> starterSpec(const std::string& name, const std::string& path,
+                                       const prims::PrimitiveLibrary& lib, const Options& opts,
+                                       Diagnostics& diags) {
+  emit::Templates templates(opts.templatesDir);
+  emit::Data d;
+  d.set("op", name);
+  d.set("file", path);
+  std::string text = templates.render("spec/starter.yaml.mustache", d);
+  diags.addFile(path, text); // (its diagnostics quote its lines)
+  if (!generateOne(path, text, lib, templates, diags)) return std::nullopt;
+  return text;
+}
+
 std::optional<std::string> dump(const std::string& stage, const std::string& specPath,
                                 const prims::PrimitiveLibrary& lib, Diagnostics& diags) {
   std::optional<Compiled> c = compile(specPath, lib, diags);

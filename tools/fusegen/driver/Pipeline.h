@@ -36,6 +36,12 @@ std::optional<std::vector<GeneratedFile>>
 generateOne(const std::string& path, const std::string& text, const prims::PrimitiveLibrary& lib,
             const emit::Templates& templates, Diagnostics& diags);
 
+// The starter spec of `fusegen new NAME` (templates/spec/starter.yaml.mustache), to be written
+// at `path`; checked through every stage first: nothing when it has errors (a bad NAME).
+std::optional<std::string> starterSpec(const std::string& name, const std::string& path,
+                                       const prims::PrimitiveLibrary& lib, const Options& opts,
+                                       Diagnostics& diags);
+
 // A textual dump of one stage for one spec: "ir", "grad" or "plan".
 std::optional<std::string> dump(const std::string& stage, const std::string& specPath,
                                 const prims::PrimitiveLibrary& lib, Diagnostics& diags);
