@@ -34,7 +34,26 @@ SPEC = _support.OpInfo(
 
 
 def add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
-    """RMSNorm of x + residual; returns the normalized output and the sum."""
+    """RMSNorm of x + residual; returns the normalized output and the sum.
+
+    Formulas (from specs/add_rmsnorm.yaml; the backward is derived from them):
+        h = x + residual
+        rstd = rsqrt(mean(h * h) + eps)
+        y = h * rstd * weight
+        residual_out = h
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        residual [..., D]
+        weight [D]
+    Attrs (keyword-only):
+        eps: float = 1e-06
+    Returns:
+        y [..., D]
+        residual_out [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(add_rmsnorm(_t, residual, weight, eps=eps) for _t in x)
     result = torch.ops.fusegen.add_rmsnorm.default(x, residual, weight, eps=eps)

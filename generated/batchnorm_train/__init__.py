@@ -40,7 +40,30 @@ SPEC = _support.OpInfo(
 
 
 def batchnorm_train(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> tuple[Tensor, Tensor, Tensor]:
-    """BatchNorm in training mode over the rows of [..., C] (per-channel batch mean and biased variance, normalize, affine), returning the batch statistics in float32"""
+    """BatchNorm in training mode over the rows of [..., C] (per-channel batch mean and biased variance, normalize, affine), returning the batch statistics in float32
+
+    Formulas (from specs/batchnorm_train.yaml; the backward is derived from them):
+        m = colmean(x)
+        xc = x - m
+        v = colmean(xc * xc)
+        r = rsqrt(v + eps)
+        y = xc * r * weight + bias
+        mean = m
+        var = v
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        weight [D]
+        bias [D]
+    Attrs (keyword-only):
+        eps: float = 1e-05
+    Returns:
+        y [..., D]
+        mean [D] (float32)
+        var [D] (float32)
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(batchnorm_train(_t, weight, bias, eps=eps) for _t in x)
     result = torch.ops.fusegen.batchnorm_train.default(x, weight, bias, eps=eps)

@@ -33,7 +33,22 @@ SPEC = _support.OpInfo(
 
 
 def bias_dropout_add(x: Tensor, bias: Tensor, residual: Tensor, *, p: float = 0.1, generator: Optional[torch.Generator] = None) -> Tensor:
-    """residual + dropout(x + bias, p), with the dropout mask regenerated in the backward instead of stored."""
+    """residual + dropout(x + bias, p), with the dropout mask regenerated in the backward instead of stored.
+
+    Formulas (from specs/bias_dropout_add.yaml; the backward is derived from them):
+        y = residual + dropout(x + bias, p)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        bias [D]
+        residual [..., D]
+    Attrs (keyword-only):
+        p: float = 0.1
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(bias_dropout_add(_t, bias, residual, p=p, generator=generator) for _t in x)
     result = torch.ops.fusegen.bias_dropout_add.default(x, bias, residual, p=p, generator=generator)

@@ -32,7 +32,19 @@ SPEC = _support.OpInfo(
 
 
 def bias_gelu(x: Tensor, bias: Tensor) -> Tensor:
-    """GELU (tanh approximation) of x plus a per-column bias."""
+    """GELU (tanh approximation) of x plus a per-column bias.
+
+    Formulas (from specs/bias_gelu.yaml; the backward is derived from them):
+        y = gelu_tanh(x + bias)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        bias [D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(bias_gelu(_t, bias) for _t in x)
     result = torch.ops.fusegen.bias_gelu.default(x, bias)

@@ -33,7 +33,23 @@ SPEC = _support.OpInfo(
 
 
 def bias_gelu_fp8(x: Tensor, bias: Tensor, scale: Tensor) -> tuple[Tensor, Tensor]:
-    """gelu(x + bias), and the same scaled into float8_e5m2 (no gradient)"""
+    """gelu(x + bias), and the same scaled into float8_e5m2 (no gradient)
+
+    Formulas (from specs/bias_gelu_fp8.yaml; the backward is derived from them):
+        y = gelu(x + bias)
+        out = y
+        y8 = y * scale
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        bias [D]
+        scale []
+    Returns:
+        out [..., D]
+        y8 [..., D] (float8_e5m2)
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(bias_gelu_fp8(_t, bias, scale) for _t in x)
     result = torch.ops.fusegen.bias_gelu_fp8.default(x, bias, scale)

@@ -37,7 +37,23 @@ SPEC = _support.OpInfo(
 
 
 def causal_softmax(x: Tensor, *, scale: float = 1.0) -> Tensor:
-    """softmax(x * scale) over the keys j <= s of each query s (pos along S), 0 after them"""
+    """softmax(x * scale) over the keys j <= s of each query s (pos along S), 0 after them
+
+    Formulas (from specs/causal_softmax.yaml; the backward is derived from them):
+        z = where(j > pos(S), -inf, x * scale)
+        m = detach(max(z))
+        e = exp(z - m)
+        y = e / sum(e)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+    Attrs (keyword-only):
+        scale: float = 1.0
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(causal_softmax(_t, scale=scale) for _t in x)
     result = torch.ops.fusegen.causal_softmax.default(x, scale=scale)

@@ -40,7 +40,32 @@ SPEC = _support.OpInfo(
 
 
 def cross_entropy(logits: Tensor, target: Tensor, *, ignore_index: int = -100, label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: float = 0.0) -> Tensor:
-    """per-row cross-entropy of logits against int64 class indices (ignore_index, label smoothing, z-loss, softcap)"""
+    """per-row cross-entropy of logits against int64 class indices (ignore_index, label smoothing, z-loss, softcap)
+
+    Formulas (from specs/cross_entropy.yaml; the backward is derived from them):
+        cap = where(softcap > 0, softcap, 1)
+        z = where(softcap > 0, softcap * tanh(logits / cap), logits)
+        m = detach(max(z))
+        lse = m + log(sum(exp(z - m)))
+        picked = sum(where(j == target, z, 0))
+        nll = lse - picked
+        smoothing = where(label_smoothing > 0, label_smoothing * (picked - mean(z)), 0)
+        zloss = where(z_loss > 0, z_loss * lse * lse, 0)
+        loss = where(target == ignore_index, 0, nll + smoothing + zloss)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        logits [..., D]
+        target [...] (int64)
+    Attrs (keyword-only):
+        ignore_index: int = -100
+        label_smoothing: float = 0.0
+        z_loss: float = 0.0
+        softcap: float = 0.0
+    Returns:
+        loss [...]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(logits, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(cross_entropy(_t, target, ignore_index=ignore_index, label_smoothing=label_smoothing, z_loss=z_loss, softcap=softcap) for _t in logits)
     result = torch.ops.fusegen.cross_entropy.default(logits, target, ignore_index=ignore_index, label_smoothing=label_smoothing, z_loss=z_loss, softcap=softcap)

@@ -37,7 +37,30 @@ SPEC = _support.OpInfo(
 
 
 def dropout_add_layernorm(x0: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, *, p: float = 0.1, eps: float = 1e-05, generator: Optional[torch.Generator] = None) -> tuple[Tensor, Tensor]:
-    """LayerNorm of dropout(x0, p) + residual; returns the normalized output and the new residual."""
+    """LayerNorm of dropout(x0, p) + residual; returns the normalized output and the new residual.
+
+    Formulas (from specs/dropout_add_layernorm.yaml; the backward is derived from them):
+        h = dropout(x0, p) + residual
+        mu = mean(h)
+        hc = h - mu
+        rstd = rsqrt(mean(hc * hc) + eps)
+        y = hc * rstd * weight + bias
+        residual_out = h
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x0 [..., D]
+        residual [..., D]
+        weight [D]
+        bias [D]
+    Attrs (keyword-only):
+        p: float = 0.1
+        eps: float = 1e-05
+    Returns:
+        y [..., D]
+        residual_out [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x0, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(dropout_add_layernorm(_t, residual, weight, bias, p=p, eps=eps, generator=generator) for _t in x0)
     result = torch.ops.fusegen.dropout_add_layernorm.default(x0, residual, weight, bias, p=p, eps=eps, generator=generator)

@@ -31,7 +31,21 @@ SPEC = _support.OpInfo(
 
 
 def dyt(x: Tensor, alpha: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    """Dynamic Tanh tanh(alpha * x) * weight + bias, a learnable scalar alpha"""
+    """Dynamic Tanh tanh(alpha * x) * weight + bias, a learnable scalar alpha
+
+    Formulas (from specs/dyt.yaml; the backward is derived from them):
+        y = tanh(alpha * x) * weight + bias
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        alpha []
+        weight [D]
+        bias [D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(dyt(_t, alpha, weight, bias) for _t in x)
     result = torch.ops.fusegen.dyt.default(x, alpha, weight, bias)

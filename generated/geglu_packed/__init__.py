@@ -31,7 +31,18 @@ SPEC = _support.OpInfo(
 
 
 def geglu_packed(gu: Tensor) -> Tensor:
-    """gelu_tanh(gate) * up of one packed input [..., 2*D] (gate the first half, up the second)"""
+    """gelu_tanh(gate) * up of one packed input [..., 2*D] (gate the first half, up the second)
+
+    Formulas (from specs/geglu_packed.yaml; the backward is derived from them):
+        y = gelu_tanh(chunk(gu, 0)) * chunk(gu, 1)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        gu [..., 2*D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(gu, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(geglu_packed(_t) for _t in gu)
     result = torch.ops.fusegen.geglu_packed.default(gu)

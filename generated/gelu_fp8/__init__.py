@@ -31,7 +31,19 @@ SPEC = _support.OpInfo(
 
 
 def gelu_fp8(x: Tensor, scale: Tensor) -> Tensor:
-    """gelu_tanh(x) * scale as float8_e4m3fn (saturating; no gradient)"""
+    """gelu_tanh(x) * scale as float8_e4m3fn (saturating; no gradient)
+
+    Formulas (from specs/gelu_fp8.yaml; the backward is derived from them):
+        y8 = gelu_tanh(x) * scale
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        scale []
+    Returns:
+        y8 [..., D] (float8_e4m3fn)
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(gelu_fp8(_t, scale) for _t in x)
     result = torch.ops.fusegen.gelu_fp8.default(x, scale)

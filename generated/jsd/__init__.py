@@ -34,7 +34,24 @@ SPEC = _support.OpInfo(
 
 
 def jsd(log_q: Tensor, log_p: Tensor, *, beta: float = 0.5) -> Tensor:
-    """per-row generalized Jensen-Shannon divergence beta KL(P||M) + (1-beta) KL(Q||M), M = beta P + (1-beta) Q, of log-probabilities log_q (student) and log_p (teacher)"""
+    """per-row generalized Jensen-Shannon divergence beta KL(P||M) + (1-beta) KL(Q||M), M = beta P + (1-beta) Q, of log-probabilities log_q (student) and log_p (teacher)
+
+    Formulas (from specs/jsd.yaml; the backward is derived from them):
+        p = exp(log_p)
+        q = exp(log_q)
+        log_m = log(beta * p + (1 - beta) * q)
+        loss = sum(beta * p * (log_p - log_m) + (1 - beta) * q * (log_q - log_m))
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        log_q [..., D]
+        log_p [..., D]
+    Attrs (keyword-only):
+        beta: float = 0.5
+    Returns:
+        loss [...]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(log_q, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(jsd(_t, log_p, beta=beta) for _t in log_q)
     result = torch.ops.fusegen.jsd.default(log_q, log_p, beta=beta)

@@ -33,7 +33,23 @@ SPEC = _support.OpInfo(
 
 
 def kl_div(input: Tensor, target: Tensor, *, log_target: bool = True) -> Tensor:
-    """per-row KL divergence sum(target * (log(target) - input)) of log-probabilities input (target as log-probabilities with log_target)"""
+    """per-row KL divergence sum(target * (log(target) - input)) of log-probabilities input (target as log-probabilities with log_target)
+
+    Formulas (from specs/kl_div.yaml; the backward is derived from them):
+        positive = where(target > 0, target, 1)
+        pointwise = where(log_target > 0, exp(target) * (target - input), where(target > 0, target * (log(positive) - input), 0))
+        loss = sum(pointwise)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        input [..., D]
+        target [..., D]
+    Attrs (keyword-only):
+        log_target: bool = True
+    Returns:
+        loss [...]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(input, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(kl_div(_t, target, log_target=log_target) for _t in input)
     result = torch.ops.fusegen.kl_div.default(input, target, log_target=log_target)

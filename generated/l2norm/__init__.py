@@ -31,7 +31,20 @@ SPEC = _support.OpInfo(
 
 
 def l2norm(x: Tensor, *, eps: float = 1e-12) -> Tensor:
-    """L2 normalization over the last dim, x / max(||x||_2, eps)."""
+    """L2 normalization over the last dim, x / max(||x||_2, eps).
+
+    Formulas (from specs/l2norm.yaml; the backward is derived from them):
+        y = x / max(sqrt(sum(x * x)), eps)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+    Attrs (keyword-only):
+        eps: float = 1e-12
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(l2norm(_t, eps=eps) for _t in x)
     result = torch.ops.fusegen.l2norm.default(x, eps=eps)

@@ -34,7 +34,25 @@ SPEC = _support.OpInfo(
 
 
 def layernorm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> Tensor:
-    """LayerNorm, (x - mean) * rsqrt(var + eps) * weight + bias, over the last dim."""
+    """LayerNorm, (x - mean) * rsqrt(var + eps) * weight + bias, over the last dim.
+
+    Formulas (from specs/layernorm.yaml; the backward is derived from them):
+        mu = mean(x)
+        xc = x - mu
+        rstd = rsqrt(mean(xc * xc) + eps)
+        y = xc * rstd * weight + bias
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        weight [D]
+        bias [D]
+    Attrs (keyword-only):
+        eps: float = 1e-05
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(layernorm(_t, weight, bias, eps=eps) for _t in x)
     result = torch.ops.fusegen.layernorm.default(x, weight, bias, eps=eps)

@@ -36,7 +36,29 @@ SPEC = _support.OpInfo(
 
 
 def layernorm_stats(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> tuple[Tensor, Tensor, Tensor]:
-    """LayerNorm over the last dim, also returning the per-row mean and rstd in float32"""
+    """LayerNorm over the last dim, also returning the per-row mean and rstd in float32
+
+    Formulas (from specs/layernorm_stats.yaml; the backward is derived from them):
+        m = mean(x)
+        xc = x - m
+        r = rsqrt(mean(xc * xc) + eps)
+        y = xc * r * weight + bias
+        mu = m
+        rstd = r
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        weight [D]
+        bias [D]
+    Attrs (keyword-only):
+        eps: float = 1e-05
+    Returns:
+        y [..., D]
+        mu [...] (float32)
+        rstd [...] (float32)
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(layernorm_stats(_t, weight, bias, eps=eps) for _t in x)
     result = torch.ops.fusegen.layernorm_stats.default(x, weight, bias, eps=eps)

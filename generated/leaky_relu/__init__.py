@@ -32,7 +32,20 @@ SPEC = _support.OpInfo(
 
 
 def leaky_relu(x: Tensor, *, negative_slope: float = 0.01) -> Tensor:
-    """Leaky ReLU, x for x > 0 else negative_slope * x."""
+    """Leaky ReLU, x for x > 0 else negative_slope * x.
+
+    Formulas (from specs/leaky_relu.yaml; the backward is derived from them):
+        y = leaky_relu(x, negative_slope)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+    Attrs (keyword-only):
+        negative_slope: float = 0.01
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(leaky_relu(_t, negative_slope=negative_slope) for _t in x)
     result = torch.ops.fusegen.leaky_relu.default(x, negative_slope=negative_slope)

@@ -32,7 +32,19 @@ SPEC = _support.OpInfo(
 
 
 def log_softmax(x: Tensor) -> Tensor:
-    """Log-softmax over the last dim."""
+    """Log-softmax over the last dim.
+
+    Formulas (from specs/log_softmax.yaml; the backward is derived from them):
+        m = detach(max(x))
+        y = x - m - log(sum(exp(x - m)))
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(log_softmax(_t) for _t in x)
     result = torch.ops.fusegen.log_softmax.default(x)

@@ -32,7 +32,19 @@ SPEC = _support.OpInfo(
 
 
 def logsumexp(x: Tensor) -> Tensor:
-    """Log-sum-exp over the last dim, one value per row."""
+    """Log-sum-exp over the last dim, one value per row.
+
+    Formulas (from specs/logsumexp.yaml; the backward is derived from them):
+        m = detach(max(x))
+        lse = m + log(sum(exp(x - m)))
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+    Returns:
+        lse [...]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(logsumexp(_t) for _t in x)
     result = torch.ops.fusegen.logsumexp.default(x)

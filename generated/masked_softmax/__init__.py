@@ -34,7 +34,22 @@ SPEC = _support.OpInfo(
 
 
 def masked_softmax(x: Tensor, mask: Tensor) -> Tensor:
-    """softmax of x over the elements where mask holds, 0 elsewhere (and in rows with none kept)"""
+    """softmax of x over the elements where mask holds, 0 elsewhere (and in rows with none kept)
+
+    Formulas (from specs/masked_softmax.yaml; the backward is derived from them):
+        m = detach(max(where(mask, x, -1.0e30)))
+        e = exp(where(mask, x - m, -1.0e30))
+        s = sum(e)
+        y = e / where(s > 0, s, 1)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        mask [..., D] (bool)
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(masked_softmax(_t, mask) for _t in x)
     result = torch.ops.fusegen.masked_softmax.default(x, mask)

@@ -32,7 +32,18 @@ SPEC = _support.OpInfo(
 
 
 def mish(x: Tensor) -> Tensor:
-    """Mish, x * tanh(softplus(x)), defined in C++ in specs/acts.cuh."""
+    """Mish, x * tanh(softplus(x)), defined in C++ in specs/acts.cuh.
+
+    Formulas (from specs/mish.yaml; the backward is derived from them):
+        y = mish(x)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(mish(_t) for _t in x)
     result = torch.ops.fusegen.mish.default(x)

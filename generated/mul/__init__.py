@@ -32,7 +32,19 @@ SPEC = _support.OpInfo(
 
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
-    """Elementwise product a * b."""
+    """Elementwise product a * b.
+
+    Formulas (from specs/mul.yaml; the backward is derived from them):
+        y = a * b
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        a [..., D]
+        b [..., D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(a, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(mul(_t, b) for _t in a)
     result = torch.ops.fusegen.mul.default(a, b)

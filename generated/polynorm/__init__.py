@@ -33,7 +33,26 @@ SPEC = _support.OpInfo(
 
 
 def polynorm(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: float = 1e-06) -> Tensor:
-    """PolyNorm w0 * norm(x^3) + w1 * norm(x^2) + w2 * norm(x) + b, norm an RMS norm over D."""
+    """PolyNorm w0 * norm(x^3) + w1 * norm(x^2) + w2 * norm(x) + b, norm an RMS norm over D.
+
+    Formulas (from specs/polynorm.yaml; the backward is derived from them):
+        x2 = x * x
+        x3 = x2 * x
+        y = w0 * x3 * rsqrt(mean(x3 * x3) + eps) + w1 * x2 * rsqrt(mean(x2 * x2) + eps) + w2 * x * rsqrt(mean(x * x) + eps) + b
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        w0 []
+        w1 []
+        w2 []
+        b []
+    Attrs (keyword-only):
+        eps: float = 1e-06
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(polynorm(_t, w0, w1, w2, b, eps=eps) for _t in x)
     result = torch.ops.fusegen.polynorm.default(x, w0, w1, w2, b, eps=eps)

@@ -32,7 +32,18 @@ SPEC = _support.OpInfo(
 
 
 def relu_squared(x: Tensor) -> Tensor:
-    """Squared ReLU, relu(x)^2, defined in C++ in specs/acts.cuh."""
+    """Squared ReLU, relu(x)^2, defined in C++ in specs/acts.cuh.
+
+    Formulas (from specs/relu_squared.yaml; the backward is derived from them):
+        y = relu_squared(x)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(relu_squared(_t) for _t in x)
     result = torch.ops.fusegen.relu_squared.default(x)

@@ -31,7 +31,20 @@ SPEC = _support.OpInfo(
 
 
 def rezero(x: Tensor, h: Tensor, alpha: Tensor) -> Tensor:
-    """ReZero residual x + alpha * h with a learnable 0-dim gate alpha."""
+    """ReZero residual x + alpha * h with a learnable 0-dim gate alpha.
+
+    Formulas (from specs/rezero.yaml; the backward is derived from them):
+        y = x + alpha * h
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        h [..., D]
+        alpha []
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rezero(_t, h, alpha) for _t in x)
     result = torch.ops.fusegen.rezero.default(x, h, alpha)

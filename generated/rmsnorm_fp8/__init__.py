@@ -35,7 +35,26 @@ SPEC = _support.OpInfo(
 
 
 def rmsnorm_fp8(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
-    """RMSNorm quantized to float8_e4m3fn with a per-row float32 scale (amax / 448)"""
+    """RMSNorm quantized to float8_e4m3fn with a per-row float32 scale (amax / 448)
+
+    Formulas (from specs/rmsnorm_fp8.yaml; the backward is derived from them):
+        rstd = rsqrt(mean(x * x) + eps)
+        y = x * rstd * weight
+        s = max(max(abs(y)) / 448, 1.0e-12)
+        y8 = x * weight * (rstd / s)
+        scale = s
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        weight [D]
+    Attrs (keyword-only):
+        eps: float = 1e-06
+    Returns:
+        y8 [..., D] (float8_e4m3fn)
+        scale [...] (float32)
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rmsnorm_fp8(_t, weight, eps=eps) for _t in x)
     result = torch.ops.fusegen.rmsnorm_fp8.default(x, weight, eps=eps)

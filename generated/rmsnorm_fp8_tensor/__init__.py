@@ -34,7 +34,26 @@ SPEC = _support.OpInfo(
 
 
 def rmsnorm_fp8_tensor(x: Tensor, weight: Tensor, scale: Tensor, *, eps: float = 1e-06) -> tuple[Tensor, Tensor]:
-    """RMSNorm quantized to float8_e4m3fn with a per-tensor scale (delayed scaling), returning the amax"""
+    """RMSNorm quantized to float8_e4m3fn with a per-tensor scale (delayed scaling), returning the amax
+
+    Formulas (from specs/rmsnorm_fp8_tensor.yaml; the backward is derived from them):
+        rstd = rsqrt(mean(x * x) + eps)
+        y = x * rstd * weight
+        y8 = x * weight * (rstd * scale)
+        amax = max_all(abs(y))
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        weight [D]
+        scale []
+    Attrs (keyword-only):
+        eps: float = 1e-06
+    Returns:
+        y8 [..., D] (float8_e4m3fn)
+        amax [] (float32)
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rmsnorm_fp8_tensor(_t, weight, scale, eps=eps) for _t in x)
     result = torch.ops.fusegen.rmsnorm_fp8_tensor.default(x, weight, scale, eps=eps)

@@ -32,7 +32,22 @@ SPEC = _support.OpInfo(
 
 
 def rmsnorm_gemma(x: Tensor, weight: Tensor, *, eps: float = 1e-06) -> Tensor:
-    """Gemma RMSNorm, x * rsqrt(mean(x^2) + eps) * (1 + weight)."""
+    """Gemma RMSNorm, x * rsqrt(mean(x^2) + eps) * (1 + weight).
+
+    Formulas (from specs/rmsnorm_gemma.yaml; the backward is derived from them):
+        rstd = rsqrt(mean(x * x) + eps)
+        y = x * rstd * (1 + weight)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        weight [D]
+    Attrs (keyword-only):
+        eps: float = 1e-06
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rmsnorm_gemma(_t, weight, eps=eps) for _t in x)
     result = torch.ops.fusegen.rmsnorm_gemma.default(x, weight, eps=eps)

@@ -34,7 +34,20 @@ SPEC = _support.OpInfo(
 
 
 def rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """rotary position embedding x * cos + rotate_half(x) * sin (Llama's half rotation), cos and sin [S, D] shared by batch and heads"""
+    """rotary position embedding x * cos + rotate_half(x) * sin (Llama's half rotation), cos and sin [S, D] shared by batch and heads
+
+    Formulas (from specs/rope.yaml; the backward is derived from them):
+        y = x * cos + rotate_half(x) * sin
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        cos [S, D]
+        sin [S, D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rope(_t, cos, sin) for _t in x)
     result = torch.ops.fusegen.rope.default(x, cos, sin)

@@ -34,7 +34,20 @@ SPEC = _support.OpInfo(
 
 
 def rope_interleaved(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """rotary position embedding with interleaved pairs x * cos + rotate_pairs(x) * sin, cos and sin [S, D] shared by batch and heads"""
+    """rotary position embedding with interleaved pairs x * cos + rotate_pairs(x) * sin, cos and sin [S, D] shared by batch and heads
+
+    Formulas (from specs/rope_interleaved.yaml; the backward is derived from them):
+        y = x * cos + rotate_pairs(x) * sin
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        cos [S, D]
+        sin [S, D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rope_interleaved(_t, cos, sin) for _t in x)
     result = torch.ops.fusegen.rope_interleaved.default(x, cos, sin)

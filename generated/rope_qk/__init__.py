@@ -36,7 +36,22 @@ SPEC = _support.OpInfo(
 
 
 def rope_qk(qk: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """rotary position embedding of packed q and k ([..., S, H, 2*D]) by cos and sin [S, D], returned packed"""
+    """rotary position embedding of packed q and k ([..., S, H, 2*D]) by cos and sin [S, D], returned packed
+
+    Formulas (from specs/rope_qk.yaml; the backward is derived from them):
+        q = chunk(qk, 0)
+        k = chunk(qk, 1)
+        y = cat(q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        qk [..., S, H, 2*D]
+        cos [S, D]
+        sin [S, D]
+    Returns:
+        y [..., 2*D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(qk, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(rope_qk(_t, cos, sin) for _t in qk)
     result = torch.ops.fusegen.rope_qk.default(qk, cos, sin)

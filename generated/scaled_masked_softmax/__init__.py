@@ -35,7 +35,24 @@ SPEC = _support.OpInfo(
 
 
 def scaled_masked_softmax(x: Tensor, mask: Tensor, *, scale: float = 1.0) -> Tensor:
-    """softmax(x * scale + mask) over the last dim, the [S, D] mask broadcast over batch and heads"""
+    """softmax(x * scale + mask) over the last dim, the [S, D] mask broadcast over batch and heads
+
+    Formulas (from specs/scaled_masked_softmax.yaml; the backward is derived from them):
+        z = x * scale + mask
+        m = detach(max(z))
+        e = exp(z - m)
+        y = e / sum(e)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+        mask [S, D]
+    Attrs (keyword-only):
+        scale: float = 1.0
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(scaled_masked_softmax(_t, mask, scale=scale) for _t in x)
     result = torch.ops.fusegen.scaled_masked_softmax.default(x, mask, scale=scale)

@@ -32,7 +32,18 @@ SPEC = _support.OpInfo(
 
 
 def sigmoid(x: Tensor) -> Tensor:
-    """Logistic sigmoid 1 / (1 + exp(-x)), stable for large |x|."""
+    """Logistic sigmoid 1 / (1 + exp(-x)), stable for large |x|.
+
+    Formulas (from specs/sigmoid.yaml; the backward is derived from them):
+        y = sigmoid(x)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(sigmoid(_t) for _t in x)
     result = torch.ops.fusegen.sigmoid.default(x)

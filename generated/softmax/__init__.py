@@ -33,7 +33,20 @@ SPEC = _support.OpInfo(
 
 
 def softmax(x: Tensor) -> Tensor:
-    """Softmax over the last dim."""
+    """Softmax over the last dim.
+
+    Formulas (from specs/softmax.yaml; the backward is derived from them):
+        m = detach(max(x))
+        e = exp(x - m)
+        y = e / sum(e)
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        x [..., D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(x, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(softmax(_t) for _t in x)
     result = torch.ops.fusegen.softmax.default(x)

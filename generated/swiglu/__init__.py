@@ -32,7 +32,19 @@ SPEC = _support.OpInfo(
 
 
 def swiglu(gate: Tensor, up: Tensor) -> Tensor:
-    """SwiGLU, silu(gate) * up."""
+    """SwiGLU, silu(gate) * up.
+
+    Formulas (from specs/swiglu.yaml; the backward is derived from them):
+        y = silu(gate) * up
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        gate [..., D]
+        up [..., D]
+    Returns:
+        y [..., D]
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(gate, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(swiglu(_t, up) for _t in gate)
     result = torch.ops.fusegen.swiglu.default(gate, up)

@@ -21,6 +21,10 @@ def test_sharding():
     CHECKS.sharding()
 
 
+def test_help_shows_the_spec():
+    CHECKS.help_shows_the_spec()
+
+
 @pytest.mark.parametrize("device", testing.DEVICES)
 def test_several_tensors(device):
     CHECKS.several_tensors(device)

@@ -33,7 +33,23 @@ SPEC = _support.OpInfo(
 
 
 def swiglu_fp8(gate: Tensor, up: Tensor, scale: Tensor) -> tuple[Tensor, Tensor]:
-    """SwiGLU quantized to float8_e4m3fn with a per-tensor scale (delayed scaling), returning the amax"""
+    """SwiGLU quantized to float8_e4m3fn with a per-tensor scale (delayed scaling), returning the amax
+
+    Formulas (from specs/swiglu_fp8.yaml; the backward is derived from them):
+        h = silu(gate) * up
+        y8 = h * scale
+        amax = max_all(abs(h))
+    Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
+    through the op):
+        gate [..., D]
+        up [..., D]
+        scale []
+    Returns:
+        y8 [..., D] (float8_e4m3fn)
+        amax [] (float32)
+    Dtypes: float32, float16, bfloat16, float64, every float tensor the same (half types compute in
+    float32).
+    """
     if isinstance(gate, _support.SEVERAL):  # several tensors (q and k): the op on each
         return tuple(swiglu_fp8(_t, up, scale) for _t in gate)
     result = torch.ops.fusegen.swiglu_fp8.default(gate, up, scale)

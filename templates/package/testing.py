@@ -1372,6 +1372,17 @@ class OpChecks:
             assert (f is None and s is None) or _equal(f, s), \
                 f"grad of {a.name} differs between two identical runs"
 
+    def help_shows_the_spec(self):
+        """help(op): its docstring has the spec's doc, each input and output with its shape,
+        each attr with its default, and the dtypes."""
+        doc = self.op.__doc__ or ""
+        missing = [self.spec.doc] if self.spec.doc not in doc else []
+        missing += [f"{a.name} {a.shape}" for a in self.spec.inputs + self.spec.outputs
+                    if f"{a.name} {a.shape}" not in doc]
+        missing += [a.name for a in self.spec.attrs if f"{a.name}: " not in doc]
+        missing += [d for d in self.spec.dtypes if d not in doc]
+        assert not missing, f"help({self.spec.name}) lacks {missing}"
+
     def several_tensors(self, device):
         """The Python wrapper given several tensors for its first [..., D] input (RoPE's q and k,
         of different head counts): a tuple of the op's results on each, the other arguments
