@@ -272,7 +272,7 @@ def colsum(value: torch.Tensor) -> torch.Tensor:
     return value.reshape(-1, value.shape[-1]).sum(0) if value.dim() else value
 
 
-def rows_of(t: torch.Tensor, chunks: int = 1) -> int:
+def rows_of(t: torch.Tensor) -> int:
     """The number of rows of an op's [..., D] input (`rows` in formulas): the product of its
     leading dims."""
     return math.prod(t.shape[:-1]) if t.dim() else 1
@@ -662,7 +662,7 @@ def _placements(spec: OpInfo, classes, d, ndim, results):
         if cls in (None, "rng"):
             out.append(None if cls is None else Replicate())
         elif is_mapped(cls):
-            _, dims_of, has_d = parse_shape(cls)
+            _, dims_of, has_d = parse_shape(cls)  # (never the batch: Sema refuses '...' there)
             if last:
                 out.append(Shard(len(dims_of)) if has_d else Partial() if results else Replicate())
             elif named >= 0 and spec.dims[named] in dims_of:

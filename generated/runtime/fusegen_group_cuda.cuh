@@ -50,10 +50,6 @@ template <class P> int64_t groupRows(const typename P::Args& a) {
 // 64 spilled in RoPE's backward).
 constexpr int kGroupBlocksPerSm = 2;
 
-template <class P> constexpr bool hasInput(Bcast b) {
-  return inputsOf<P>(b) > 0;
-}
-
 // Whether the program exchanges halves of rows (SwapHalves): a thread then takes a vector of
 // the first half and its partner in the second, and a moved input whose tensor is read at its
 // own columns too (P::inSource) is taken from those registers, not loaded again.
@@ -91,16 +87,9 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
   const PointwiseSetup<P, S, U> setup(a);
   // The inputs a needed output reads (P::inReaders). (Loops over inputs, outputs, lanes and
   // rows go through staticFor: their arrays then stay in registers.)
+  const unsigned needed = neededOutputs<P>(a);
   bool load[NI];
-  staticFor<P::kInputs>([&](auto k) {
-    load[k] = false;
-    staticFor<P::kOutputs>([&](auto m) {
-      if constexpr (m >= 32)
-        load[k] = load[k] || a.need[m];
-      else
-        load[k] = load[k] || (a.need[m] && ((P::inReaders(k) >> m) & 1u));
-    });
-  });
+  staticFor<P::kInputs>([&](auto k) { load[k] = (P::inReaders(k) & needed) != 0; });
   // A moved input read from its source's registers: the source is loaded then.
   staticFor<P::kInputs>([&](auto k) {
     if constexpr (H == 2 && P::inSource(k) >= 0)
@@ -155,7 +144,7 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
 #pragma unroll
         for (int i = 0; i < P::kRowValues; ++i)
           rv[i] = setup.rv[i];
-        if constexpr (hasInput<P>(Bcast::Position) && P::kRowValues > 0) {
+        if constexpr (inputsOf<P>(Bcast::Position) > 0 && P::kRowValues > 0) {
           T rowIn[NI];
           staticFor<P::kInputs>([&](auto k) {
             if constexpr (P::inBcast(k) == Bcast::Position)

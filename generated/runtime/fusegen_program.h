@@ -216,6 +216,14 @@ template <class P> FG_HD constexpr int inputSlot(int k, Bcast b) {
   return n;
 }
 template <class P> FG_HD constexpr int inputsOf(Bcast b) { return inputSlot<P>(P::kInputs, b); }
+// The outputs a call writes, as a mask of P::inReaders's bits (bit m: output m; every bit for
+// the outputs past the 32nd): an input no output of the mask reads is not loaded.
+template <class P, class Args> FG_HD unsigned neededOutputs(const Args& a) {
+  unsigned needed = 0;
+  for (int m = 0; m < P::kOutputs; ++m)
+    needed |= m >= 32 ? ~0u : a.need[m] ? 1u << m : 0u;
+  return needed;
+}
 // Its [D] inputs of either kind (of the dtype, or typed: integers, statistics in the compute
 // type), which only the colwise and row plans read.
 template <class P> FG_HD constexpr int colInputs() {

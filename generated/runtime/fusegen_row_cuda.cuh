@@ -315,7 +315,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   T scalar[P::kInputs];
   RngKey key{}; // Random inputs: the call's seed and offset
   int clusterParity = 0, groupParity = 0;
-  unsigned needed = 0; // the outputs this call writes (bit m: a.need[m]; all past the 32nd)
+  unsigned needed = 0; // the outputs this call writes (neededOutputs)
 
   __device__ RowKernel(const typename P::Args& args) : a(args) {
     if constexpr (randomStreams<P>() > 0) {
@@ -328,9 +328,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       attr[k] = static_cast<T>(a.attr[k]);
     Dval = static_cast<T>(a.D);
     nvec = static_cast<int>((a.D + V - 1) / V);
-#pragma unroll
-    for (int m = 0; m < P::kOutputs; ++m)
-      needed |= m >= 32 || a.need[m] ? (m >= 32 ? ~0u : 1u << m) : 0u;
+    needed = neededOutputs<P>(a);
 #pragma unroll
     for (int k = 0; k < P::kInputs; ++k)
       scalar[k] = P::inBcast(k) != Bcast::Scalar ? T(0)

@@ -24,13 +24,8 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
   std::vector<const ir::Node*> order = ir::topoOrder(roots);
 
   std::unordered_map<const ir::Node*, ir::Expr> adjoint;
-  std::unordered_set<const ir::Node*> columnValues; // the nodes a column reduction reaches
-  for (const ir::Node* n : order) {
-    bool column = ir::isColumnReduction(n);
-    for (const ir::Expr& a : n->args())
-      column = column || columnValues.count(a.get());
-    if (column) columnValues.insert(n);
-  }
+  // (the nodes a column reduction reaches)
+  const std::unordered_set<const ir::Node*> columnValues = ir::columnReductionUsers(roots);
   auto accumulate = [&](const ir::Node* n, ir::Expr contribution) {
     // A per-row value used by every element of its row gets the sum of their adjoints (a
     // [D] adjoint, which a second-order seed can be, is one per element too). A [D] or []
@@ -122,13 +117,7 @@ std::optional<Gradient> differentiate(const ir::Function& fn, const prims::Primi
   g.inputGrads = std::move(*grads);
   // Column sums by linearity, the forward's [D] statistics read back (opt/ColumnSums.h).
   {
-    std::unordered_set<const ir::Node*> statistics;
-    for (const ir::Node* n : ir::topoOrder(roots)) {
-      bool c = ir::isColumnReduction(n);
-      for (const ir::Expr& a : n->args())
-        c = c || statistics.count(a.get());
-      if (c) statistics.insert(n);
-    }
+    const std::unordered_set<const ir::Node*> statistics = ir::columnReductionUsers(roots);
     opt::Simplifier simplifier(lib);
     for (const ir::Expr& r : roots)
       simplifier.keep(r);

@@ -727,8 +727,8 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
       columnsApart = columnsApart && o.chunks == 1 && o.kind != plan::OutKind::Total &&
                      o.kind != plan::OutKind::Scalar;
   }
-  d.set("columns_independent", columnsApart && !movesColumns(op));
-  std::set<std::string> positionDims; // the named dims pos() reads (not to be sharded)
+  d.set("columns_independent", columnsApart); // (a move is a moved input, or a moved j)
+  std::set<std::string> positionDims;         // the named dims pos() reads (not to be sharded)
   for (const plan::Program* p : all)
     for (const plan::Program::Input& in : p->inputs)
       if (in.position) positionDims.insert(in.leaf->name());

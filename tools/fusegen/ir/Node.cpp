@@ -196,9 +196,18 @@ bool isColumnReduction(const Node* n) {
 }
 
 bool usesColumnReduction(const Expr& e) {
-  for (const Node* n : topoOrder({e}))
-    if (isColumnReduction(n)) return true;
-  return false;
+  return columnReductionUsers({e}).count(e.get()) > 0;
+}
+
+std::unordered_set<const Node*> columnReductionUsers(const std::vector<Expr>& roots) {
+  std::unordered_set<const Node*> users;
+  for (const Node* n : topoOrder(roots)) {
+    bool uses = isColumnReduction(n);
+    for (const Expr& a : n->args())
+      uses = uses || users.count(a.get());
+    if (uses) users.insert(n);
+  }
+  return users;
 }
 
 std::vector<const Node*> topoOrder(const std::vector<Expr>& roots) {

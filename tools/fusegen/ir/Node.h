@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace fusegen::prims {
@@ -119,6 +120,10 @@ bool isWholeTensorValue(const Node* n);
 bool isColumnReduction(const Node* n);
 // Whether a column reduction is reachable from e (its value needs a pass over every row first).
 bool usesColumnReduction(const Expr& e);
+// The nodes reachable from `roots` from which a column reduction is reachable (themselves
+// included): the values known only after a pass over every row (batch statistics and what
+// uses them).
+std::unordered_set<const Node*> columnReductionUsers(const std::vector<Expr>& roots);
 
 // `root` with every node that is a key of `replace` swapped for its value (a new DAG;
 // shared subexpressions stay shared).

@@ -284,21 +284,19 @@ std::vector<SavedStat> chooseSaved(const ir::Function& fn, const autodiff::Gradi
   std::unordered_set<const ir::Node*> chosen;
   // [D] values computed from reductions over rows (batch statistics), which the backward would
   // otherwise recompute with passes over the rows of their own.
-  std::unordered_set<const ir::Node*> columnValue;
-  for (const ir::Node* n : ir::topoOrder(fwdRoots)) {
-    bool c = ir::isColumnReduction(n);
-    for (const ir::Expr& a : n->args())
-      c = c || columnValue.count(a.get());
-    if (c && n->shape() == ir::ShapeClass::Col) columnValue.insert(n);
-  }
+  const std::unordered_set<const ir::Node*> columnValue = ir::columnReductionUsers(fwdRoots);
   for (const ir::Node* user : ir::topoOrder(bwdRoots)) {
     bool userIsForwardStat =
-        forward.count(user) && (user->shape() == ir::ShapeClass::Row || columnValue.count(user));
+        forward.count(user) && (user->shape() == ir::ShapeClass::Row ||
+                                (user->shape() == ir::ShapeClass::Col && columnValue.count(user)));
     if (userIsForwardStat) continue;
     for (const ir::Expr& a : user->args()) {
       const ir::Node* n = a.get();
       if (!forward.count(n) || n->kind() != ir::NodeKind::Call || chosen.count(n)) continue;
-      if (n->shape() == ir::ShapeClass::Row ? depth.at(n) < 1 : !columnValue.count(n)) continue;
+      if (n->shape() == ir::ShapeClass::Row   ? depth.at(n) < 1
+          : n->shape() == ir::ShapeClass::Col ? !columnValue.count(n)
+                                              : true)
+        continue;
       chosen.insert(n);
       std::string name = "stat" + std::to_string(saved.size());
       for (const auto& [letName, e] : fn.lets)
