@@ -69,6 +69,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "add_rmsnorm",
     "add_rmsnorm(Tensor x, Tensor residual, Tensor weight, *, float eps=9.9999999999999995e-07) -> "
     "(Tensor, Tensor, Tensor)",

@@ -181,6 +181,7 @@ constexpr glue::PlanInfo kBackwardBefore[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "batchnorm_train",
     "batchnorm_train(Tensor x, Tensor weight, Tensor bias, *, float eps=1.0000000000000001e-05) -> "
     "(Tensor, Tensor, Tensor, Tensor, Tensor)",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::batchnorm_train: `python -m fusegen_ops.batchnorm_train.bench_batchnorm_train` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.batchnorm_train import SPEC, independent, reference, batchnorm_train as op
+from .. import benchmark
+from . import SPEC, independent, reference, batchnorm_train as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

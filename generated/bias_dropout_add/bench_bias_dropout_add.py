@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::bias_dropout_add: `python -m fusegen_ops.bias_dropout_add.bench_bias_dropout_add` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.bias_dropout_add import SPEC, independent, reference, bias_dropout_add as op
+from .. import benchmark
+from . import SPEC, independent, reference, bias_dropout_add as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

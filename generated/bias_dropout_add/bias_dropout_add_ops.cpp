@@ -69,6 +69,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "bias_dropout_add",
     "bias_dropout_add(Tensor x, Tensor bias, Tensor residual, *, float p=0.10000000000000001, "
     "Generator? generator=None) -> (Tensor, Tensor)",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::bias_gelu: `python -m fusegen_ops.bias_gelu.bench_bias_gelu` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.bias_gelu import SPEC, independent, reference, bias_gelu as op
+from .. import benchmark
+from . import SPEC, independent, reference, bias_gelu as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -61,6 +61,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "bias_gelu",
                            "bias_gelu(Tensor x, Tensor bias) -> Tensor",
                            "bias_gelu_backward",

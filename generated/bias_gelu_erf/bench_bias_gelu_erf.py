@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::bias_gelu_erf: `python -m fusegen_ops.bias_gelu_erf.bench_bias_gelu_erf` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.bias_gelu_erf import SPEC, independent, reference, bias_gelu_erf as op
+from .. import benchmark
+from . import SPEC, independent, reference, bias_gelu_erf as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -63,6 +63,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "bias_gelu_erf",
     "bias_gelu_erf(Tensor x, Tensor bias) -> Tensor",
     "bias_gelu_erf_backward",

@@ -68,6 +68,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "bias_gelu_fp8",
     "bias_gelu_fp8(Tensor x, Tensor bias, Tensor scale) -> (Tensor, Tensor)",
     "bias_gelu_fp8_backward",

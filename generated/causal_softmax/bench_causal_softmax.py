@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::causal_softmax: `python -m fusegen_ops.causal_softmax.bench_causal_softmax` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.causal_softmax import SPEC, independent, reference, causal_softmax as op
+from .. import benchmark
+from . import SPEC, independent, reference, causal_softmax as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

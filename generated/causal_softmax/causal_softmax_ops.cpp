@@ -63,6 +63,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "causal_softmax",
     "causal_softmax(Tensor x, *, float scale=1.) -> (Tensor, Tensor, Tensor)",
     "causal_softmax_backward",

@@ -5,8 +5,8 @@ the bounds of the kernels' rounding errors (the tolerances)."""
 import pytest
 import torch
 
-from fusegen_ops import testing
-from fusegen_ops.causal_softmax import SPEC, error_bounds, independent, reference, causal_softmax as op
+from .. import testing
+from . import SPEC, error_bounds, independent, reference, causal_softmax as op
 
 CHECKS = testing.OpChecks(SPEC, op, reference, independent, error_bounds)
 

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::cross_entropy: `python -m fusegen_ops.cross_entropy.bench_cross_entropy` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.cross_entropy import SPEC, independent, reference, cross_entropy as op
+from .. import benchmark
+from . import SPEC, independent, reference, cross_entropy as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -67,6 +67,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "cross_entropy",
     "cross_entropy(Tensor logits, Tensor target, *, int ignore_index=-100, float "
     "label_smoothing=0., float z_loss=0., float softcap=0.) -> (Tensor, Tensor, Tensor, Tensor, "

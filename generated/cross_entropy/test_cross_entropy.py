@@ -5,8 +5,8 @@ the bounds of the kernels' rounding errors (the tolerances)."""
 import pytest
 import torch
 
-from fusegen_ops import testing
-from fusegen_ops.cross_entropy import SPEC, error_bounds, independent, reference, cross_entropy as op, linear_cross_entropy
+from .. import testing
+from . import SPEC, error_bounds, independent, reference, cross_entropy as op, linear_cross_entropy
 
 CHECKS = testing.OpChecks(SPEC, op, reference, independent, error_bounds)
 

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::cross_entropy_mean: `python -m fusegen_ops.cross_entropy_mean.bench_cross_entropy_mean` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.cross_entropy_mean import SPEC, independent, reference, cross_entropy_mean as op
+from .. import benchmark
+from . import SPEC, independent, reference, cross_entropy_mean as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -77,6 +77,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "dropout_add_layernorm",
     "dropout_add_layernorm(Tensor x0, Tensor residual, Tensor weight, Tensor bias, *, float "
     "p=0.10000000000000001, float eps=1.0000000000000001e-05, Generator? generator=None) -> "

@@ -72,6 +72,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "dropout_add_rmsnorm",
     "dropout_add_rmsnorm(Tensor x0, Tensor residual, Tensor weight, *, float "
     "p=0.10000000000000001, float eps=9.9999999999999995e-07, Generator? generator=None) -> "

@@ -5,8 +5,8 @@ the bounds of the kernels' rounding errors (the tolerances)."""
 import pytest
 import torch
 
-from fusegen_ops import testing
-from fusegen_ops.dropout_add_rmsnorm import SPEC, error_bounds, independent, reference, dropout_add_rmsnorm as op
+from .. import testing
+from . import SPEC, error_bounds, independent, reference, dropout_add_rmsnorm as op
 
 CHECKS = testing.OpChecks(SPEC, op, reference, independent, error_bounds)
 

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::dyt: `python -m fusegen_ops.dyt.bench_dyt` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.dyt import SPEC, independent, reference, dyt as op
+from .. import benchmark
+from . import SPEC, independent, reference, dyt as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -69,6 +69,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "dyt",
                            "dyt(Tensor x, Tensor alpha, Tensor weight, Tensor bias) -> Tensor",
                            "dyt_backward",

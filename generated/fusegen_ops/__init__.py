@@ -12,11 +12,18 @@ import os as _os
 
 import torch
 
+# In the generated directory (the one holding fusegen-package.yaml) the ops' folders are this
+# folder's siblings, which setup.py maps into the package when it installs it: there the
+# package's path reaches them too, so what `fusegen --build` built imports without installing
+# (fusegen.load imports it so).
+if _os.path.isfile(_os.path.join(_os.path.dirname(__path__[0]), "fusegen-package.yaml")):
+    __path__.append(_os.path.dirname(__path__[0]))
+
 
 def _check_build():
     """A library built for another torch or CUDA fails with undefined symbols or worse;
     refuse it with a message instead."""
-    from fusegen_ops import _build_info as built
+    from . import _build_info as built
     cuda = torch.version.cuda
     if built.TORCH_VERSION != torch.__version__ or (built.CUDA_VERSION and built.CUDA_VERSION != cuda):
         raise ImportError(
@@ -40,49 +47,49 @@ def _load_library():
 _check_build()
 _load_library()
 
-from fusegen_ops.add_rmsnorm import add_rmsnorm  # noqa: E402
-from fusegen_ops.batchnorm_train import batchnorm_train  # noqa: E402
-from fusegen_ops.bias_dropout_add import bias_dropout_add  # noqa: E402
-from fusegen_ops.bias_gelu import bias_gelu  # noqa: E402
-from fusegen_ops.bias_gelu_erf import bias_gelu_erf  # noqa: E402
-from fusegen_ops.bias_gelu_fp8 import bias_gelu_fp8  # noqa: E402
-from fusegen_ops.causal_softmax import causal_softmax  # noqa: E402
-from fusegen_ops.cross_entropy import cross_entropy  # noqa: E402
-from fusegen_ops.cross_entropy_mean import cross_entropy_mean  # noqa: E402
-from fusegen_ops.dropout_add_layernorm import dropout_add_layernorm  # noqa: E402
-from fusegen_ops.dropout_add_rmsnorm import dropout_add_rmsnorm  # noqa: E402
-from fusegen_ops.dyt import dyt  # noqa: E402
-from fusegen_ops.geglu import geglu  # noqa: E402
-from fusegen_ops.geglu_packed import geglu_packed  # noqa: E402
-from fusegen_ops.gelu_fp8 import gelu_fp8  # noqa: E402
-from fusegen_ops.jsd import jsd  # noqa: E402
-from fusegen_ops.kl_div import kl_div  # noqa: E402
-from fusegen_ops.l2norm import l2norm  # noqa: E402
-from fusegen_ops.layernorm import layernorm  # noqa: E402
-from fusegen_ops.layernorm_stats import layernorm_stats  # noqa: E402
-from fusegen_ops.leaky_relu import leaky_relu  # noqa: E402
-from fusegen_ops.log_softmax import log_softmax  # noqa: E402
-from fusegen_ops.logsumexp import logsumexp  # noqa: E402
-from fusegen_ops.masked_softmax import masked_softmax  # noqa: E402
-from fusegen_ops.mish import mish  # noqa: E402
-from fusegen_ops.mul import mul  # noqa: E402
-from fusegen_ops.polynorm import polynorm  # noqa: E402
-from fusegen_ops.relu_squared import relu_squared  # noqa: E402
-from fusegen_ops.rezero import rezero  # noqa: E402
-from fusegen_ops.rmsnorm import rmsnorm  # noqa: E402
-from fusegen_ops.rmsnorm_fp8 import rmsnorm_fp8  # noqa: E402
-from fusegen_ops.rmsnorm_fp8_tensor import rmsnorm_fp8_tensor  # noqa: E402
-from fusegen_ops.rmsnorm_gemma import rmsnorm_gemma  # noqa: E402
-from fusegen_ops.rope import rope  # noqa: E402
-from fusegen_ops.rope_interleaved import rope_interleaved  # noqa: E402
-from fusegen_ops.rope_qk import rope_qk  # noqa: E402
-from fusegen_ops.scaled_masked_softmax import scaled_masked_softmax  # noqa: E402
-from fusegen_ops.sigmoid import sigmoid  # noqa: E402
-from fusegen_ops.softmax import softmax  # noqa: E402
-from fusegen_ops.softplus import softplus  # noqa: E402
-from fusegen_ops.swiglu import swiglu  # noqa: E402
-from fusegen_ops.swiglu_fp8 import swiglu_fp8  # noqa: E402
-from fusegen_ops.swiglu_packed import swiglu_packed  # noqa: E402
+from .add_rmsnorm import add_rmsnorm  # noqa: E402
+from .batchnorm_train import batchnorm_train  # noqa: E402
+from .bias_dropout_add import bias_dropout_add  # noqa: E402
+from .bias_gelu import bias_gelu  # noqa: E402
+from .bias_gelu_erf import bias_gelu_erf  # noqa: E402
+from .bias_gelu_fp8 import bias_gelu_fp8  # noqa: E402
+from .causal_softmax import causal_softmax  # noqa: E402
+from .cross_entropy import cross_entropy  # noqa: E402
+from .cross_entropy_mean import cross_entropy_mean  # noqa: E402
+from .dropout_add_layernorm import dropout_add_layernorm  # noqa: E402
+from .dropout_add_rmsnorm import dropout_add_rmsnorm  # noqa: E402
+from .dyt import dyt  # noqa: E402
+from .geglu import geglu  # noqa: E402
+from .geglu_packed import geglu_packed  # noqa: E402
+from .gelu_fp8 import gelu_fp8  # noqa: E402
+from .jsd import jsd  # noqa: E402
+from .kl_div import kl_div  # noqa: E402
+from .l2norm import l2norm  # noqa: E402
+from .layernorm import layernorm  # noqa: E402
+from .layernorm_stats import layernorm_stats  # noqa: E402
+from .leaky_relu import leaky_relu  # noqa: E402
+from .log_softmax import log_softmax  # noqa: E402
+from .logsumexp import logsumexp  # noqa: E402
+from .masked_softmax import masked_softmax  # noqa: E402
+from .mish import mish  # noqa: E402
+from .mul import mul  # noqa: E402
+from .polynorm import polynorm  # noqa: E402
+from .relu_squared import relu_squared  # noqa: E402
+from .rezero import rezero  # noqa: E402
+from .rmsnorm import rmsnorm  # noqa: E402
+from .rmsnorm_fp8 import rmsnorm_fp8  # noqa: E402
+from .rmsnorm_fp8_tensor import rmsnorm_fp8_tensor  # noqa: E402
+from .rmsnorm_gemma import rmsnorm_gemma  # noqa: E402
+from .rope import rope  # noqa: E402
+from .rope_interleaved import rope_interleaved  # noqa: E402
+from .rope_qk import rope_qk  # noqa: E402
+from .scaled_masked_softmax import scaled_masked_softmax  # noqa: E402
+from .sigmoid import sigmoid  # noqa: E402
+from .softmax import softmax  # noqa: E402
+from .softplus import softplus  # noqa: E402
+from .swiglu import swiglu  # noqa: E402
+from .swiglu_fp8 import swiglu_fp8  # noqa: E402
+from .swiglu_packed import swiglu_packed  # noqa: E402
 
 OPS = ["add_rmsnorm", "batchnorm_train", "bias_dropout_add", "bias_gelu", "bias_gelu_erf", "bias_gelu_fp8", "causal_softmax", "cross_entropy", "cross_entropy_mean", "dropout_add_layernorm", "dropout_add_rmsnorm", "dyt", "geglu", "geglu_packed", "gelu_fp8", "jsd", "kl_div", "l2norm", "layernorm", "layernorm_stats", "leaky_relu", "log_softmax", "logsumexp", "masked_softmax", "mish", "mul", "polynorm", "relu_squared", "rezero", "rmsnorm", "rmsnorm_fp8", "rmsnorm_fp8_tensor", "rmsnorm_gemma", "rope", "rope_interleaved", "rope_qk", "scaled_masked_softmax", "sigmoid", "softmax", "softplus", "swiglu", "swiglu_fp8", "swiglu_packed", ]
 __all__ = OPS

@@ -4,9 +4,11 @@ was built for, with a message that says what to do."""
 import subprocess
 import sys
 
+from ._names import PACKAGE
+
 
 def _import_with_torch_version(version: str) -> subprocess.CompletedProcess:
-    code = f"import torch; torch.__version__ = {version!r}; import fusegen_ops"
+    code = f"import torch; torch.__version__ = {version!r}; import {PACKAGE}"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
 
 
@@ -20,17 +22,17 @@ def test_loads_under_the_torch_it_was_built_for():
 def test_refuses_another_torch_version():
     result = _import_with_torch_version("0.0.1+other")
     assert result.returncode != 0
-    assert "fusegen_ops was built for torch" in result.stderr
+    assert f"{PACKAGE} was built for torch" in result.stderr
     assert "but torch 0.0.1+other" in result.stderr
     assert "fusegen --build --install" in result.stderr
 
 
-# ---- the random numbers of rand() and dropout() (fusegen_ops._support.uniform, which the
+# ---- the random numbers of rand() and dropout() (_support.uniform, which the
 # generated tests hold the kernels to, element by element) ----------------------------------
 def _draws(n=1 << 20, stream=0, seed=1234, offset=8):
     import torch
 
-    from fusegen_ops import _support
+    from . import _support
 
     rng = torch.tensor([seed, offset], dtype=torch.int64)
     return _support.uniform(rng, stream, torch.empty(n // 1024, 1024, dtype=torch.float64))
@@ -42,7 +44,7 @@ def test_philox_matches_the_published_known_answer():
     # block e / 4, >> 8, times 2^-24.
     import torch
 
-    from fusegen_ops import _support
+    from . import _support
 
     u = _support.uniform(torch.tensor([0, 0]), 0, torch.empty(4, dtype=torch.float64))
     words = [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
@@ -76,7 +78,7 @@ def test_where_on_a_test_of_D_compiles_with_dynamic_shapes():
     with dynamic shapes D is symbolic, and torch.as_tensor(D == 0) failed there. The branch
     taken matches torch.where's, broadcast against the other."""
     import torch
-    from fusegen_ops._support import where_uniform
+    from ._support import where_uniform
 
     def f(x):
         return where_uniform(x.shape[-1] == 0, x.sum(-1, keepdim=True), x * 2)

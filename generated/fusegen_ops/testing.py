@@ -18,8 +18,8 @@ from typing import Callable, Dict, List, Sequence
 import pytest
 import torch
 
-from fusegen_ops import _support
-from fusegen_ops._support import (COL, FULL, ROW, SCALAR, OpInfo, chunks_of, draw_rng, full_like,
+from . import _support
+from ._support import (COL, FULL, ROW, SCALAR, OpInfo, chunks_of, draw_rng, full_like,
                                   is_mapped, mapped_shape, parse_shape, random_typed)
 
 if os.environ.get("FUSEGEN_REQUIRE_CUDA") == "1" and not torch.cuda.is_available():
@@ -702,7 +702,7 @@ class OpChecks:
     # ---- checks ----------------------------------------------------------------------
     def sharding(self):
         """DTensor, 2 CPU processes with gloo: under each sharding strategy of the op's
-        (fusegen_ops._support.register_sharding: a leading dim, the last dim where columns are
+        (_support.register_sharding: a leading dim, the last dim where columns are
         independent), its outputs and gradients equal the op's on whole tensors, and its forward
         runs no collective. An op whose rows share values (a reduction over rows, a whole-tensor
         value, random numbers) has only the replicated strategy: nothing to check."""
@@ -884,7 +884,7 @@ class OpChecks:
                     assert t.grad is None
 
     def opcheck(self, device):
-        op = getattr(torch.ops.fusegen, self.spec.name).default
+        op = getattr(_support.op_namespace(), self.spec.name).default
         x = self.inputs((4, 3), 16, torch.float32, device, requires_grad=True)
         # The schema takes the attrs keyword-only, as the Python wrapper does.
         fp8 = any(o.dtype is not None and o.dtype.startswith("float8") for o in self.spec.outputs)
@@ -904,8 +904,8 @@ class OpChecks:
         for text, name in ((self.spec.schema, self.spec.name),
                            (self.spec.backward_schema, self.spec.name + "_backward")):
             assert str(torch._C.parse_schema(text)) == text
-            registered = getattr(torch.ops.fusegen, name).default._schema
-            assert str(registered) == "fusegen::" + text, (str(registered), text)
+            registered = getattr(_support.op_namespace(), name).default._schema
+            assert str(registered) == _support.NAMESPACE + "::" + text, (str(registered), text)
 
     def seeds_reproduce(self, device):
         """A random op: torch.manual_seed reproduces a call; the next call draws anew (the
@@ -913,7 +913,7 @@ class OpChecks:
         which it leaves untouched; and the (seed, offset) returned are what the reference
         needs to redraw the call exactly."""
         attrs = self.attrs()
-        raw = getattr(torch.ops.fusegen, self.spec.name).default
+        raw = getattr(_support.op_namespace(), self.spec.name).default
         x = self.inputs((16,), 64, torch.float32, device)
         torch.manual_seed(3)
         first, second = _tuple(raw(*x, **attrs)), _tuple(raw(*x, **attrs))
@@ -1525,7 +1525,7 @@ class OpChecks:
         reference's with the (seed, offset) that replay returned."""
         lead, D = (64,), 512
         attrs = self.attrs()
-        raw = getattr(torch.ops.fusegen, self.spec.name).default
+        raw = getattr(_support.op_namespace(), self.spec.name).default
         static = self.inputs(lead, D, torch.float32, device)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -1604,18 +1604,18 @@ class OpChecks:
                 torch.vmap(fn, in_dims=dims)(*x)
         for dims, args in self._vmap_cases(self.inputs((2, 3), 5, dtype, device)):
             self._compare_vmap(fn, dims, args, f"vmap({self.spec.name})")
-        raw = getattr(torch.ops.fusegen, self.spec.name).default  # the statistics too
+        raw = getattr(_support.op_namespace(), self.spec.name).default  # the statistics too
         for dims, args in self._vmap_cases(self.inputs((4,), 6, dtype, device)):
             self._compare_vmap(lambda *t: _tuple(raw(*t, **attrs)), dims, args,
-                               f"vmap(torch.ops.fusegen.{self.spec.name})")
+                               f"vmap(torch.ops.{_support.NAMESPACE}.{self.spec.name})")
 
     def vmap_backward(self, device, dtype):
         """torch.vmap over <op>_backward (each gradient requested alone and all at once:
         output_mask), over torch.func.vjp of the op, and torch.autograd through vmap's
         result, against loops."""
         attrs = self.attrs()  # keyword-only in the op's schema, positional in the backward's
-        fwd = getattr(torch.ops.fusegen, self.spec.name).default
-        bwd = getattr(torch.ops.fusegen, self.spec.name + "_backward").default
+        fwd = getattr(_support.op_namespace(), self.spec.name).default
+        bwd = getattr(_support.op_namespace(), self.spec.name + "_backward").default
         n_in, n_out = len(self.spec.inputs), len(self.spec.outputs)
         masks = [[k == i for k in range(n_in)] for i in range(n_in)] + [[True] * n_in]
 
@@ -1727,7 +1727,7 @@ def _tuple(out):
 
 def _sharding_worker(rank: int, name: str, port: int) -> None:
     """One of the 2 CPU processes of OpChecks.sharding (gloo): the op on DTensor inputs placed as
-    each of its sharding strategies (fusegen_ops._support) against the op on whole tensors."""
+    each of its sharding strategies (_support.register_sharding) against the op on whole tensors."""
     import importlib
 
     import torch.distributed as dist
@@ -1735,12 +1735,10 @@ def _sharding_worker(rank: int, name: str, port: int) -> None:
     from torch.distributed.tensor import DTensor, distribute_tensor
     from torch.distributed.tensor.debug import CommDebugMode
 
-    from fusegen_ops import _support
-
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
-        checks = importlib.import_module(f"fusegen_ops.{name}.test_{name}").CHECKS
+        checks = importlib.import_module(f"{_support.PACKAGE}.{name}.test_{name}").CHECKS
         spec = checks.spec
         mesh = init_device_mesh("cpu", (2,))
         torch.manual_seed(0)  # the same inputs in both processes

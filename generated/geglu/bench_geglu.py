@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::geglu: `python -m fusegen_ops.geglu.bench_geglu` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.geglu import SPEC, independent, reference, geglu as op
+from .. import benchmark
+from . import SPEC, independent, reference, geglu as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

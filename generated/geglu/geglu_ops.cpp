@@ -61,6 +61,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "geglu",
                            "geglu(Tensor gate, Tensor up) -> Tensor",
                            "geglu_backward",

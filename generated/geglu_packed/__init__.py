@@ -14,7 +14,7 @@ from typing import Optional  # noqa: F401  (linear_<op>'s signature)
 import torch
 from torch import Tensor
 
-from fusegen_ops import _support, chunked  # noqa: F401  (chunked: linear_<op>)
+from .. import _support, chunked  # noqa: F401  (chunked: linear_<op>)
 
 SPEC = _support.OpInfo(
     name="geglu_packed",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::geglu_packed: `python -m fusegen_ops.geglu_packed.bench_geglu_packed` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.geglu_packed import SPEC, independent, reference, geglu_packed as op
+from .. import benchmark
+from . import SPEC, independent, reference, geglu_packed as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

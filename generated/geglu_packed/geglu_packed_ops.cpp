@@ -63,6 +63,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "geglu_packed",
     "geglu_packed(Tensor gu) -> Tensor",
     "geglu_packed_backward",

@@ -61,6 +61,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "gelu_fp8",
     "gelu_fp8(Tensor x, Tensor scale) -> Tensor",
     "gelu_fp8_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::jsd: `python -m fusegen_ops.jsd.bench_jsd` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.jsd import SPEC, independent, reference, jsd as op
+from .. import benchmark
+from . import SPEC, independent, reference, jsd as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

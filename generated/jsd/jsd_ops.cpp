@@ -61,6 +61,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "jsd",
                            "jsd(Tensor log_q, Tensor log_p, *, float beta=0.5) -> Tensor",
                            "jsd_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::kl_div: `python -m fusegen_ops.kl_div.bench_kl_div` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.kl_div import SPEC, independent, reference, kl_div as op
+from .. import benchmark
+from . import SPEC, independent, reference, kl_div as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

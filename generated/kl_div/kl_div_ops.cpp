@@ -61,6 +61,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "kl_div",
                            "kl_div(Tensor input, Tensor target, *, bool log_target=True) -> Tensor",
                            "kl_div_backward",

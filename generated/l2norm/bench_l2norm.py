@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::l2norm: `python -m fusegen_ops.l2norm.bench_l2norm` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.l2norm import SPEC, independent, reference, l2norm as op
+from .. import benchmark
+from . import SPEC, independent, reference, l2norm as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -60,6 +60,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "l2norm",
     "l2norm(Tensor x, *, float eps=9.9999999999999998e-13) -> (Tensor, Tensor, Tensor)",
     "l2norm_backward",

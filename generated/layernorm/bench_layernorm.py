@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::layernorm: `python -m fusegen_ops.layernorm.bench_layernorm` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.layernorm import SPEC, independent, reference, layernorm as op
+from .. import benchmark
+from . import SPEC, independent, reference, layernorm as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -68,6 +68,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "layernorm",
     "layernorm(Tensor x, Tensor weight, Tensor bias, *, float eps=1.0000000000000001e-05) -> "
     "(Tensor, Tensor, Tensor)",

@@ -71,6 +71,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "layernorm_stats",
     "layernorm_stats(Tensor x, Tensor weight, Tensor bias, *, float eps=1.0000000000000001e-05) -> "
     "(Tensor, Tensor, Tensor, Tensor, Tensor)",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::leaky_relu: `python -m fusegen_ops.leaky_relu.bench_leaky_relu` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.leaky_relu import SPEC, independent, reference, leaky_relu as op
+from .. import benchmark
+from . import SPEC, independent, reference, leaky_relu as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -58,6 +58,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "leaky_relu",
     "leaky_relu(Tensor x, *, float negative_slope=0.01) -> Tensor",
     "leaky_relu_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::log_softmax: `python -m fusegen_ops.log_softmax.bench_log_softmax` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.log_softmax import SPEC, independent, reference, log_softmax as op
+from .. import benchmark
+from . import SPEC, independent, reference, log_softmax as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -60,6 +60,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "log_softmax",
     "log_softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
     "log_softmax_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::logsumexp: `python -m fusegen_ops.logsumexp.bench_logsumexp` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.logsumexp import SPEC, independent, reference, logsumexp as op
+from .. import benchmark
+from . import SPEC, independent, reference, logsumexp as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -59,6 +59,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "logsumexp",
                            "logsumexp(Tensor x) -> (Tensor, Tensor, Tensor)",
                            "logsumexp_backward",

@@ -66,6 +66,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "masked_softmax",
     "masked_softmax(Tensor x, Tensor mask) -> (Tensor, Tensor, Tensor, Tensor)",
     "masked_softmax_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::mish: `python -m fusegen_ops.mish.bench_mish` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.mish import SPEC, independent, reference, mish as op
+from .. import benchmark
+from . import SPEC, independent, reference, mish as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

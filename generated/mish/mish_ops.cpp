@@ -57,6 +57,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "mish",
                            "mish(Tensor x) -> Tensor",
                            "mish_backward",

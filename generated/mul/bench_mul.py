@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::mul: `python -m fusegen_ops.mul.bench_mul` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.mul import SPEC, independent, reference, mul as op
+from .. import benchmark
+from . import SPEC, independent, reference, mul as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -62,6 +62,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "mul",
     "mul(Tensor a, Tensor b) -> Tensor",
     "mul_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::polynorm: `python -m fusegen_ops.polynorm.bench_polynorm` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.polynorm import SPEC, independent, reference, polynorm as op
+from .. import benchmark
+from . import SPEC, independent, reference, polynorm as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -69,6 +69,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "polynorm",
     "polynorm(Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, *, float "
     "eps=9.9999999999999995e-07) -> (Tensor, Tensor, Tensor, Tensor)",

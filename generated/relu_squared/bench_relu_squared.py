@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::relu_squared: `python -m fusegen_ops.relu_squared.bench_relu_squared` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.relu_squared import SPEC, independent, reference, relu_squared as op
+from .. import benchmark
+from . import SPEC, independent, reference, relu_squared as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -59,6 +59,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "relu_squared",
     "relu_squared(Tensor x) -> Tensor",
     "relu_squared_backward",

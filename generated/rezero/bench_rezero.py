@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::rezero: `python -m fusegen_ops.rezero.bench_rezero` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.rezero import SPEC, independent, reference, rezero as op
+from .. import benchmark
+from . import SPEC, independent, reference, rezero as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -65,6 +65,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "rezero",
                            "rezero(Tensor x, Tensor h, Tensor alpha) -> Tensor",
                            "rezero_backward",

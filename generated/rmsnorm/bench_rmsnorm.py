@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::rmsnorm: `python -m fusegen_ops.rmsnorm.bench_rmsnorm` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.rmsnorm import SPEC, independent, reference, rmsnorm as op
+from .. import benchmark
+from . import SPEC, independent, reference, rmsnorm as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

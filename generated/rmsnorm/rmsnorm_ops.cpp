@@ -63,6 +63,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "rmsnorm",
     "rmsnorm(Tensor x, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor)",
     "rmsnorm_backward",

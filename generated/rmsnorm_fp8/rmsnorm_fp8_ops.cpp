@@ -62,6 +62,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "rmsnorm_fp8",
     "rmsnorm_fp8(Tensor x, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor)",
     "rmsnorm_fp8_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::rmsnorm_fp8_tensor: `python -m fusegen_ops.rmsnorm_fp8_tensor.bench_rmsnorm_fp8_tensor` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.rmsnorm_fp8_tensor import SPEC, independent, reference, rmsnorm_fp8_tensor as op
+from .. import benchmark
+from . import SPEC, independent, reference, rmsnorm_fp8_tensor as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

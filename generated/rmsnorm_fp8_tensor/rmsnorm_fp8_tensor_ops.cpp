@@ -68,6 +68,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "rmsnorm_fp8_tensor",
     "rmsnorm_fp8_tensor(Tensor x, Tensor weight, Tensor scale, *, float "
     "eps=9.9999999999999995e-07) -> (Tensor, Tensor, Tensor)",

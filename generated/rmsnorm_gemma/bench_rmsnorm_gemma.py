@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::rmsnorm_gemma: `python -m fusegen_ops.rmsnorm_gemma.bench_rmsnorm_gemma` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.rmsnorm_gemma import SPEC, independent, reference, rmsnorm_gemma as op
+from .. import benchmark
+from . import SPEC, independent, reference, rmsnorm_gemma as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -64,6 +64,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "rmsnorm_gemma",
     "rmsnorm_gemma(Tensor x, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, "
     "Tensor)",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::rope: `python -m fusegen_ops.rope.bench_rope` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.rope import SPEC, independent, reference, rope as op
+from .. import benchmark
+from . import SPEC, independent, reference, rope as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

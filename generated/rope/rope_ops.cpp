@@ -69,6 +69,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "rope",
                            "rope(Tensor x, Tensor cos, Tensor sin) -> Tensor",
                            "rope_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::rope_interleaved: `python -m fusegen_ops.rope_interleaved.bench_rope_interleaved` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.rope_interleaved import SPEC, independent, reference, rope_interleaved as op
+from .. import benchmark
+from . import SPEC, independent, reference, rope_interleaved as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

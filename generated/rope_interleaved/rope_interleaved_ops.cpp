@@ -71,6 +71,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "rope_interleaved",
     "rope_interleaved(Tensor x, Tensor cos, Tensor sin) -> Tensor",
     "rope_interleaved_backward",

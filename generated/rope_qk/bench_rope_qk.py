@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::rope_qk: `python -m fusegen_ops.rope_qk.bench_rope_qk` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.rope_qk import SPEC, independent, reference, rope_qk as op
+from .. import benchmark
+from . import SPEC, independent, reference, rope_qk as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

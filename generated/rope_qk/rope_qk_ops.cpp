@@ -78,6 +78,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "rope_qk",
                            "rope_qk(Tensor qk, Tensor cos, Tensor sin) -> Tensor",
                            "rope_qk_backward",

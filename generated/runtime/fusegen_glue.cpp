@@ -96,7 +96,7 @@ void registerOp(const OpInfo& op) {
   // from the registration files' static initializers, which run one at a time.
   static std::vector<std::unique_ptr<torch::Library>> libraries;
   auto library = [&](torch::Library::Kind kind, std::optional<c10::DispatchKey> key) {
-    libraries.push_back(std::make_unique<torch::Library>(kind, "fusegen", key, op.file, 0));
+    libraries.push_back(std::make_unique<torch::Library>(kind, op.ns, key, op.file, 0));
     return libraries.back().get();
   };
   torch::Library* def = library(torch::Library::FRAGMENT, std::nullopt);

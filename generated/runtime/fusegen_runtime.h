@@ -287,7 +287,7 @@ enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4, S
 // as two 64-bit halves, so a call that reserves 4 x streams of the generator's offset never
 // meets the numbers of another call (ATen's kernels use counters (offset / 4 + i, thread)).
 // Element e takes word e % 4 of the block of e / 4, as u = (word >> 8) 2^-24 in [0, 1): 24
-// random bits, exact in float32. fusegen_ops._support.uniform is the same in PyTorch.
+// random bits, exact in float32. the package's _support.uniform is the same in PyTorch.
 
 // Where a call's seed and offset are (fusegen_torch.h fills it): as values, or in device or
 // host memory (a backward reads its forward's; a CUDA graph replays the generator's), plus

@@ -65,6 +65,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "scaled_masked_softmax",
     "scaled_masked_softmax(Tensor x, Tensor mask, *, float scale=1.) -> (Tensor, Tensor, Tensor)",
     "scaled_masked_softmax_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::sigmoid: `python -m fusegen_ops.sigmoid.bench_sigmoid` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.sigmoid import SPEC, independent, reference, sigmoid as op
+from .. import benchmark
+from . import SPEC, independent, reference, sigmoid as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -58,6 +58,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "sigmoid",
     "sigmoid(Tensor x) -> Tensor",
     "sigmoid_backward",

@@ -59,6 +59,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "softmax",
                            "softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
                            "softmax_backward",

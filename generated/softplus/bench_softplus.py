@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::softplus: `python -m fusegen_ops.softplus.bench_softplus` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.softplus import SPEC, independent, reference, softplus as op
+from .. import benchmark
+from . import SPEC, independent, reference, softplus as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -58,6 +58,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "softplus",
     "softplus(Tensor x) -> Tensor",
     "softplus_backward",

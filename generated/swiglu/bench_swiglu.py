@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::swiglu: `python -m fusegen_ops.swiglu.bench_swiglu` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.swiglu import SPEC, independent, reference, swiglu as op
+from .. import benchmark
+from . import SPEC, independent, reference, swiglu as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

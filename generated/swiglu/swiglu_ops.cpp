@@ -61,6 +61,7 @@ constexpr fg::DType kDtypes[] = {
 };
 
 constexpr glue::OpInfo kOp{__FILE__,
+                           "fusegen",
                            "swiglu",
                            "swiglu(Tensor gate, Tensor up) -> Tensor",
                            "swiglu_backward",

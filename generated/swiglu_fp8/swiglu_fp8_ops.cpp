@@ -67,6 +67,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "swiglu_fp8",
     "swiglu_fp8(Tensor gate, Tensor up, Tensor scale) -> (Tensor, Tensor, Tensor)",
     "swiglu_fp8_backward",

@@ -2,8 +2,8 @@
 """Benchmark entry of fusegen::swiglu_packed: `python -m fusegen_ops.swiglu_packed.bench_swiglu_packed` times the op
 against its eager reference, torch.compile of the reference and the spec's PyTorch formula
 on the current GPU."""
-from fusegen_ops import benchmark
-from fusegen_ops.swiglu_packed import SPEC, independent, reference, swiglu_packed as op
+from .. import benchmark
+from . import SPEC, independent, reference, swiglu_packed as op
 
 ENTRY = benchmark.Entry(SPEC, op, reference, independent)
 

@@ -63,6 +63,7 @@ constexpr fg::DType kDtypes[] = {
 
 constexpr glue::OpInfo kOp{
     __FILE__,
+    "fusegen",
     "swiglu_packed",
     "swiglu_packed(Tensor gu) -> Tensor",
     "swiglu_packed_backward",

@@ -1,6 +1,6 @@
 """Run by `fusegen --build` once per torch install, CUDA toolkit and arch list (fusegen caches
 the answer): the compilers and flags torch.utils.cpp_extension builds an extension with,
-printed as JSON, so that fusegen's own ninja file compiles fusegen_ops._C and no build
+printed as JSON, so that fusegen's own ninja file compiles the package's _C and no build
 imports torch (about 4 s per import on the GPU machine).
 
 Environment: TORCH_CUDA_ARCH_LIST, the GPU targets ("all": every architecture this torch was
@@ -22,7 +22,7 @@ if with_cuda and os.environ.get("TORCH_CUDA_ARCH_LIST") == "all":
 
 # torch's include directories, library directories and libraries for an extension.
 Extension = cpp_extension.CUDAExtension if with_cuda else cpp_extension.CppExtension
-extension = Extension("fusegen_ops._C", ["unused.cpp"], py_limited_api=True)
+extension = Extension("_C", ["unused.cpp"], py_limited_api=True)
 # The defines BuildExtension adds to every compile.
 defines = ["-DTORCH_API_INCLUDE_EXTENSION_H", "-DTORCH_EXTENSION_NAME=_C"]
 if hasattr(torch._C, "_GLIBCXX_USE_CXX11_ABI"):

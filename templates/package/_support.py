@@ -12,6 +12,14 @@ from typing import List, Sequence, Tuple
 
 import torch
 
+from ._names import NAMESPACE, PACKAGE  # noqa: F401  (PACKAGE: for the package's modules)
+
+
+def op_namespace():
+    """torch.ops.<the package's namespace>: the ops this package registers."""
+    return getattr(torch.ops, NAMESPACE)
+
+
 FULL, COL, ROW, SCALAR = "[..., D]", "[D]", "[...]", "[]"
 STAT = "stat"  # a per-row statistic the forward saves for the backward: ROW, in the compute type
 TOTAL = "total"  # a whole-tensor value the forward saves for the backward: SCALAR, compute type
@@ -133,7 +141,7 @@ class OpInfo:
 
     @property
     def qualname(self) -> str:
-        return f"fusegen::{self.name}"
+        return f"{NAMESPACE}::{self.name}"
 
     def torch_dtypes(self) -> List[torch.dtype]:
         return [getattr(torch, d) for d in self.dtypes]
@@ -416,7 +424,7 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
 # call, where each sample needs the sum over its own rows: those cases call the op once
 # per sample and stack the results, as do forwards with [] results (whole-tensor values such
 # as a loss averaged over rows: each sample's over its own rows).
-# Both call torch.ops.fusegen.* again, below the vmap level, so autograd and nested
+# Both call the package's ops again, below the vmap level, so autograd and nested
 # transforms see the op itself.
 
 
@@ -435,14 +443,14 @@ def register_random(spec: OpInfo) -> None:
     register = getattr(torch.library, "_register_effectful_op", None)
     if register is None:  # (torch before 2.10 has it only here)
         from torch._higher_order_ops.effects import _register_effectful_op as register
-    register(getattr(torch.ops.fusegen, spec.name).default, EffectType.ORDERED)
+    register(getattr(op_namespace(), spec.name).default, EffectType.ORDERED)
 
 
 def register_vmap(spec: OpInfo) -> None:
-    """Registers the batching rules of fusegen::<op> and fusegen::<op>_backward. A random op
+    """Registers the batching rules of <ns>::<op> and <ns>::<op>_backward. A random op
     is called once per sample, in order (torch.vmap's randomness="different"): each sample
     draws and returns its own seed and offset, and its backward reads them back."""
-    ops = torch.ops.fusegen
+    ops = op_namespace()
     inputs = [a.shape for a in spec.inputs]
     rng = [RNG] if spec.random else []
     forward_results = ([o.shape for o in spec.outputs] + [ROW] * len(spec.saved)
@@ -599,9 +607,9 @@ _autograd_libs: List[torch.library.Library] = []
 
 
 def register_backward_autograd(spec: OpInfo, setup_context, backward) -> None:
-    """Registers the Autograd kernel of fusegen::<op>_backward: the op below autograd, and
+    """Registers the Autograd kernel of <ns>::<op>_backward: the op below autograd, and
     `backward` (the op's _backward_backward, second derivatives) as its derivative."""
-    op = getattr(torch.ops.fusegen, spec.name + "_backward").default
+    op = getattr(op_namespace(), spec.name + "_backward").default
 
     def forward(*args):
         with torch._C._AutoDispatchBelowAutograd():
@@ -628,13 +636,13 @@ def register_backward_autograd(spec: OpInfo, setup_context, backward) -> None:
                     "torch.autograd.grad(..., create_graph=True) for them")
         return forward(*args)
 
-    lib = torch.library.Library("fusegen", "IMPL")
+    lib = torch.library.Library(NAMESPACE, "IMPL")
     lib.impl(spec.name + "_backward", kernel, "Autograd")
     _autograd_libs.append(lib)  # a Library unregisters its kernels when collected
 
 
 # ---- DTensor sharding rules --------------------------------------------------------------
-# The sharding strategies of fusegen::<op> and fusegen::<op>_backward for DTensor
+# The sharding strategies of <ns>::<op> and <ns>::<op>_backward for DTensor
 # (torch.distributed.tensor.experimental.register_sharding: torch 2.11's route for custom ops;
 # the C++ op-strategy registry is internal), from the shape classes of their arguments and
 # results, as the fake implementation is. A leading dim of the op's [..., D] rows can be
@@ -724,7 +732,7 @@ def _backward_shardings(spec: OpInfo, *args, **kwargs):
 
 
 def register_sharding(spec: OpInfo) -> None:
-    """Registers the DTensor sharding strategies of fusegen::<op> and fusegen::<op>_backward
+    """Registers the DTensor sharding strategies of <ns>::<op> and <ns>::<op>_backward
     once torch.distributed.tensor is imported (now, or when it is: importing it costs about
     0.5 s, which a program not using DTensor should not pay)."""
     if not torch.distributed.is_available():
@@ -732,7 +740,7 @@ def register_sharding(spec: OpInfo) -> None:
 
     def register():
         from torch.distributed.tensor.experimental import register_sharding as rule
-        ops = torch.ops.fusegen
+        ops = op_namespace()
         rule(getattr(ops, spec.name).default)(functools.partial(_forward_shardings, spec))
         rule(getattr(ops, spec.name + "_backward").default)(
             functools.partial(_backward_shardings, spec))
@@ -745,25 +753,34 @@ _PENDING: dict = {}  # module name -> callbacks to run once it is imported
 
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs the callbacks of _PENDING once their module is imported (finds its spec with the
-    other finders and wraps the loader's exec_module)."""
+    other finders and wraps the loader's exec_module). Another fusegen package's finder is one
+    of the others: while this one asks them it answers nothing, so the two do not ask each
+    other forever, and each wraps the loader the other found."""
+
+    def __init__(self):
+        self._asking = False
 
     def find_spec(self, fullname, path, target=None):
-        if fullname not in _PENDING:
+        if fullname not in _PENDING or self._asking:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            found = finder.find_spec(fullname, path, target)
-            if found is not None and found.loader is not None:
-                exec_module = found.loader.exec_module
+        self._asking = True
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                found = finder.find_spec(fullname, path, target)
+                if found is not None and found.loader is not None:
+                    exec_module = found.loader.exec_module
 
-                def run(module, exec_module=exec_module):
-                    exec_module(module)
-                    for callback in _PENDING.pop(fullname, []):
-                        callback()
-                found.loader.exec_module = run
-                return found
-        return None
+                    def run(module, exec_module=exec_module):
+                        exec_module(module)
+                        for callback in _PENDING.pop(fullname, []):
+                            callback()
+                    found.loader.exec_module = run
+                    return found
+            return None
+        finally:
+            self._asking = False
 
 
 def _after_import(name: str, callback) -> None:

@@ -1,6 +1,6 @@
 """Timing of generated ops against their eager reference and torch.compile of it.
 
-`python -m fusegen_ops.<op>.bench_<op>` runs one op; bench/run.py runs them all and writes
+`python -m <package>.<op>.bench_<op>` runs one op; bench/run.py runs them all and writes
 bench/results/. Times are medians of CUDA-event timings after warm-up, with the L2 cache
 flushed between runs (triton.testing.do_bench); bandwidth counts the minimum bytes the op
 must move: every input read once and every output written once (forward), plus the
@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from fusegen_ops._support import COL, FULL, ROW, SCALAR, OpInfo, random_typed
+from ._support import COL, FULL, ROW, SCALAR, OpInfo, random_typed
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Dict, Optional, Sequence
 
 import torch
 
-from fusegen_ops._support import ROW, OpInfo
+from ._support import ROW, OpInfo, op_namespace
 
 
 def chunk_rows(rows: int, hidden: int, vocab: int) -> int:
@@ -36,7 +36,7 @@ class _LinearLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, spec, attrs, reduction, normalizer, rows_per_chunk, x, weight, bias,
                 *others):
-        ops = torch.ops.fusegen
+        ops = op_namespace()
         forward_op = getattr(ops, spec.name).default
         backward_op = getattr(ops, spec.name + "_backward").default
         hidden, vocab = x.shape[-1], weight.shape[0]

@@ -50,7 +50,7 @@ struct TensorInfo {
 
 // One program of an op (struct Forward or Backward of <op>.h), described to the glue.
 struct PlanInfo {
-  const char* op; // "fusegen::<op>" or "fusegen::<op>_backward", in messages
+  const char* op; // "<ns>::<op>" or "<ns>::<op>_backward", in messages
   Plan plan;      // the runtime plan that runs it (P::kPlan)
   bool column;    // it reads the column index j (P::kColumn): D must be exact in float32
   bool evenD;     // it moves columns (swap_halves, swap_pairs): D must be even
@@ -94,7 +94,7 @@ struct PlanInfo {
 };
 
 struct AutogradInfo {
-  const char* backwardOp; // "fusegen::<op>_backward"
+  const char* backwardOp; // "<ns>::<op>_backward"
   int inputs;             // tensor arguments, first in the schema
   int attrs;              // scalar arguments after them
   int outputs;            // the op's outputs, first among the results; then saved values
@@ -111,6 +111,7 @@ struct AutogradInfo {
 
 struct OpInfo {
   const char* file; // the registration file, in the dispatcher's messages
+  const char* ns;   // the op namespace (fusegen --namespace): torch.ops.<ns>.<name>
   const char* name;
   const char* schema;
   const char* backwardName;

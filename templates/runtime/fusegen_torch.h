@@ -355,7 +355,7 @@ inline at::ScalarType toScalarType(DType t) {
 // A random op's forward: a seed and offset from the generator (`generator`, else the device's
 // default), reserving `increment` of its offset. CUDA: the generator's Philox state, as ATen's
 // own random kernels take it (under CUDA graph capture, pointers the replays advance). CPU: a
-// 63-bit seed drawn by random_() of an int64 tensor, offset 0; fusegen_ops._support.draw_rng
+// 63-bit seed drawn by random_() of an int64 tensor, offset 0; the package's _support.draw_rng
 // takes the same two in Python.
 inline RngArgs drawRng(const at::Device& device, const std::optional<at::Generator>& generator,
                        uint64_t increment) {

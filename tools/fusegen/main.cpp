@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iostream>
 #include <set>
+#include <tuple>
 
 namespace fs = std::filesystem;
 using namespace fusegen;
@@ -54,7 +55,7 @@ int golden(const driver::Options& base, const std::string& specsDir, bool update
   auto files = driver::generate(specs, *lib, opts, diags);
   if (!files) return 1;
   if (update) {
-    std::vector<std::string> owned = {"runtime", "fusegen_ops"};
+    std::vector<std::string> owned = {"runtime", driver::packageNames(opts).package};
     for (const std::string& op : packageOps(base.outputDir))
       owned.push_back(op);
     for (const GeneratedFile& f : *files)
@@ -151,7 +152,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fusegen: generate fused PyTorch ops (CUDA + CPU kernels, autograd, fake "
                "impl, tests, build files) from YAML specs.\n\n"
                "  fusegen specs/bias_gelu.yaml       write generated/bias_gelu/\n"
-               "  fusegen --build --install           build generated/ and install fusegen_ops\n"
+               "  fusegen --build --install           build generated/ and install its package\n"
                "  fusegen new my_op                   write a commented starter spec\n"
                "  fusegen check my_op.yaml            report a spec's errors, write nothing\n"};
   app.set_version_flag("--version", std::string("fusegen ") + kVersion);
@@ -164,6 +165,12 @@ int main(int argc, char** argv) {
   app.add_option("specs", specs, "Spec files to generate (YAML)")->check(CLI::ExistingFile);
   app.add_option("-o,--output", opts.outputDir, "Directory of the generated package")
       ->capture_default_str();
+  app.add_option("--package", opts.package,
+                 "The Python package to generate (default: the one recorded in --output, else "
+                 "fusegen_ops)");
+  app.add_option("--namespace", opts.ns,
+                 "The op namespace: ops are torch.ops.NS.<op> (default: the one recorded in "
+                 "--output, else fusegen)");
   app.add_option("--templates", opts.templatesDir,
                  "Directory of templates and primitives.yaml (env FUSEGEN_TEMPLATES)")
       ->capture_default_str();
@@ -214,6 +221,15 @@ int main(int argc, char** argv) {
   newCmd->add_option("--file", newPath, "Where to write it (default: NAME.yaml)");
 
   CLI11_PARSE(app, argc, argv);
+  // (Checked here rather than by CLI11, so that they read and exit as fusegen's other errors.)
+  for (const auto& [flag, value, why] :
+       {std::tuple{"--package", opts.package, packageNameProblem(opts.package)},
+        std::tuple{"--namespace", opts.ns, namespaceProblem(opts.ns)}})
+    if (!value.empty() && !why.empty()) {
+      std::cerr << "fusegen: error: " << flag << " '" << value << "' cannot be used: " << why
+                << "\n";
+      return 1;
+    }
   try {
     if (checkCmd->parsed()) return check(opts, checkSpecs);
     if (newCmd->parsed())
@@ -271,7 +287,7 @@ int run(CLI::App& app, driver::Options& opts, packaging::BuildOptions& buildOpts
     }
     std::vector<std::string> owned = ops;
     owned.push_back("runtime");
-    owned.push_back("fusegen_ops");
+    owned.push_back(driver::packageNames(opts).package);
     printReport(writeFiles(opts.outputDir, *files, owned), opts.outputDir);
   }
   if (doBuild || buildOpts.install || buildOpts.wheel) {

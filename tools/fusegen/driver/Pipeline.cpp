@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 namespace fs = std::filesystem;
 
@@ -106,12 +107,29 @@ std::optional<Compiled> compile(const std::string& path, const prims::PrimitiveL
 
 } // namespace
 
+PackageNames packageNames(const Options& opts) {
+  std::optional<PackageNames> recorded;
+  if (!opts.outputDir.empty()) recorded = recordedPackageNames(opts.outputDir);
+  PackageNames names = recorded.value_or(PackageNames{});
+  if (recorded && ((!opts.package.empty() && opts.package != recorded->package) ||
+                   (!opts.ns.empty() && opts.ns != recorded->ns)))
+    throw std::runtime_error(
+        opts.outputDir + " holds the package '" + recorded->package + "' (torch.ops." +
+        recorded->ns + "); generating '" + (opts.package.empty() ? names.package : opts.package) +
+        "' (torch.ops." + (opts.ns.empty() ? names.ns : opts.ns) +
+        ") there would leave its ops behind: give another --output, or remove " + opts.outputDir);
+  if (!opts.package.empty()) names.package = opts.package;
+  if (!opts.ns.empty()) names.ns = opts.ns;
+  return names;
+}
+
 std::optional<std::vector<GeneratedFile>>
 generateOne(const std::string& path, const std::string& text, const prims::PrimitiveLibrary& lib,
             const emit::Templates& templates, Diagnostics& diags) {
   std::optional<Compiled> c = compileText(path, text, lib, diags);
   if (!c) return std::nullopt;
-  return emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->grad2, c->plan}, templates);
+  return emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->grad2, c->plan, PackageNames{}},
+                      templates);
 }
 
 std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string>& specPaths,
@@ -119,6 +137,7 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
                                                    const Options& opts, Diagnostics& diags,
                                                    std::vector<std::string>* opNames) {
   emit::Templates templates(opts.templatesDir);
+  const PackageNames package = packageNames(opts);
   std::vector<GeneratedFile> files;
   std::set<std::string> names;
   std::map<std::string, std::string> specOf;
@@ -131,8 +150,13 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
       diags.error(c->spec.nameLoc, "op '" + c->spec.name + "' is also defined by " + it->second);
       continue;
     }
+    if (c->spec.name == package.package) {
+      diags.error(c->spec.nameLoc,
+                  "op '" + c->spec.name + "' has the name of its package; give --package another");
+      continue;
+    }
     std::vector<GeneratedFile> opFiles =
-        emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->grad2, c->plan}, templates);
+        emit::emitOp(emit::OpModel{c->spec, c->fn, c->grad, c->grad2, c->plan, package}, templates);
     files.insert(files.end(), opFiles.begin(), opFiles.end());
     names.insert(c->spec.name);
   }
@@ -140,9 +164,9 @@ std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string
   if (opNames) opNames->assign(names.begin(), names.end());
   for (const std::string& n : packageOps(opts.outputDir))
     names.insert(n);
-  std::vector<GeneratedFile> package =
-      emit::emitPackage(std::vector<std::string>(names.begin(), names.end()), templates);
-  files.insert(files.end(), package.begin(), package.end());
+  std::vector<GeneratedFile> packageFiles =
+      emit::emitPackage(std::vector<std::string>(names.begin(), names.end()), package, templates);
+  files.insert(files.end(), packageFiles.begin(), packageFiles.end());
   return files;
 }
 

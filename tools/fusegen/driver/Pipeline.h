@@ -6,6 +6,7 @@
 #include "prims/PrimitiveLibrary.h"
 #include "support/Diagnostics.h"
 #include "support/FileWriter.h"
+#include "support/PackageLayout.h"
 
 #include <optional>
 #include <string>
@@ -16,13 +17,21 @@ namespace fusegen::driver {
 struct Options {
   std::string templatesDir;
   std::string outputDir = "generated";
+  // --package, --namespace as given (empty: not given). See packageNames.
+  std::string package, ns;
 };
+
+// The names to generate into opts.outputDir with: those recorded there, else the given ones
+// over the defaults. Throws std::runtime_error when given names differ from the recorded ones
+// (regenerating in place would leave the old package behind) or the record is invalid.
+PackageNames packageNames(const Options& opts);
 
 // Loads templates/primitives.yaml.
 std::optional<prims::PrimitiveLibrary> loadLibrary(const Options& opts, Diagnostics& diags);
 
 // Every file for `specPaths` plus the package files for those ops and the ops already in
-// the output directory. Returns nothing when a spec had errors.
+// the output directory, in the package packageNames(opts). Returns nothing when a spec had
+// errors (an op named as the package is one).
 std::optional<std::vector<GeneratedFile>> generate(const std::vector<std::string>& specPaths,
                                                    const prims::PrimitiveLibrary& lib,
                                                    const Options& opts, Diagnostics& diags,

@@ -1,5 +1,5 @@
-// Building fusegen_ops._C with ninja from the flags torch.utils.cpp_extension uses (asked once
-// per torch install and cached), then packaging it with setup.py and pip.
+// Building the package's _C library with ninja from the flags torch.utils.cpp_extension uses (asked
+// once per torch install and cached), then packaging it with setup.py and pip.
 #include "packaging/Builder.h"
 
 #include "emit/Templates.h"
@@ -390,11 +390,13 @@ BuildInputs buildInputs(const BuildOptions& opts, const fs::path& dir,
 
 // The key the package was last built with: in place, the stamp written after a successful
 // build; installed, the one the installed package records.
-std::string recordedBuildKey(const BuildOptions& opts, const fs::path& dir) {
+std::string recordedBuildKey(const BuildOptions& opts, const fs::path& dir,
+                             const std::string& package) {
   if (opts.install)
     return recordedKey(
-        capture(quote(opts.python) +
-                " -c 'import importlib.util as u; s = u.find_spec(\"fusegen_ops\"); "
+        capture(quote(opts.python) + " -c 'import importlib.util as u; s = u.find_spec(\"" +
+                package +
+                "\"); "
                 "print(s.submodule_search_locations[0] if s else \"\")' 2>/dev/null") +
         "/_build_info.py");
   if (!opts.wheel) return recordedKey(dir / "build" / "fusegen-build-key");
@@ -514,15 +516,16 @@ int compileAndLink(const emit::Templates& templates, const Toolchain& tc, const 
 
 // Step 3: the library and what it was built against go into the package; __init__ refuses
 // to load under another torch or CUDA.
-void placeLibrary(const Toolchain& tc, const std::string& key, const fs::path& dir,
+void placeLibrary(const Toolchain& tc, const std::string& key, const fs::path& package,
                   const fs::path& library) {
-  for (const auto& e : fs::directory_iterator(dir / "fusegen_ops")) {
+  for (const auto& e : fs::directory_iterator(package)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("_C", 0) == 0 && e.path().extension() == ".so") fs::remove(e.path());
   }
-  fs::copy_file(library, dir / "fusegen_ops" / "_C.abi3.so", fs::copy_options::overwrite_existing);
-  std::ofstream(dir / "fusegen_ops" / "_build_info.py")
-      << "# Written by fusegen --build: what fusegen_ops._C was built against.\n"
+  fs::copy_file(library, package / "_C.abi3.so", fs::copy_options::overwrite_existing);
+  std::ofstream(package / "_build_info.py")
+      << "# Written by fusegen --build: what " << package.filename().string()
+      << "._C was built against.\n"
       << "TORCH_VERSION = " << pyString(tc.torchVersion) << "\n"
       << "CUDA_VERSION = " << (tc.withCuda() ? pyString(tc.cudaVersion) : "None") << "\n"
       << "ARCH_LIST = " << pyString(tc.archList) << "\n"
@@ -557,11 +560,20 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
         << "' (setup.py is missing); run `fusegen SPEC.yaml` first\n";
     return 1;
   }
+  const std::optional<PackageNames> names = recordedPackageNames(dir);
+  if (!names) {
+    out << "fusegen: error: '" << opts.outputDir << "' does not record its package's names ("
+        << kPackageNamesFile << " is missing); regenerate it with `fusegen SPEC.yaml -o "
+        << opts.outputDir << "`\n";
+    return 1;
+  }
+  const std::string& package = names->package;
   const emit::Templates templates(opts.templatesDir);
   const BuildInputs in = buildInputs(opts, dir, templates);
-  const std::string recorded = recordedBuildKey(opts, dir);
+  const std::string recorded = recordedBuildKey(opts, dir, package);
   if (!recorded.empty() && recorded == in.key) {
-    out << "fusegen: fusegen_ops is up to date (build key " << in.key << "); nothing to build\n";
+    out << "fusegen: " << package << " is up to date (build key " << in.key
+        << "); nothing to build\n";
     return 0;
   }
   if (in.torchVersion.empty()) {
@@ -599,21 +611,21 @@ int buildPackage(const BuildOptions& opts, std::ostream& out) {
       << (opts.wheel     ? "building a wheel of"
           : opts.install ? "building and installing"
                          : "building")
-      << " fusegen_ops (torch " << tc->torchVersion
+      << " " << package << " (torch " << tc->torchVersion
       << (tc->withCuda() ? ", CUDA arch " + tc->archList : ", CPU only") << ", " << jobs
       << " jobs)\n";
   out.flush();
   const fs::path library = dir / "build" / "ninja" / "_C.abi3.so";
   if ((status = compileAndLink(templates, *tc, in, arch, dir, library, jobs, log, out)) != 0)
     return status;
-  placeLibrary(*tc, in.key, dir, library);
+  placeLibrary(*tc, in.key, dir / package, library);
   if ((opts.wheel || opts.install) && (status = packageWheel(opts, dir, log, out)) != 0)
     return status;
   out << "fusegen: "
       << (opts.wheel     ? "built a wheel of"
           : opts.install ? "built and installed"
                          : "built")
-      << " fusegen_ops in " << std::fixed << std::setprecision(1) << log.elapsed()
+      << " " << package << " in " << std::fixed << std::setprecision(1) << log.elapsed()
       << " s (log: " << log.path().string() << ")\n";
   if (!opts.install && !opts.wheel)
     std::ofstream(dir / "build" / "fusegen-build-key") << "BUILD_KEY = '" << in.key << "'\n";

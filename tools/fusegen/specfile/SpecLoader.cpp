@@ -22,27 +22,10 @@ namespace {
 
 // Names that cannot name an input, attr, let or output, because the generated code prints
 // those names verbatim (C++ parameters and locals, Python parameters and locals, the schema)
-// next to these: Python and C++ keywords (C++20's too, and the alternative operator tokens),
-// standard C macros the generated C++ sees, and the names the generated code itself uses
-// where the spec's names are in scope. (Primitives' names are free: calls have parentheses.
-// Names beginning with '_' are reserved as well.)
+// next to these: Python and C++ keywords (isKeyword), standard C macros the generated C++ sees, and
+// the names the generated code itself uses where the spec's names are in scope. (Primitives' names
+// are free: calls have parentheses. Names beginning with '_' are reserved as well.)
 const std::set<std::string> kReservedNames = {
-    // Python keywords
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
-    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
-    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
-    "with", "yield",
-    // C++ keywords and alternative tokens
-    "alignas", "alignof", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "case", "catch",
-    "char", "char8_t", "char16_t", "char32_t", "co_await", "co_return", "co_yield", "compl",
-    "concept", "const", "const_cast", "consteval", "constexpr", "constinit", "decltype", "default",
-    "delete", "do", "double", "dynamic_cast", "enum", "explicit", "export", "extern", "false",
-    "float", "friend", "goto", "inline", "int", "long", "mutable", "namespace", "new", "noexcept",
-    "not_eq", "nullptr", "operator", "or_eq", "private", "protected", "public", "register",
-    "reinterpret_cast", "requires", "short", "signed", "sizeof", "static", "static_assert",
-    "static_cast", "struct", "switch", "template", "this", "thread_local", "throw", "true",
-    "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
-    "wchar_t", "xor", "xor_eq",
     // standard C macros (object-like) the generated C++ includes
     "EOF", "INFINITY", "NAN", "NULL", "errno",
     // the formula language, and names of the generated code: T, kFast and kPass (template
@@ -272,7 +255,7 @@ bool parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key, Input& in
           return false;
         }
       }
-    } else if (!isIdentifier(e) || kReservedNames.count(e) || e[0] == '_') {
+    } else if (!isIdentifier(e) || isKeyword(e) || kReservedNames.count(e) || e[0] == '_') {
       r.error(d, "'" + e + "' in the shape of input '" + name +
                      "' is not a dim name; expected '...', a dim name (an identifier such as S "
                      "or H) or 'D'");
@@ -622,7 +605,7 @@ void checkNames(Reader& r, OpSpec& spec) {
       r.diags().error(loc, std::string(what) + " name '" + name + "' is not an identifier");
       return;
     }
-    if (kReservedNames.count(name) || name[0] == '_') {
+    if (isKeyword(name) || kReservedNames.count(name) || name[0] == '_') {
       r.diags().error(loc, std::string(what) + " name '" + name + "' is reserved");
       return;
     }
