@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test, from a fresh machine: fusegen's unit tests, error catalog and golden check
-# (ctest); the same again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan,
+# Every test, from a fresh machine: fusegen's unit tests, error catalog, golden check, CLI,
+# packaging and Python API tests (ctest); the fusegen wheel built and used from a fresh
+# virtual environment; the same again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan,
 # clang-14), with a 60 s seeded run of the fuzz target (tests/fuzz); then the generated ops
 # of every shipped spec built and installed (their CUDA kernels compiled too when a CUDA
 # toolkit is present) and tested on CPU (pytest; on a GPU machine also on CUDA); then a
@@ -15,6 +16,10 @@ bash scripts/build_fusegen.sh
 
 echo "== ctest: unit tests, error catalog, golden files"
 (cd build && ctest --output-on-failure -j 2)
+
+echo "== the fusegen wheel (scripts/build_wheel.sh), installed in a fresh virtual environment: the main job from it"
+bash scripts/build_wheel.sh
+bash tests/packaging/wheel.sh "$(ls -t dist/fusegen-*.whl | head -1)"
 
 echo "== ctest under ASan + UBSan (build-asan): unit tests, error catalog, golden files, fuzz seeds"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -26,8 +26,15 @@ using namespace fusegen;
 
 namespace {
 
+// $FUSEGEN_TEMPLATES, else the templates beside the executable (<dir>/../templates: the wheel
+// puts fusegen in fusegen/bin/ and the templates in fusegen/templates/), else the source
+// tree's, where this fusegen was built.
 std::string defaultTemplates() {
   if (const char* env = std::getenv("FUSEGEN_TEMPLATES")) return env;
+  std::error_code ec;
+  const fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() /
+                          "templates" / "primitives.yaml";
+  if (!ec && fs::exists(beside, ec)) return beside.parent_path().string();
   return FUSEGEN_TEMPLATE_DIR;
 }
 
