@@ -1,6 +1,7 @@
 """fusegen's Python API (tools/fusegen/python/fusegen): load, load_inline, their errors, and
 `python -m fusegen`. Run by ctest (python.load) with FUSEGEN (the built fusegen),
-FUSEGEN_TEMPLATES and PYTHONPATH set; builds CPU kernels only, into a cache of its own."""
+FUSEGEN_TEMPLATES and PYTHONPATH set; builds CPU kernels only, into the session's cache
+(conftest.py)."""
 import os
 import subprocess
 import sys
@@ -19,19 +20,6 @@ inputs: {x: [..., D]}
 attrs: {scale: {type: float, default: 2.0}}
 outputs: {y: tanh(x) * scale}
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache(tmp_path_factory):
-    """One cache for the module: the runtime's objects compile once."""
-    path = str(tmp_path_factory.mktemp("fusegen-cache"))
-    old = os.environ.get("FUSEGEN_CACHE_DIR")
-    os.environ["FUSEGEN_CACHE_DIR"] = path
-    yield path
-    if old is None:
-        del os.environ["FUSEGEN_CACHE_DIR"]
-    else:
-        os.environ["FUSEGEN_CACHE_DIR"] = old
 
 
 def test_load_builds_imports_and_caches(capfd):
