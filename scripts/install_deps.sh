@@ -8,7 +8,10 @@ APT_PACKAGES=(cmake ninja-build g++ python3 libyaml-cpp-dev libcli11-dev libkain
               libgtest-dev libclang-cpp16-dev libclang-16-dev llvm-16-dev
               # the sanitizer build (build-asan) and the fuzz target: clang-14 with its
               # ASan/UBSan/libFuzzer runtimes, and llvm-symbolizer for readable reports
-              clang-14 libclang-rt-14-dev llvm-14)
+              clang-14 libclang-rt-14-dev llvm-14
+              # a second LLVM/Clang, which CI links the wheel's fusegen with
+              # (scripts/build_wheel.sh): fusegen builds against 14 to 19
+              libclang-cpp19-dev libclang-19-dev llvm-19-dev)
 # torch is pinned to the version on the GPU machine, so CI compiles what runs there.
 TORCH_VERSION=${FUSEGEN_TORCH_VERSION:-2.11.0}
 PYTHON=${PYTHON:-python3}

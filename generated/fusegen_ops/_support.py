@@ -440,9 +440,11 @@ def register_random(spec: OpInfo) -> None:
     equal calls in one graph that needs gradients returned the first call's draw twice."""
     if not spec.random:
         return
-    from torch._library.effects import EffectType
-    register = getattr(torch.library, "_register_effectful_op", None)
-    if register is None:  # (torch before 2.10 has it only here)
+    try:
+        from torch._library.effects import EffectType
+        register = torch.library._register_effectful_op
+    except (ImportError, AttributeError):  # torch before 2.10 has them only here
+        from torch._higher_order_ops.effects import _EffectType as EffectType
         from torch._higher_order_ops.effects import _register_effectful_op as register
     register(getattr(op_namespace(), spec.name).default, EffectType.ORDERED)
 

@@ -2,8 +2,8 @@
 # The fusegen wheel as a user meets it (issue #19): installed with pip into a fresh virtual
 # environment (which sees the system's torch: --system-site-packages), away from the source
 # tree, it runs the main job (generate bias_gelu, build and install it, call it) through the
-# `fusegen` command, then `python -m fusegen check` and fusegen.load, all from the wheel: its
-# executable finds its own templates.
+# `fusegen` command, then `python -m fusegen check` and fusegen.load, all from the wheel (its
+# executable finds its own templates); then the golden check and the error catalog with it.
 # Usage: tests/packaging/wheel.sh WHEEL   (needs torch, else skipped)
 set -uo pipefail
 wheel=$(realpath "$1")
@@ -41,4 +41,11 @@ assert fusegen.binary().startswith(fusegen.__path__[0]), fusegen.binary()
 x, bias = torch.randn(4, 8), torch.randn(8)
 torch.testing.assert_close(ops.bias_gelu(x, bias), torch.nn.functional.gelu(x + bias, approximate="tanh"))
 PY
+# The wheel's fusegen (linked with another LLVM than build/'s, in CI) formats the generated
+# C++ as the committed files are and reports every catalogued error alike.
+binary=$(python -c "import fusegen; print(fusegen.binary())")
+(cd "$root" && "$binary" golden --specs specs -o generated) >"$dir/log" 2>&1 || { tail -5 "$dir/log"; fail "golden from the wheel"; }
+tail -1 "$dir/log"
+(cd "$root" && python3 tests/errors/check_errors.py "$binary") >"$dir/log" 2>&1 || { grep -A5 FAIL "$dir/log" | head -30; fail "the error catalog from the wheel"; }
+tail -1 "$dir/log"
 echo "PASS: the fusegen wheel ($(basename "$wheel")) in a fresh virtual environment"

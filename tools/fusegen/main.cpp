@@ -298,6 +298,9 @@ int run(CLI::App& app, driver::Options& opts, packaging::BuildOptions& buildOpts
     printReport(writeFiles(opts.outputDir, *files, owned), opts.outputDir);
   }
   if (doBuild || buildOpts.install || buildOpts.wheel) {
+    // A --python path, not a name on PATH: the build runs some steps in the package's folder.
+    if (buildOpts.python.find('/') != std::string::npos)
+      buildOpts.python = fs::absolute(buildOpts.python).string();
     buildOpts.outputDir = opts.outputDir;
     buildOpts.templatesDir = opts.templatesDir;
     return packaging::buildPackage(buildOpts, std::cout) == 0 ? 0 : 1;
