@@ -245,7 +245,10 @@ private:
   }
 
   std::string cppCall(const prims::Primitive& p, const std::vector<std::string>& operands) const {
-    // A moved j (the moved inputs are bound): the column the move reads.
+    // A moved j (the moved inputs are bound): the column the move reads. (A rolled j is bound
+    // too: it reads the call's shift from its slot, emit/Emitters.cpp.)
+    if (p.kind == prims::PrimKind::Move && p.move == prims::Move::Roll)
+      throw std::logic_error("a rolled value left unbound in generated C++");
     if (p.kind == prims::PrimKind::Move)
       return std::string("fg::movedColumn(") + api::moveEnumerator(p.move) + ", " + operands[0] +
              ", _D)";
