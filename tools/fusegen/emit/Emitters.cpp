@@ -697,6 +697,25 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("dim_names", stringItems(op.spec.dims));
   d.set("has_dims", !op.spec.dims.empty());
   d.set("moves_columns", movesColumns(op));
+  // Whether it rolls columns (roll(x, k)), and the attrs its shifts read: the tests vary them.
+  {
+    std::vector<ir::Expr> roots;
+    for (const ir::FunctionOutput& o : fn.outputs)
+      roots.push_back(o.value);
+    bool rolls = false;
+    std::set<std::string> rollAttrs;
+    for (const ir::Node* n : ir::topoOrder(roots))
+      if (const ir::Expr shift = opt::rollShift(n)) {
+        rolls = true;
+        for (const ir::Node* m : ir::topoOrder({shift}))
+          if (m->kind() == ir::NodeKind::Attr) rollAttrs.insert(m->name());
+      }
+    std::vector<std::string> names;
+    for (const ir::FunctionAttr& a : fn.attrs) // (in the spec's order)
+      if (rollAttrs.count(a.attr.name)) names.push_back(a.attr.name);
+    d.set("rolls", rolls);
+    d.set("roll_attrs", stringItems(names));
+  }
   d.set("dtypes", stringItems(api::dtypeTable(api.dtypes)));
   d.set("full_input", std::to_string(fwd.full));
   d.set("full_input_name", fn.inputs[op.plan.fullInput].name);
