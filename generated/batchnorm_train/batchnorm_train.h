@@ -22,12 +22,16 @@ struct Forward0 {
   static constexpr int kAttrs = 1;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 1;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
   static constexpr int kStages = 0;            // passes of reductions over each row
   static constexpr int kRowValues = 0;         // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
@@ -46,6 +50,7 @@ struct Forward0 {
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 1u, 0u, 0u>;
   using InSources = fg::Table<int, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0>;
@@ -72,9 +77,11 @@ struct Forward0 {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -107,6 +114,13 @@ struct Forward0 {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -196,12 +210,16 @@ struct Forward1 {
   static constexpr int kAttrs = 2;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 2;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = true;
   static constexpr int kStages = 0;            // passes of reductions over each row
   static constexpr int kRowValues = 0;         // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
@@ -223,6 +241,7 @@ struct Forward1 {
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using InMoves =
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 1u>;
   using InSources = fg::Table<int, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0>;
@@ -248,9 +267,11 @@ struct Forward1 {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -283,6 +304,13 @@ struct Forward1 {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -373,12 +401,16 @@ struct Forward2 {
   static constexpr int kAttrs = 1;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 1;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
   static constexpr int kStages = 0;            // passes of reductions over each row
   static constexpr int kRowValues = 0;         // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
@@ -402,6 +434,7 @@ struct Forward2 {
       fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 1u, 0u, 0u, 0u, 1u>;
   using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
@@ -428,9 +461,11 @@ struct Forward2 {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -463,6 +498,13 @@ struct Forward2 {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -555,12 +597,16 @@ struct Forward3 {
   static constexpr int kAttrs = 2;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 2;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = true;
   static constexpr int kStages = 0;            // passes of reductions over each row
   static constexpr int kRowValues = 0;         // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
@@ -585,6 +631,7 @@ struct Forward3 {
                            fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 0u, 0u, 3u>;
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
@@ -611,9 +658,11 @@ struct Forward3 {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -646,6 +695,13 @@ struct Forward3 {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -742,12 +798,16 @@ struct Forward {
   static constexpr int kAttrs = 1;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 1;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
   static constexpr int kStages = 0;            // passes of reductions over each row
   static constexpr int kRowValues = 0;         // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
@@ -776,6 +836,7 @@ struct Forward {
   using InMoves =
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None,
                 fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 1u, 1u, 1u, 0u, 1u, 0u, 0u, 1u>;
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0>;
@@ -809,9 +870,11 @@ struct Forward {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -844,6 +907,13 @@ struct Forward {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -949,12 +1019,16 @@ struct Backward0 {
   static constexpr int kAttrs = 1;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 1;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
   static constexpr int kStages = 0;            // passes of reductions over each row
   static constexpr int kRowValues = 0;         // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
@@ -979,6 +1053,7 @@ struct Backward0 {
                            fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 5u, 3u, 0u, 5u, 2u, 3u>;
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
@@ -1007,9 +1082,11 @@ struct Backward0 {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -1042,6 +1119,13 @@ struct Backward0 {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -1143,12 +1227,16 @@ struct Backward1 {
   static constexpr int kAttrs = 2;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 2;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = true;
   static constexpr int kStages = 0;            // passes of reductions over each row
   static constexpr int kRowValues = 0;         // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
@@ -1178,6 +1266,7 @@ struct Backward1 {
   using InMoves =
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None,
                 fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 0u, 3u, 0u, 3u, 2u, 2u>;
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
@@ -1204,9 +1293,11 @@ struct Backward1 {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -1239,6 +1330,13 @@ struct Backward1 {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -1348,12 +1446,16 @@ struct Backward {
   static constexpr int kAttrs = 1;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 1;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
   static constexpr int kStages = 0;            // passes of reductions over each row
   static constexpr int kRowValues = 0;         // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Colwise;
@@ -1387,6 +1489,7 @@ struct Backward {
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 3u, 1u, 0u, 3u, 3u, 7u, 0u, 0u, 0u, 1u, 1u>;
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
@@ -1414,9 +1517,11 @@ struct Backward {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -1449,6 +1554,13 @@ struct Backward {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>

@@ -9,7 +9,7 @@ import functools
 import importlib.abc
 import math
 import sys
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 
@@ -137,6 +137,9 @@ class OpInfo:
     backward_schema: str = ""
     column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
     even_d: bool = False  # it moves columns (swap_halves, swap_pairs): D must be even
+    # It rolls columns (roll(x, k)): the int attrs its shifts read (empty: literal shifts); None:
+    # it does not roll.
+    rolls: Optional[List[str]] = None
     dims: List[str] = dataclasses.field(default_factory=list)  # named leading dims, outermost first
     random: int = 0  # random streams drawn (rand, dropout): a generator argument, rng state
 

@@ -21,12 +21,16 @@ struct Forward {
   static constexpr int kAttrs = 1;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 1;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
   static constexpr int kStages = 2;            // passes of reductions over each row
   static constexpr int kRowValues = 4;         // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
@@ -45,6 +49,7 @@ struct Forward {
   using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 31u, 1u, 1u>;
   using InSources = fg::Table<int, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0>;
@@ -77,9 +82,11 @@ struct Forward {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -112,6 +119,13 @@ struct Forward {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>
@@ -244,12 +258,16 @@ struct Backward {
   static constexpr int kAttrs = 1;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 1;
+  static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
   static constexpr int kStages = 1;            // passes of reductions over each row
   static constexpr int kRowValues = 17;        // per-row values kept in registers
   static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op moves columns: D even
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
@@ -274,6 +292,7 @@ struct Backward {
                            fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
                             fg::Move::None, fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InReaders = fg::Table<unsigned, 3u, 1u, 0u, 3u, 3u, 7u>;
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
@@ -301,9 +320,11 @@ struct Backward {
   FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
   // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
   FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A moved input's tensor as the input read at its own columns (-1: none, or not moved).
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -336,6 +357,13 @@ struct Backward {
   static constexpr int kUniforms = 0;
   static constexpr unsigned kDefaultKnown = 0u;
   static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
 
   // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
   template <typename T, bool kFast>

@@ -65,10 +65,14 @@ template <class P, typename S> struct Runner {
   T Dval;
   T scalar[P::kInputs];
   RngKey key{}; // Random inputs: the call's seed and offset
+  // Rolled inputs: the call's shift (fusegen_program.h withRolls); 0 for the others.
+  int64_t shift[atLeastOne<P::kInputs>()];
 
   explicit Runner(const typename P::Args& args) : a(args), Dval(static_cast<T>(args.D)) {
     if (inputsOf<P>(Bcast::Random) > 0)
       key = rngKey(a.rng);
+    for (int k = 0; k < P::kInputs; ++k)
+      shift[k] = rollShift<P>(a, k);
     for (int k = 0; k < P::kAttrs; ++k)
       attr[k] = static_cast<T>(a.attr[k]);
     for (int k = 0; k < P::kInputs; ++k)
@@ -89,7 +93,7 @@ template <class P, typename S> struct Runner {
 
   void elementInputs(int64_t row, int64_t c, T* in) const {
     for (int k = 0; k < P::kInputs; ++k) {
-      const int64_t mc = movedColumn(P::inMove(k), c, a.D); // the column input k reads at c
+      const int64_t mc = movedColumn(P::inMove(k), c, a.D, shift[k]); // the column k reads at c
       switch (P::inBcast(k)) {
       case Bcast::Full:
         in[k] = toCompute(static_cast<const S*>(a.in[k])[inElement(k, row, mc)]);
@@ -348,7 +352,8 @@ template <class P, typename S> void runTyped(const typename P::Args& a) {
   }
 }
 
-template <class P> void run(const typename P::Args& a) {
+template <class P> void run(const typename P::Args& call) {
+  const typename P::Args a = withRolls<P>(call);
   saveRng(a.rng);
   switch (a.dtype) {
   case DType::Float32:

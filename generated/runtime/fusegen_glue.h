@@ -54,7 +54,7 @@ struct PlanInfo {
   const char* op; // "<ns>::<op>" or "<ns>::<op>_backward", in messages
   Plan plan;      // the runtime plan that runs it (P::kPlan)
   bool column;    // it reads the column index j (P::kColumn): D must be exact in float32
-  bool evenD;     // it moves columns (swap_halves, swap_pairs): D must be even
+  bool evenD;     // it swaps columns (swap_halves, swap_pairs): D must be even
   const TensorInfo* tensors;
   int nTensors;
   int full; // the first full input: it defines D and the output shape
@@ -87,6 +87,9 @@ struct PlanInfo {
   bool columns;
   // The number of rows goes to the program in the attr slot after the spec's (P::kRowsAttr).
   bool rowsAttr;
+  // Attr slots after those that the program fills with the shifts of its rolls (P::kRolls;
+  // fusegen_program.h withRolls): the glue passes them as 0.
+  int rollAttrs;
   // The programs run before this one, in order (reductions over the rows and the [D] values
   // made of them); their results follow the schema's tensors in TensorInfo::position, and a
   // Passed output (OutKind::Passed) is the result `results[m]` of them.
@@ -238,7 +241,8 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
           randomStreams<P>(),
           rngTensor,
           P::kColumns,
-          P::kRowsAttr < P::kAttrs,
+          P::kRowsAttr < P::kRollAttr,
+          P::kRolls,
           nullptr,
           0};
 }

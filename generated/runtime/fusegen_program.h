@@ -175,6 +175,54 @@ template <class P, typename T, class F> FG_HD void withUniforms(const double* at
   }
 }
 
+// ---- rolls (Move::Roll): input k reads column (j - s) mod D, s the shift of its roll
+// (P::inRoll(k)) in the call. The shifts are formulas over the attrs and D (P::rolls, torch.roll's
+// k: any integer); the host computes each once per call, reduces it to [0, D) and puts it in
+// its attr slot (P::kRollAttr + i, which the glue passes as 0), where every plan reads it: the
+// loads as an integer (rollShift), a rolled j in the compute type (exact: below D, which a
+// program reading j keeps below 2^24 in float32). A plan's vector loads of a rolled input are
+// whole vectors where s is a multiple of their width (and D is): each plan checks that per call
+// and runs its scalar variant otherwise.
+
+// s mod D in [0, D) (0 for D == 0: no columns). fmod is exact, and so is the result.
+inline double reducedShift(double s, int64_t D) {
+  if (D <= 0 || !std::isfinite(s))
+    return 0;
+  const double r = std::fmod(std::nearbyint(s), static_cast<double>(D));
+  return r < 0 ? r + static_cast<double>(D) : r;
+}
+
+// The call's arguments with the shifts of P's rolls in their slots: what every plan runs with.
+template <class P> typename P::Args withRolls(const typename P::Args& a) {
+  typename P::Args b = a;
+  if constexpr (P::kRolls > 0) {
+    double s[P::kRolls];
+    P::template rolls<double, false>(a.attr, static_cast<double>(a.D), s);
+    for (int i = 0; i < P::kRolls; ++i)
+      b.attr[P::kRollAttr + i] = reducedShift(s[i], a.D);
+  }
+  return b;
+}
+
+// The shift input k is read with in the call (withRolls's): 0 where it is not rolled.
+template <class P, class Args> FG_HD int64_t rollShift(const Args& a, int k) {
+  if constexpr (P::kRolls == 0) {
+    (void)a, (void)k;
+    return 0;
+  } else {
+    return P::inRoll(k) < 0 ? 0 : static_cast<int64_t>(a.attr[P::kRollAttr + P::inRoll(k)]);
+  }
+}
+
+// Whether every rolled input of P is read by whole vectors of V elements in the call: its shift
+// is a multiple of V (D being one; the callers check that).
+template <class P, class Args> FG_HD bool rollsAlign(const Args& a, int V) {
+  for (int k = 0; k < P::kInputs; ++k)
+    if (P::inMove(k) == Move::Roll && rollShift<P>(a, k) % V != 0)
+      return false;
+  return true;
+}
+
 // Picks (P::pick(s, j), the planner's Program::Stage::pick): a sum(where(j == r, x, 0)) with r
 // one value per row has one term that may be nonzero, at column r. Its term is evaluated
 // there alone (P::pickColumns gives r; the element's inputs are loaded at that column), not

@@ -314,6 +314,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   T totalAcc[atLeastOne<totalOutputs<P>()>()]; // this thread's share of the Total outputs
   T scalar[P::kInputs];
   RngKey key{}; // Random inputs: the call's seed and offset
+  int rolls[atLeastOne<P::kRolls>()]; // the call's shifts of the rolls (below D < 2^31)
   int clusterParity = 0, groupParity = 0;
   unsigned needed = 0; // the outputs this call writes (neededOutputs)
 
@@ -328,6 +329,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       attr[k] = static_cast<T>(a.attr[k]);
     Dval = static_cast<T>(a.D);
     nvec = static_cast<int>((a.D + V - 1) / V);
+#pragma unroll
+    for (int i = 0; i < P::kRolls; ++i)
+      rolls[i] = static_cast<int>(a.attr[P::kRollAttr + i]);
     needed = neededOutputs<P>(a);
 #pragma unroll
     for (int k = 0; k < P::kInputs; ++k)
@@ -351,14 +355,20 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   __device__ __forceinline__ int64_t inRow(int k, int64_t row) const {
     return P::inDims(k) == kAllDims ? row : mappedRow<P::kNamedDims>(P::inDims(k), row, a.dims);
   }
+  // The shift a rolled input is read with in this call (0 for the others).
+  __device__ __forceinline__ int64_t shiftOf(int k) const {
+    return P::inRoll(k) < 0 ? 0 : rolls[P::inRoll(k) < 0 ? 0 : P::inRoll(k)];
+  }
   // The column of the first element of the vector a moved input (P::inMove) reads at vector
   // index vi: the vector whose elements the move brings there, loaded whole and fixed up in
   // registers (moved()). SwapHalves moves whole vectors (the plan runs vectors only where
-  // (D / 2) % V == 0, rowGeometry); SwapPairs keeps a vector's pairs in it (V even); with
-  // V == 1 both read the moved column itself.
+  // (D / 2) % V == 0, rowGeometry), and so does Roll (where the call's shift is a multiple of
+  // V); SwapPairs keeps a vector's pairs in it (V even); with V == 1 each reads the moved column
+  // itself.
   __device__ __forceinline__ int64_t inColumn(int k, int vi) const {
     const int64_t c = static_cast<int64_t>(vi) * V;
-    return P::inMove(k) == Move::SwapPairs && V > 1 ? c : movedColumn(P::inMove(k), c, a.D);
+    return P::inMove(k) == Move::SwapPairs && V > 1 ? c
+                                                    : movedColumn(P::inMove(k), c, a.D, shiftOf(k));
   }
   // The offset of input k's row (a chunk of a packed input: in rows of inChunks(k) * D, from
   // column inChunk(k) * D).
@@ -512,7 +522,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
         T in[P::kInputs], t[N];
         staticFor<P::kInputs>([&](auto kc) {
           constexpr int k = decltype(kc)::value;
-          const int64_t mc = movedColumn(P::inMove(k), col, a.D); // (the column k reads there)
+          const int64_t mc = movedColumn(P::inMove(k), col, a.D, shiftOf(k)); // (k reads there)
           if constexpr (P::inBcast(k) == Bcast::Full)
             in[k] = toCompute(__ldg(static_cast<const S*>(a.in[k]) + inBase(k, row) + mc));
           else if constexpr (P::inBcast(k) == Bcast::Col)
@@ -1228,6 +1238,7 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   bool aligned = a.D % V == 0;
   for (int k = 0; k < P::kInputs; ++k) // (SwapHalves moves whole vectors: inColumn)
     aligned = aligned && (P::inMove(k) != Move::SwapHalves || (a.D / 2) % V == 0);
+  aligned = aligned && rollsAlign<P>(a, V); // (so does Roll, by the call's shift)
   for (int k = 0; k < P::kInputs; ++k)
     if (P::inBcast(k) == Bcast::Full || P::inBcast(k) == Bcast::Col)
       aligned = aligned && aligned16(a.in[k]);

@@ -797,6 +797,38 @@ class OpChecks:
         finally:
             self.attrs = saved
 
+    # Shifts of the roll checks: of either sign, 0, past D, odd, and multiples of the vector
+    # widths (4 float32, 8 half-type elements: the GPU's whole-vector loads).
+    ROLL_SHIFTS = (1, -1, 0, 3, -5, 4, 8, -16, 40, 65, -129, 1000003)
+
+    def roll_shifts(self, device):
+        """An op that rolls columns (roll(x, k), torch.roll's k reduced mod D): with each int
+        attr its shifts read set to every ROLL_SHIFTS value (or at the defaults, for literal
+        shifts), rows of D from 1 to past the vector width and not a multiple of it (the
+        kernels' scalar variants), outputs and gradients against the reference in float64,
+        float32 and bfloat16."""
+        saved = self.attrs
+        variants = [saved()] + [{**saved(), name: k}
+                                for name in self.spec.rolls for k in self.ROLL_SHIFTS]
+        dtypes = [t for t in (torch.float32, torch.bfloat16) if t in self.spec.torch_dtypes()]
+        try:
+            for attrs in variants:
+                self.attrs = lambda attrs=attrs: attrs
+                for D in (1, 7, 8, 33, 64):
+                    for dtype in dtypes:
+                        x = self.inputs((3,), D, dtype, device)
+                        got = self.call(self.op, x)
+                        tols, _ = self.tolerances(x, dtype)
+                        what = f"{self.spec.name} {dtype} D={self.D_of(D)} attrs {attrs}"
+                        for o, g, w, tol in zip(self.spec.outputs, got, self.reference64(x), tols):
+                            self.close(g, w, tol, f"{what}: {o.name}")
+                        if self.spec.differentiable_outputs():
+                            gouts = self.grad_outs(got)
+                            self.close_grads(self.grads(self.op, x, gouts), x, gouts, dtype,
+                                             f" ({what})")
+        finally:
+            self.attrs = saved
+
     def backward_matches_reference(self, device, dtype):
         x = self.inputs((48,), 72, dtype, device)
         gouts = self.grad_outs(self.call(self.op, x))

@@ -8,7 +8,8 @@
 // plan gave each thread one vector per row (a 128-column row: 16 threads) and read the tables
 // again for every row; RoPE ran latency bound at 61% of copy (docs/perf-notes.md).
 // A call the plan cannot vectorize (D not a multiple of the vector width, or of twice it where
-// halves are exchanged; tensors not 16-byte aligned) runs the row plan (fusegen_plans.cuh).
+// halves are exchanged; a roll's shift not a multiple of it; tensors not 16-byte aligned) runs
+// the row plan (fusegen_plans.cuh).
 #pragma once
 
 #include "fusegen_cuda.cuh"
@@ -50,8 +51,9 @@ template <class P> int64_t groupRows(const typename P::Args& a) {
 constexpr int kGroupBlocksPerSm = 2;
 
 // Whether the program exchanges halves of rows (SwapHalves): a thread then takes a vector of
-// the first half and its partner in the second, and a moved input whose tensor is read at its
-// own columns too (P::inSource) is taken from those registers, not loaded again.
+// the first half and its partner in the second, and a swapped input whose tensor is read at its
+// own columns too (P::inSource: the other half's vector, or its own with pairs exchanged) is
+// taken from those registers, not loaded again. (A rolled input is loaded at its rolled column.)
 template <class P> constexpr bool pairedHalves() {
   for (int k = 0; k < P::kInputs; ++k)
     if (P::inMove(k) == Move::SwapHalves)
@@ -96,6 +98,8 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
   });
   const int64_t vecs = a.D / (V * H); // per row, per thread
   const int64_t total = groups * vecs;
+  int64_t shift[NI]; // rolled inputs: the call's shift, a multiple of V (groupsApply)
+  staticFor<P::kInputs>([&](auto k) { shift[k] = rollShift<P>(a, k); });
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; t < total;
        t += static_cast<int64_t>(gridDim.x) * kThreads) {
     const int64_t g = t / vecs;
@@ -106,7 +110,9 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
     const int64_t row0 = g * G;
     // The column vector h of input k starts at (SwapPairs exchanges lanes, below).
     auto column = [&](int k, int h) {
-      return P::inMove(k) == Move::SwapHalves ? c[H - 1 - h] : c[h];
+      return P::inMove(k) == Move::SwapHalves ? c[H - 1 - h]
+             : P::inMove(k) == Move::Roll     ? movedColumn(Move::Roll, c[h], a.D, shift[k])
+                                              : c[h];
     };
     // The inputs the group shares: mapped ones at their row, [D] ones.
     Vec<S, V> shared[NI][H];
@@ -167,15 +173,17 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
               if constexpr (P::inBcast(k) == Bcast::Full) {
                 if constexpr (mappedInput<P>(k))
                   in[k] = toCompute(shared[k][h].v[lane]);
-                else if constexpr (H == 2 && P::inSource(k) >= 0) // the other half of its source
-                  in[k] = toCompute(x[u][P::inSource(k)][H - 1 - h].v[lane]);
+                else if constexpr (H == 2 && P::inSource(k) >= 0) // (its source's registers:
+                  in[k] = toCompute(  // the other half, or its own with pairs exchanged)
+                      x[u][P::inSource(k)][P::inMove(k) == Move::SwapHalves ? H - 1 - h : h]
+                          .v[lane]);
                 else
                   in[k] = toCompute(x[u][k][h].v[lane]);
               } else if constexpr (P::inBcast(k) == Bcast::Col) {
                 in[k] = toCompute(shared[k][h].v[lane]);
               } else if constexpr (P::inBcast(k) == Bcast::TypedFull ||
                                    P::inBcast(k) == Bcast::TypedCol) {
-                const int64_t col = movedColumn(P::inMove(k), c[h] + l, a.D);
+                const int64_t col = movedColumn(P::inMove(k), c[h] + l, a.D, shift[k]);
                 const int64_t inRow =
                     P::inBcast(k) == Bcast::TypedCol ? 0
                     : mappedInput<P>(k) ? mappedRow<P::kNamedDims>(P::inDims(k), row, a.dims)
@@ -227,6 +235,7 @@ template <class P, typename S> bool groupsApply(const typename P::Args& a) {
     if (P::inMove(k) == Move::SwapHalves)
       ok = ok && (a.D / 2) % V == 0;
   }
+  ok = ok && rollsAlign<P>(a, V); // (rolled inputs: whole vectors at the rolled columns)
   for (int m = 0; m < P::kOutputs; ++m)
     if (a.need[m])
       ok = ok && outputAligned<P, S>(m, a.out[m], V);

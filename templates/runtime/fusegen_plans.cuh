@@ -32,11 +32,14 @@ template <class P, typename S> void runTyped(const typename P::Args& a, cudaStre
 }
 
 // Bytes of device memory the call needs for partial sums (the glue allocates them).
-template <class P> size_t workspace(const typename P::Args& a) {
+// (Both with the shifts of the program's rolls in their slots: fusegen_program.h withRolls.)
+template <class P> size_t workspace(const typename P::Args& call) {
+  const typename P::Args a = withRolls<P>(call);
   FG_CUDA_DISPATCH(P, a.dtype, workspaceTyped, a);
 }
 
-template <class P> void run(const typename P::Args& a, void* stream) {
+template <class P> void run(const typename P::Args& call, void* stream) {
+  const typename P::Args a = withRolls<P>(call);
   FG_CUDA_DISPATCH(P, a.dtype, runTyped, a, static_cast<cudaStream_t>(stream));
 }
 

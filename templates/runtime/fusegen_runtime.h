@@ -55,17 +55,22 @@ enum class Bcast : int {
 };
 
 // The columns an input is read at (P::inMove(k); prims::Move in fusegen, from primitives.yaml's
-// `move` entries): its own, or a permutation of its row's (D even):
-//   SwapHalves  column j reads (j + D/2) mod D (rope's rotate_half moves)
-//   SwapPairs   column j reads j xor 1 (GPT-J's interleaved pairs)
-enum class Move : int { None = 0, SwapHalves = 1, SwapPairs = 2 };
+// `move` entries): its own, or a permutation of its row's:
+//   SwapHalves  column j reads (j + D/2) mod D (rope's rotate_half moves; D even)
+//   SwapPairs   column j reads j xor 1 (GPT-J's interleaved pairs; D even)
+//   Roll        column j reads (j - s) mod D, s the shift of the input's roll in the call
+//               (torch.roll(x, s, -1)), reduced to [0, D) (fusegen_program.h withRolls)
+enum class Move : int { None = 0, SwapHalves = 1, SwapPairs = 2, Roll = 3 };
 
-// (I: an integer index, or the compute type holding one: a moved j in a formula, exact.)
-template <typename I> FG_HD I movedColumn(Move m, I j, I D) {
+// (I: an integer index, or the compute type holding one: a moved j in a formula, exact. s: a
+// roll's shift in [0, D).)
+template <typename I> FG_HD I movedColumn(Move m, I j, I D, I s = I(0)) {
   if (m == Move::SwapHalves)
     return j < D / 2 ? j + D / 2 : j - D / 2;
   if (m == Move::SwapPairs)
     return static_cast<I>(static_cast<int64_t>(j) ^ 1);
+  if (m == Move::Roll)
+    return j >= s ? j - s : j - s + D;
   return j;
 }
 

@@ -415,6 +415,7 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
   // The number of rows, where a formula reads it: in the attr slot after the spec's.
   c10::SmallVector<double, 8> attrs(spanAttrs.begin(), spanAttrs.end());
   if (plan.rowsAttr) attrs.push_back(static_cast<double>(p.rows));
+  attrs.append(static_cast<size_t>(plan.rollAttrs), 0.0); // (the program fills them: withRolls)
   if (plan.columns) { // [D] values: one row of D
     p.rows = 1;
     p.fullShape = {p.D};

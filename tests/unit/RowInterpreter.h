@@ -94,10 +94,13 @@ inline std::vector<double> evalRow(const ir::Expr& root, const RowEnv& env) {
         out.assign(D, p.finish ? evalFinish(p.finish, acc, static_cast<double>(D)) : acc);
       } else if (p.kind == prims::PrimKind::Move) { // the argument at the moved columns
         const std::vector<double>& a = v.at(n->args()[0].get());
+        // (a roll's shift: a constant, the same in every column)
+        const long long shift =
+            n->args().size() > 1 ? static_cast<long long>(v.at(n->args()[1].get())[0]) : 0;
         out.resize(D);
         for (size_t j = 0; j < D; ++j)
-          out[j] = a[static_cast<size_t>(
-              prims::moveColumn(p.move, static_cast<long long>(j), static_cast<long long>(D)))];
+          out[j] = a[static_cast<size_t>(prims::moveColumn(p.move, static_cast<long long>(j),
+                                                           static_cast<long long>(D), shift))];
       } else {
         out.resize(D);
         for (size_t j = 0; j < D; ++j) {

@@ -113,7 +113,7 @@ inline Planned planSpec(const std::string& text) {
   Planned p;
   autodiff::Gradient g = gradientOf(*l.fn);
   ir::Function fn = opt::dropStatedGradients(*l.fn, g.inputGrads); // as the pipeline does
-  p.plan = plan::planOp(*s, fn, g, diags);
+  p.plan = plan::planOp(*s, fn, g, library(), diags);
   p.messages = out.str();
   return p;
 }

@@ -695,16 +695,25 @@ TEST(RowDerivatives, EveryMoveAndExpansionMatchesFiniteDifferences) {
     if (p.kind != prims::PrimKind::Move && !p.expand) continue;
     if (p.name == "colmean") continue; // (over rows: ColumnDerivatives)
     SCOPED_TRACE("primitive " + p.signature());
-    Pipeline pl = build("op: t\ninputs:\n  x: [..., D]\noutputs:\n  y: " + p.name +
-                        "(x)\n  z: x * " + p.name + "(x * x)\n");
-    RowEnv point;
-    point.D = 6;
-    point.inputs["x"] = {0.3, -1.2, 2.2, 0.9, -0.4, 1.7};
-    checkRow(pl, point,
-             {{"y", {0.5, -1.0, 2.0, 0.25, 1.5, -0.75}}, {"z", {1.0, 0.5, -2.0, 3.0, 0.1, -0.3}}});
+    // A move's const parameters (a roll's shift): several values, of either sign and past D.
+    std::vector<std::string> extra{""};
+    if (p.params.size() > 1) extra = {", 2", ", -3", ", 7", ", k", ", -k + D"};
+    for (const std::string& e : extra) {
+      SCOPED_TRACE("arguments (x" + e + ")");
+      Pipeline pl = build("op: t\ninputs:\n  x: [..., D]\nattrs:\n  k: {type: int, default: "
+                          "5}\noutputs:\n  y: " +
+                          p.name + "(x" + e + ")\n  z: x * " + p.name + "(x * x" + e + ")\n");
+      RowEnv point;
+      point.D = 6;
+      point.attrs["k"] = 5;
+      point.inputs["x"] = {0.3, -1.2, 2.2, 0.9, -0.4, 1.7};
+      checkRow(
+          pl, point,
+          {{"y", {0.5, -1.0, 2.0, 0.25, 1.5, -0.75}}, {"z", {1.0, 0.5, -2.0, 3.0, 0.1, -0.3}}});
+    }
     tested.insert(p.name);
   }
-  for (const char* name : {"swap_halves", "swap_pairs", "rotate_half", "rotate_pairs"})
+  for (const char* name : {"swap_halves", "swap_pairs", "roll", "rotate_half", "rotate_pairs"})
     EXPECT_TRUE(tested.count(name)) << name << " was not tested";
 }
 

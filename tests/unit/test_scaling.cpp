@@ -79,7 +79,7 @@ TEST(Scaling, FlatChainThroughEveryStage) {
   Diagnostics diags(out);
   std::optional<spec::OpSpec> s = spec::loadSpecFromString("t.yaml", specWith(formula), diags);
   ASSERT_TRUE(s);
-  EXPECT_TRUE(plan::planOp(*s, *l.fn, g, diags)) << out.str();
+  EXPECT_TRUE(plan::planOp(*s, *l.fn, g, library(), diags)) << out.str();
 }
 
 TEST(Scaling, DeepDagsAreFreedWithoutRecursion) {

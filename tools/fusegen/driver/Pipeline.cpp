@@ -92,7 +92,7 @@ std::optional<Compiled> compileText(const std::string& path, const std::string& 
   autodiff::SecondOrder grad2 =
       autodiff::differentiateBackward(*fn, *grad, lib, spec->outputs.front().formulaLoc);
   fn = opt::dropStatedGradients(*fn, grad->inputGrads); // reverse mode has used them
-  std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, *grad, diags);
+  std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, *grad, lib, diags);
   if (!plan) return std::nullopt;
   return Compiled{std::move(*spec), std::move(*fn), std::move(*grad), std::move(grad2),
                   std::move(*plan)};

@@ -245,7 +245,10 @@ private:
   }
 
   std::string cppCall(const prims::Primitive& p, const std::vector<std::string>& operands) const {
-    // A moved j (the moved inputs are bound): the column the move reads.
+    // A moved j (the moved inputs are bound): the column the move reads. (A rolled j is bound
+    // too: it reads the call's shift from its slot, emit/Emitters.cpp.)
+    if (p.kind == prims::PrimKind::Move && p.move == prims::Move::Roll)
+      throw std::logic_error("a rolled value left unbound in generated C++");
     if (p.kind == prims::PrimKind::Move)
       return std::string("fg::movedColumn(") + api::moveEnumerator(p.move) + ", " + operands[0] +
              ", _D)";
@@ -396,25 +399,9 @@ std::string pythonLiteral(double v) {
   return formatDouble(v);
 }
 
-namespace {
-
-// Whether a and b compute the same value: the same node, or equal nodes of equal arguments.
-bool sameValue(const ir::Node* a, const ir::Node* b) {
-  if (a == b) return true;
-  if (a->kind() != b->kind() || a->type() != b->type() || a->prim() != b->prim() ||
-      a->name() != b->name() || a->index() != b->index() || a->args().size() != b->args().size() ||
-      !(a->value() == b->value() || (std::isnan(a->value()) && std::isnan(b->value()))))
-    return false;
-  for (size_t i = 0; i < a->args().size(); ++i)
-    if (!sameValue(a->args()[i].get(), b->args()[i].get())) return false;
-  return true;
-}
-
-} // namespace
-
 int UniformConditions::indexOf(const ir::Expr& condition) {
   for (size_t i = 0; i < conditions_.size(); ++i)
-    if (sameValue(conditions_[i].get(), condition.get())) return static_cast<int>(i);
+    if (ir::sameValue(conditions_[i].get(), condition.get())) return static_cast<int>(i);
   conditions_.push_back(condition);
   return static_cast<int>(conditions_.size() - 1);
 }

@@ -5,6 +5,7 @@
 #include "emit/CodePrinter.h"
 #include "emit/api/Spellings.h"
 #include "ir/Interpreter.h"
+#include "opt/Moves.h"
 #include "plan/KernelPlan.h"
 #include "plan/OpInterface.h"
 #include "support/Version.h"
@@ -92,7 +93,8 @@ std::string pythonDimsArg(const OpModel& op, size_t i) {
   return spec::isMapped(op.spec, op.spec.inputs[i]) ? ", dims=SPEC.dims" : "";
 }
 
-// Whether the op's forward or backward moves columns (swap_halves, swap_pairs): D even.
+// Whether the op's forward or backward moves columns by a swap (swap_halves, swap_pairs, which
+// permute an even D; a roll takes any D): D even.
 bool movesColumns(const OpModel& op) {
   std::vector<ir::Expr> roots;
   for (const ir::FunctionOutput& o : op.fn.outputs)
@@ -100,7 +102,9 @@ bool movesColumns(const OpModel& op) {
   for (const ir::Expr& g : op.grad.inputGrads)
     if (g) roots.push_back(g);
   for (const ir::Node* n : ir::topoOrder(roots))
-    if (n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move) return true;
+    if (n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move &&
+        prims::moveNeedsEvenD(n->prim()->move))
+      return true;
   return false;
 }
 
@@ -352,9 +356,12 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("elem", api::programElemEnumerator(in));
     x.set("dims", api::dimMaskLiteral(in.dims));
     x.set("move", api::moveEnumerator(in.move));
+    x.set("roll", std::to_string(in.roll));
     x.set("readers", std::to_string(in.readers) + "u");
-    int source = -1; // (a moved input: the input of its tensor and chunk at its own columns)
-    for (size_t i = 0; i < p.inputs.size() && in.move != prims::Move::None; ++i) {
+    // (a swapped input: the input of its tensor and chunk at its own columns, whose registers
+    // the groups plan reads it from)
+    int source = -1;
+    for (size_t i = 0; i < p.inputs.size() && prims::moveNeedsEvenD(in.move); ++i) {
       const plan::Program::Input& o = p.inputs[i];
       if (o.move == prims::Move::None && o.arg.empty() && o.name == in.arg && o.chunk == in.chunk &&
           o.chunks == in.chunks && o.read)
@@ -363,16 +370,18 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("source", std::to_string(source));
     x.set("chunk", std::to_string(in.chunk));
     x.set("chunks", std::to_string(in.chunks));
-    x.set("description", in.name + " " + spec::shapeClassSpelling(in.shape) +
-                             (in.stat       ? " (compute type)"
-                              : in.random   ? " (random stream " + in.name.substr(2) + ", drawn)"
-                              : in.position ? " (the row's index along a named dim)"
-                              : !in.read    ? " (not read)"
-                              : in.move != prims::Move::None
-                                  ? std::string(" (") + in.arg + " read at the columns of " +
-                                        prims::moveName(in.move) + ")"
-                              : in.dims != ~0u ? " (broadcast over some leading dims)"
-                                               : ""));
+    x.set("description",
+          in.name + " " + spec::shapeClassSpelling(in.shape) +
+              (in.stat       ? " (compute type)"
+               : in.random   ? " (random stream " + in.name.substr(2) + ", drawn)"
+               : in.position ? " (the row's index along a named dim)"
+               : !in.read    ? " (not read)"
+               : in.move != prims::Move::None
+                   ? std::string(" (") + in.arg + " read at the columns of " +
+                         prims::moveName(in.move) +
+                         (in.roll >= 0 ? ", shift " + std::to_string(in.roll) : "") + ")"
+               : in.dims != ~0u ? " (broadcast over some leading dims)"
+                                : ""));
     inputs.push_back(x);
     // [...] and [] inputs are read per row (rowPre), the others per element.
     if (in.shape == ir::ShapeClass::Row || in.shape == ir::ShapeClass::Scalar)
@@ -431,8 +440,28 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
       if (e)
         for (const ir::Node* n : ir::topoOrder({e}))
           usesRows = usesRows || n->kind() == ir::NodeKind::Rows;
-  d.set("n_attrs", std::to_string(fn.attrs.size() + (usesRows ? 1 : 0)));
+  // The shifts of its rolls, reduced mod D for the call, in the attr slots after those.
+  const size_t rollAttr = fn.attrs.size() + (usesRows ? 1 : 0);
+  d.set("n_attrs", std::to_string(rollAttr + p.rolls.size()));
   d.set("rows_attr", std::to_string(fn.attrs.size()));
+  d.set("roll_attr", std::to_string(rollAttr));
+  d.set("n_rolls", std::to_string(p.rolls.size()));
+  std::vector<Assignment> rolls;
+  for (size_t i = 0; i < p.rolls.size(); ++i)
+    rolls.push_back({"_s[" + std::to_string(i) + "]", p.rolls[i]});
+  d.set("rolls", printCpp(rolls, 4, attrs));
+  // A rolled j: the column its roll reads, with the call's shift (its slot).
+  std::vector<ir::Expr> roots;
+  for (const plan::Program::Output& o : p.outputs)
+    if (o.value) roots.push_back(o.value);
+  for (const ir::Node* n : ir::topoOrder(roots)) {
+    const ir::Expr shift = opt::rollShift(n);
+    if (!shift || n->args()[0]->kind() != ir::NodeKind::Column) continue;
+    for (size_t i = 0; i < p.rolls.size(); ++i)
+      if (ir::sameValue(p.rolls[i].get(), shift.get()))
+        element[n] =
+            "fg::movedColumn(fg::Move::Roll, _j, _D, _attr[kRollAttr + " + std::to_string(i) + "])";
+  }
   d.set("columns", p.columns ? "true" : "false");
   d.set("n_stages", std::to_string(p.stages.size()));
   d.set("n_row_values", std::to_string(p.rowValues.size()));
@@ -668,6 +697,25 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("dim_names", stringItems(op.spec.dims));
   d.set("has_dims", !op.spec.dims.empty());
   d.set("moves_columns", movesColumns(op));
+  // Whether it rolls columns (roll(x, k)), and the attrs its shifts read: the tests vary them.
+  {
+    std::vector<ir::Expr> roots;
+    for (const ir::FunctionOutput& o : fn.outputs)
+      roots.push_back(o.value);
+    bool rolls = false;
+    std::set<std::string> rollAttrs;
+    for (const ir::Node* n : ir::topoOrder(roots))
+      if (const ir::Expr shift = opt::rollShift(n)) {
+        rolls = true;
+        for (const ir::Node* m : ir::topoOrder({shift}))
+          if (m->kind() == ir::NodeKind::Attr) rollAttrs.insert(m->name());
+      }
+    std::vector<std::string> names;
+    for (const ir::FunctionAttr& a : fn.attrs) // (in the spec's order)
+      if (rollAttrs.count(a.attr.name)) names.push_back(a.attr.name);
+    d.set("rolls", rolls);
+    d.set("roll_attrs", stringItems(names));
+  }
   d.set("dtypes", stringItems(api::dtypeTable(api.dtypes)));
   d.set("full_input", std::to_string(fwd.full));
   d.set("full_input_name", fn.inputs[op.plan.fullInput].name);

@@ -15,6 +15,28 @@ namespace {
 std::string describe(const AstPtr& ast) {
   return ast->op.empty() ? "'" + ast->name + "'" : "operator '" + ast->op + "'";
 }
+
+// Whether a constant is a whole number of columns (a move's shift): integer literals, int attrs
+// and D, combined by primitives closed over integers (+ - * unary -, abs, min, max, where on a
+// constant condition). A division, a float literal or attr, or rows is not.
+bool countsColumns(const ir::Expr& e) {
+  switch (e->kind()) {
+  case ir::NodeKind::Const:
+  case ir::NodeKind::Attr:
+    return e->type() == ir::ValueType::Int;
+  case ir::NodeKind::Dim:
+    return true;
+  case ir::NodeKind::Call: {
+    const prims::Primitive& p = *e->prim();
+    if (p.kind != prims::PrimKind::Elementwise || !p.integerClosed) return false;
+    for (size_t i = 0; i < e->args().size(); ++i)
+      if (p.params[i].kind == prims::ParamKind::Value && !countsColumns(e->args()[i])) return false;
+    return true;
+  }
+  default:
+    return false;
+  }
+}
 } // namespace
 
 struct Sema::CallFrame {
@@ -203,6 +225,11 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
     else if (param.kind == prims::ParamKind::Const && !a->isConstant())
       fail("argument '" + param.name + "' of '" + prim.name +
            "' must be a constant or an attr, not a tensor expression");
+    else if (param.kind == prims::ParamKind::Const && prim.kind == prims::PrimKind::Move &&
+             !rules_ && !countsColumns(a)) // (a rule's shifts come from checked ones, folded)
+      fail("argument '" + param.name + "' of '" + prim.name +
+           "' counts columns: it must be an integer (an integer literal, an int attr or D, "
+           "combined by + - *), not a float value");
     else if (frame.ok && prim.kind == prims::PrimKind::Reduction &&
              (a->shape() == ir::ShapeClass::Row || a->shape() == ir::ShapeClass::Scalar))
       fail("'" + prim.name + "' reduces over the last dim, but its argument has shape " +
@@ -251,11 +278,11 @@ ir::Expr Sema::finishCall(CallFrame& frame) {
         return nullptr;
       }
       if (!rules_ && n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move &&
-          n->prim()->move != frame.prim->move) {
+          !prims::movesCompose(frame.prim->move, n->prim()->move)) {
         diags_.error(frame.ast->loc, "'" + frame.prim->name + "' of a value moved by '" +
                                          n->prim()->name +
-                                         "': only moves of one kind may be nested (each is its "
-                                         "own inverse)");
+                                         "': only moves that compose into one may be nested "
+                                         "(a swap with itself; rolls with rolls and swap_halves)");
         return nullptr;
       }
     }

@@ -28,9 +28,10 @@ public:
   // Returns null when an error was reported. Walks the tree with an explicit stack, so a
   // long flat chain (a left-deep tree of any depth) cannot overflow the call stack.
   ir::Expr lower(const AstPtr& ast, const Scope& scope);
-  // Lowering derivative rules, not a spec's formulas: a move of a value moved by another kind
-  // is left to the planner (plan/KernelPlan.cpp reports it at the op, where the backward needs
-  // it), not reported at the rule in the library; place (chunk's adjoint) may be called.
+  // Lowering derivative rules, not a spec's formulas: a move of a moved value that is not one
+  // move (prims::movesCompose) is left to the planner (plan/KernelPlan.cpp reports it at the op,
+  // where the backward needs it), not reported at the rule in the library; place (chunk's adjoint)
+  // may be called; a move's shift (folded from one checked in the spec) is not checked again.
   void lowerRules() { rules_ = true; }
   // A packed input (spec::Input::chunks): formulas read it only as chunk(name, c).
   void addPacked(const std::string& name, ir::Expr leaf, int chunks) {

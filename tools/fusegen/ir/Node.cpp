@@ -5,6 +5,7 @@
 #include "support/ChainRelease.h"
 #include "support/Format.h"
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -185,6 +186,17 @@ std::unordered_map<const Node*, Expr> owners(const std::vector<Expr>& roots) {
     for (const Expr& a : n->args())
       owner[a.get()] = a;
   return owner;
+}
+
+bool sameValue(const Node* a, const Node* b) {
+  if (a == b) return true;
+  if (a->kind() != b->kind() || a->type() != b->type() || a->prim() != b->prim() ||
+      a->name() != b->name() || a->index() != b->index() || a->args().size() != b->args().size() ||
+      !(a->value() == b->value() || (std::isnan(a->value()) && std::isnan(b->value()))))
+    return false;
+  for (size_t i = 0; i < a->args().size(); ++i)
+    if (!sameValue(a->args()[i].get(), b->args()[i].get())) return false;
+  return true;
 }
 
 bool isWholeTensorValue(const Node* n) {

@@ -114,6 +114,10 @@ std::vector<const Node*> topoOrder(const std::vector<Expr>& roots);
 // walk topoOrder's raw pointers and rebuild or refer to nodes.
 std::unordered_map<const Node*, Expr> owners(const std::vector<Expr>& roots);
 
+// Whether a and b compute the same value: the same node, or equal nodes (kind, type,
+// primitive, name, index, literal) of arguments that compute the same values.
+bool sameValue(const Node* a, const Node* b);
+
 // A whole-tensor reduction (sum_all, max_all, min_all: prims::PrimKind::Total).
 bool isWholeTensorValue(const Node* n);
 // A reduction over rows, one value per column (colsum: prims::PrimKind::Column).

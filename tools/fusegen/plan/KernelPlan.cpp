@@ -407,7 +407,7 @@ RuntimePlan runtimePlanOf(const Program& p) {
 // whole-tensor nodes its [] outputs name) rewritten to match. False, with a diagnostic at
 // `loc`, where they cannot be.
 bool pushProgramMoves(Program& p, const std::string& what, const SourceLoc& loc,
-                      Diagnostics& diags) {
+                      const prims::PrimitiveLibrary& lib, Diagnostics& diags) {
   std::vector<ir::Expr> roots;
   for (const Program::Output& o : p.outputs)
     if (o.value) roots.push_back(o.value);
@@ -415,10 +415,10 @@ bool pushProgramMoves(Program& p, const std::string& what, const SourceLoc& loc,
   for (const ir::Node* n : ir::topoOrder(roots))
     any = any || (n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move);
   if (!any) return true;
-  const opt::PushedMoves pushed = opt::pushMoves(roots);
+  const opt::PushedMoves pushed = opt::pushMoves(roots, lib);
   if (!pushed.failure.empty()) {
     diags.error(loc, "the " + what + " needs " + pushed.failure +
-                         ": moves of different kinds cannot be nested");
+                         ": moves that do not compose into one cannot be nested");
     return false;
   }
   for (Program::Output& o : p.outputs) {
@@ -476,6 +476,16 @@ void addViewInputs(Program& p) {
       if (moved) {
         in.move = n->prim()->move;
         in.name += std::string("_") + prims::moveName(in.move);
+        if (const ir::Expr shift = opt::rollShift(n)) in.shift = owned.at(shift.get());
+      }
+      // (Rolls of one input by several shifts: x_roll, x_roll2, ...)
+      const std::string base = in.name;
+      for (int i = 2;; ++i) {
+        bool taken = false;
+        for (const Program::Input& o : p.inputs)
+          taken = taken || o.name == in.name;
+        if (!taken) break;
+        in.name = base + std::to_string(i);
       }
       in.leaf = owned.at(n);
       p.inputs.push_back(in);
@@ -484,10 +494,28 @@ void addViewInputs(Program& p) {
   }
 }
 
+// The program's rolls (Program::rolls): the distinct shifts of its rolled inputs and of its
+// rolled j, each input's index among them.
+void numberRolls(Program& p) {
+  auto indexOf = [&](const ir::Expr& shift) {
+    for (size_t i = 0; i < p.rolls.size(); ++i)
+      if (ir::sameValue(p.rolls[i].get(), shift.get())) return static_cast<int>(i);
+    p.rolls.push_back(shift);
+    return static_cast<int>(p.rolls.size() - 1);
+  };
+  for (Program::Input& in : p.inputs)
+    if (in.shift) in.roll = indexOf(in.shift);
+  for (const ir::Node* n : ir::topoOrder(values(p.outputs)))
+    if (n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move &&
+        n->args()[0]->kind() == ir::NodeKind::Column)
+      if (const ir::Expr shift = opt::rollShift(n)) indexOf(shift);
+}
+
 } // namespace
 
 std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& fn,
-                                 const autodiff::Gradient& grad, Diagnostics& diags) {
+                                 const autodiff::Gradient& grad, const prims::PrimitiveLibrary& lib,
+                                 Diagnostics& diags) {
   KernelPlan plan;
   int errorsBefore = diags.errorCount();
   // The first float [..., D] input: its shape is the outputs', its dtype the op's.
@@ -670,8 +698,8 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   b.outputs.insert(b.outputs.end(), chunkOutputs.begin(), chunkOutputs.end());
 
   SourceLoc loc = spec.outputs.front().formulaLoc;
-  if (!pushProgramMoves(f, "forward", loc, diags) ||
-      !pushProgramMoves(b, "derived backward", loc, diags))
+  if (!pushProgramMoves(f, "forward", loc, lib, diags) ||
+      !pushProgramMoves(b, "derived backward", loc, lib, diags))
     return std::nullopt;
   addViewInputs(f);
   addViewInputs(b);
@@ -722,6 +750,7 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
       return std::nullopt;
     p->namedDims = plan.namedDims;
     p->plan = runtimePlanOf(*p);
+    numberRolls(*p);
     // Inputs a program does not read as they are (a packed input, read in chunks; an input
     // read only at moved columns) are not loaded (fg::Bcast::Unread).
     const std::unordered_set<const ir::Node*> read = readDirectly(values(p->outputs));

@@ -65,6 +65,10 @@ struct Program {
     // moved columns (fg::Move). Empty `arg`: the argument named `name`.
     prims::Move move = prims::Move::None;
     std::string arg = {};
+    // A rolled input (prims::Move::Roll): its shift, a formula over the attrs and D, and the
+    // program's roll (Program::rolls) whose slot the call fills with its value (-1: none).
+    ir::Expr shift = nullptr;
+    int roll = -1;
     // The outputs whose values read it (bit m: output m; all bits past the 32nd output): the
     // GPU's row plan skips its loads in a call that needs none of them (a backward asked for
     // the gradient of x alone does not read what only the gradient of a table reads).
@@ -142,6 +146,10 @@ struct Program {
   // A column program (plan/ColumnPasses.h): [D] values computed over one row of D (the glue
   // runs it with rows = 1; its Full outputs are [D]).
   bool columns = false;
+  // The distinct shifts of its rolls (of inputs, Input::roll, and of j), formulas over the
+  // attrs and D: the runtime computes each once per call, reduced mod D, into an attr slot of
+  // its own (fusegen_program.h withRolls).
+  std::vector<ir::Expr> rolls;
 };
 
 struct SavedStat {
@@ -194,8 +202,10 @@ struct KernelPlan {
   std::vector<Program> backwardBefore;
 };
 
+// `lib`: the primitives that composing moves builds (opt/Moves.h).
 std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& fn,
-                                 const autodiff::Gradient& grad, Diagnostics& diags);
+                                 const autodiff::Gradient& grad, const prims::PrimitiveLibrary& lib,
+                                 Diagnostics& diags);
 
 // A readable summary of the plan (fusegen dump plan).
 std::string describePlan(const ir::Function& fn, const KernelPlan& plan);

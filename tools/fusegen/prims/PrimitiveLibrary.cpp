@@ -36,22 +36,42 @@ const char* moveName(Move m) {
     return "swap_halves";
   case Move::SwapPairs:
     return "swap_pairs";
+  case Move::Roll:
+    return "roll";
   case Move::None:
     break;
   }
   return "none";
 }
 
-long long moveColumn(Move m, long long j, long long D) {
+long long moveColumn(Move m, long long j, long long D, long long shift) {
   switch (m) {
   case Move::SwapHalves:
     return j < D / 2 ? j + D / 2 : j - D / 2;
   case Move::SwapPairs:
     return j ^ 1;
+  case Move::Roll: {
+    if (D <= 0) return j;
+    const long long c = (j - shift % D) % D;
+    return c < 0 ? c + D : c;
+  }
   case Move::None:
     break;
   }
   return j;
+}
+
+bool moveNeedsEvenD(Move m) {
+  return m == Move::SwapHalves || m == Move::SwapPairs;
+}
+
+bool moveSelfInverse(Move m) {
+  return m == Move::SwapHalves || m == Move::SwapPairs;
+}
+
+bool movesCompose(Move outer, Move inner) {
+  auto rollLike = [](Move m) { return m == Move::Roll || m == Move::SwapHalves; };
+  return (outer == inner && moveSelfInverse(outer)) || (rollLike(outer) && rollLike(inner));
 }
 
 int Primitive::paramIndex(const std::string& n) const {
@@ -229,9 +249,10 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
         else if (v.Scalar() != "elementwise")
           diags.error(vloc, "kind must be elementwise, reduction, total, column, move or view");
       } else if (key == "move") {
-        for (Move m : {Move::SwapHalves, Move::SwapPairs})
+        for (Move m : {Move::SwapHalves, Move::SwapPairs, Move::Roll})
           if (v.Scalar() == moveName(m)) p->move = m;
-        if (p->move == Move::None) diags.error(vloc, "move must be swap_halves or swap_pairs");
+        if (p->move == Move::None)
+          diags.error(vloc, "move must be swap_halves, swap_pairs or roll");
       } else if (key == "expand") {
         expandNode = v;
       } else if (key == "returns") {
@@ -303,7 +324,20 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
     if ((p->kind == PrimKind::Move) != (p->move != Move::None))
       diags.error(p->loc, "primitive '" + p->name +
                               "': a move names its permutation (move: "
-                              "swap_halves or swap_pairs), and only a move");
+                              "swap_halves, swap_pairs or roll), and only a move");
+    // The runtime reads a moved value with the move's own parameters: the swaps have none, a
+    // roll its shift (fg::Move).
+    if (p->move != Move::None) {
+      const bool shifted = p->move == Move::Roll;
+      const bool fits = p->params.size() == (shifted ? 2u : 1u) &&
+                        p->params[0].kind == ParamKind::Value &&
+                        (!shifted || p->params[1].kind == ParamKind::Const);
+      if (!fits)
+        diags.error(p->loc,
+                    "primitive '" + p->name + "': a move of kind " + moveName(p->move) + " takes " +
+                        (shifted ? "the value and its shift, as roll(x, k: const)"
+                                 : "one value, as " + std::string(moveName(p->move)) + "(x)"));
+    }
     p->integerClosed = p->kind != PrimKind::Elementwise ? !p->finish
                        : p->eval                        ? integerClosedFormula(p->eval)
                                                         : false;

@@ -58,10 +58,21 @@ enum class PrimKind {
 // The column permutations the runtime reads inputs through (fg::Move in fusegen_runtime.h):
 //   SwapHalves  column j reads (j + D/2) mod D: the halves of the row exchanged (D even)
 //   SwapPairs   column j reads j xor 1: adjacent columns exchanged (D even)
-enum class Move { None, SwapHalves, SwapPairs };
-const char* moveName(Move m); // as primitives.yaml spells it: swap_halves, swap_pairs
-// The column a move reads at column j of a row of D (D even).
-long long moveColumn(Move m, long long j, long long D);
+//   Roll        column j reads (j - k) mod D, k the move's const parameter: torch.roll(x, k, -1)
+//               (any D; k any integer, a call-time value: a literal, an int attr, D, ...)
+enum class Move { None, SwapHalves, SwapPairs, Roll };
+const char* moveName(Move m); // as primitives.yaml spells it: swap_halves, swap_pairs, roll
+// The column a move reads at column j of a row of D (D even for the swaps; `shift`: a roll's k,
+// any integer).
+long long moveColumn(Move m, long long j, long long D, long long shift = 0);
+// Whether a move permutes the columns only of an even D (the swaps: the call checks D).
+bool moveNeedsEvenD(Move m);
+// Whether a move is its own inverse (the swaps). A roll by k is undone by a roll by -k.
+bool moveSelfInverse(Move m);
+// Whether `outer` of a value moved by `inner` is one move (opt/Moves.h composes them): moves of
+// one self-inverse kind (they cancel), and rolls with rolls and with swap_halves (a roll by D/2,
+// D even): roll(roll(x, a), b) = roll(x, a + b).
+bool movesCompose(Move outer, Move inner);
 
 // How a reduction combines the values of a row.
 enum class Combine { Sum, Max, Min };

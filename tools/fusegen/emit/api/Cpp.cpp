@@ -37,6 +37,8 @@ const char* moveEnumerator(prims::Move m) {
     return "fg::Move::SwapHalves";
   case prims::Move::SwapPairs:
     return "fg::Move::SwapPairs";
+  case prims::Move::Roll:
+    return "fg::Move::Roll";
   case prims::Move::None:
     break;
   }
