@@ -24,8 +24,11 @@ struct Forward0 {
   static constexpr int kRowsAttr = 1;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op moves columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -50,6 +53,7 @@ struct Forward0 {
   using InSources = fg::Table<int, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false>;
   using OutKinds =
       fg::Table<fg::OutKind,
                 /* _colsum0 [D] (sum over rows) stored as the compute type */ fg::OutKind::ColSum>;
@@ -79,6 +83,8 @@ struct Forward0 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -117,6 +123,16 @@ struct Forward0 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -126,6 +142,19 @@ struct Forward0 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -198,8 +227,11 @@ struct Forward1 {
   static constexpr int kRowsAttr = 1;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = true;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op moves columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -227,6 +259,7 @@ struct Forward1 {
   using InSources = fg::Table<int, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* _col1 [D] stored as the compute type */ fg::OutKind::Full>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Compute>;
@@ -255,6 +288,8 @@ struct Forward1 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -293,6 +328,16 @@ struct Forward1 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -302,6 +347,19 @@ struct Forward1 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -375,8 +433,11 @@ struct Forward2 {
   static constexpr int kRowsAttr = 1;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op moves columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -406,6 +467,7 @@ struct Forward2 {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false>;
   using OutKinds =
       fg::Table<fg::OutKind,
                 /* _colsum2 [D] (sum over rows) stored as the compute type */ fg::OutKind::ColSum>;
@@ -435,6 +497,8 @@ struct Forward2 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -473,6 +537,16 @@ struct Forward2 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -482,6 +556,19 @@ struct Forward2 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -557,8 +644,11 @@ struct Forward3 {
   static constexpr int kRowsAttr = 1;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = true;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op moves columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -589,6 +679,7 @@ struct Forward3 {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* _col3 [D] stored as the compute type */ fg::OutKind::Full,
                              /* _col4 [D] stored as the compute type */ fg::OutKind::Full>;
@@ -618,6 +709,8 @@ struct Forward3 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -656,6 +749,16 @@ struct Forward3 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -665,6 +768,19 @@ struct Forward3 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -744,8 +860,11 @@ struct Forward {
   static constexpr int kRowsAttr = 1;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op moves columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -780,6 +899,7 @@ struct Forward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false, false, false>;
   using OutKinds = fg::Table<
       fg::OutKind,
       /* y [..., D] */ fg::OutKind::Full,
@@ -816,6 +936,8 @@ struct Forward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -854,6 +976,16 @@ struct Forward {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -863,6 +995,19 @@ struct Forward {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -951,8 +1096,11 @@ struct Backward0 {
   static constexpr int kRowsAttr = 1;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op moves columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -983,6 +1131,7 @@ struct Backward0 {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false>;
   using OutKinds =
       fg::Table<fg::OutKind,
                 /* _colsum0 [D] (sum over rows) stored as the compute type */ fg::OutKind::ColSum,
@@ -1014,6 +1163,8 @@ struct Backward0 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -1052,6 +1203,16 @@ struct Backward0 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -1061,6 +1222,19 @@ struct Backward0 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -1145,8 +1319,11 @@ struct Backward1 {
   static constexpr int kRowsAttr = 1;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = true;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op moves columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -1182,6 +1359,7 @@ struct Backward1 {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* _col3 [D] stored as the compute type */ fg::OutKind::Full,
                              /* _col4 [D] stored as the compute type */ fg::OutKind::Full>;
@@ -1211,6 +1389,8 @@ struct Backward1 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -1249,6 +1429,16 @@ struct Backward1 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -1258,6 +1448,19 @@ struct Backward1 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -1350,8 +1553,11 @@ struct Backward {
   static constexpr int kRowsAttr = 1;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op moves columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -1391,6 +1597,8 @@ struct Backward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1>;
+  using InGuarded =
+      fg::Table<bool, false, false, false, false, false, false, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full,
                              /* grad_weight [D] (sum over rows) */ fg::OutKind::ColSum,
@@ -1421,6 +1629,8 @@ struct Backward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -1459,6 +1669,16 @@ struct Backward {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -1468,6 +1688,19 @@ struct Backward {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
