@@ -9,9 +9,11 @@ and the probabilities (or the scores) and writes the scores' gradient. Writes be
 bench.md to --out.
 
     python3 bench/attention_softmax.py --out bench/results/DIR [--shapes 8x32x2048x2048]
+        [--baseline PKG]   # also the same ops from another fusegen package (an A/B in one run)
 """
 import argparse
 import datetime
+import importlib
 import json
 import os
 
@@ -38,6 +40,10 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", default="8x32x2048x2048")
     p.add_argument("--plain", action="store_true", help="also fusegen's softmax, unmasked")
+    p.add_argument("--baseline", default=None,
+                   help="a fusegen package (--package) of the same specs built from other "
+                        "sources: its ops run beside these as 'fusegen (PKG)'")
+    p.add_argument("--no-peers", action="store_true", help="fusegen alone (no compile, eager)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
@@ -50,6 +56,17 @@ def main():
             "torch.compile": torch.compile(lambda x, m: causal_eager(x)),
             "eager": lambda x, m: causal_eager(x)},
     }
+    if args.baseline:
+        base_masked = importlib.import_module(
+            args.baseline + ".scaled_masked_softmax").scaled_masked_softmax
+        base_causal = importlib.import_module(args.baseline + ".causal_softmax").causal_softmax
+        ops["scaled_masked_softmax"][f"fusegen ({args.baseline})"] = \
+            lambda x, m: base_masked(x, m, scale=SCALE)
+        ops["causal_softmax"][f"fusegen ({args.baseline})"] = \
+            lambda x, m: base_causal(x, scale=SCALE)
+    if args.no_peers:
+        for impls in ops.values():
+            impls.pop("torch.compile", None)
     if args.plain:  # the same rows without mask or scale: what the row plan does unmasked
         from fusegen_ops.softmax import softmax
         ops["softmax (no mask, for comparison)"] = {

@@ -28,8 +28,11 @@ struct Forward0 {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -55,6 +58,7 @@ struct Forward0 {
   using InSources = fg::Table<int, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false>;
   using OutKinds =
       fg::Table<fg::OutKind,
                 /* _colsum0 [D] (sum over rows) stored as the compute type */ fg::OutKind::ColSum>;
@@ -86,6 +90,8 @@ struct Forward0 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -131,6 +137,16 @@ struct Forward0 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -140,6 +156,19 @@ struct Forward0 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -216,8 +245,11 @@ struct Forward1 {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = true;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -246,6 +278,7 @@ struct Forward1 {
   using InSources = fg::Table<int, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* _col1 [D] stored as the compute type */ fg::OutKind::Full>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Compute>;
@@ -276,6 +309,8 @@ struct Forward1 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -321,6 +356,16 @@ struct Forward1 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -330,6 +375,19 @@ struct Forward1 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -407,8 +465,11 @@ struct Forward2 {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -439,6 +500,7 @@ struct Forward2 {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false>;
   using OutKinds =
       fg::Table<fg::OutKind,
                 /* _colsum2 [D] (sum over rows) stored as the compute type */ fg::OutKind::ColSum>;
@@ -470,6 +532,8 @@ struct Forward2 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -515,6 +579,16 @@ struct Forward2 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -524,6 +598,19 @@ struct Forward2 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -603,8 +690,11 @@ struct Forward3 {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = true;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -636,6 +726,7 @@ struct Forward3 {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* _col3 [D] stored as the compute type */ fg::OutKind::Full,
                              /* _col4 [D] stored as the compute type */ fg::OutKind::Full>;
@@ -667,6 +758,8 @@ struct Forward3 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -712,6 +805,16 @@ struct Forward3 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -721,6 +824,19 @@ struct Forward3 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -804,8 +920,11 @@ struct Forward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -841,6 +960,7 @@ struct Forward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false, false, false>;
   using OutKinds = fg::Table<
       fg::OutKind,
       /* y [..., D] */ fg::OutKind::Full,
@@ -879,6 +999,8 @@ struct Forward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -924,6 +1046,16 @@ struct Forward {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -933,6 +1065,19 @@ struct Forward {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -1025,8 +1170,11 @@ struct Backward0 {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -1058,6 +1206,7 @@ struct Backward0 {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false>;
   using OutKinds =
       fg::Table<fg::OutKind,
                 /* _colsum0 [D] (sum over rows) stored as the compute type */ fg::OutKind::ColSum,
@@ -1091,6 +1240,8 @@ struct Backward0 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -1136,6 +1287,16 @@ struct Backward0 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -1145,6 +1306,19 @@ struct Backward0 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -1233,8 +1407,11 @@ struct Backward1 {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = true;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -1271,6 +1448,7 @@ struct Backward1 {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* _col3 [D] stored as the compute type */ fg::OutKind::Full,
                              /* _col4 [D] stored as the compute type */ fg::OutKind::Full>;
@@ -1302,6 +1480,8 @@ struct Backward1 {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -1347,6 +1527,16 @@ struct Backward1 {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -1356,6 +1546,19 @@ struct Backward1 {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -1452,8 +1655,11 @@ struct Backward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 0;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -1494,6 +1700,8 @@ struct Backward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1>;
+  using InGuarded =
+      fg::Table<bool, false, false, false, false, false, false, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full,
                              /* grad_weight [D] (sum over rows) */ fg::OutKind::ColSum,
@@ -1526,6 +1734,8 @@ struct Backward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -1571,6 +1781,16 @@ struct Backward {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -1580,6 +1800,19 @@ struct Backward {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).

@@ -31,8 +31,11 @@ struct Forward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 2;            // passes of reductions over each row
-  static constexpr int kRowValues = 20;        // per-row values kept in registers
+  static constexpr int kStages = 2;     // passes of reductions over each row
+  static constexpr int kRowValues = 20; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 1;
   static constexpr bool kColumn = true;        // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -57,6 +60,7 @@ struct Forward {
   using InSources = fg::Table<int, -1, -1>;
   using InChunks = fg::Table<int, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false>;
   using OutKinds = fg::Table<
       fg::OutKind,
       /* loss [] (finish) */ fg::OutKind::Scalar,
@@ -99,6 +103,8 @@ struct Forward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -131,10 +137,10 @@ struct Forward {
     (void)_attr;
     (void)_D;
     bool _u[kUniforms];
-    const T _attr_label_smoothing = _attr[1];
-    const bool _t0 = _attr_label_smoothing > T(0.0);
     const T _attr_softcap = _attr[3];
-    const bool _t1 = _attr_softcap > T(0.0);
+    const bool _t0 = _attr_softcap > T(0.0);
+    const T _attr_label_smoothing = _attr[1];
+    const bool _t1 = _attr_label_smoothing > T(0.0);
     _u[0] = _t0;
     _u[1] = _t1;
     unsigned _bits = 0;
@@ -166,6 +172,30 @@ struct Forward {
     _rv[2] = _t1;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    const T _attr_softcap = _attr[3];
+    const bool _t0 = _attr_softcap > T(0.0);
+    const T _in_logits = _in[0];
+    T _t1;
+    if (fg::uniform<U>(0, _t0)) {
+      const T _t2 = _t0 ? _attr_softcap : T(1.0);
+      const T _t3 = fg::div<kFast>(_in_logits, _t2);
+      const T _t4 = fg::tanh<kFast>(_t3);
+      const T _t5 = _attr_softcap * _t4;
+      _t1 = _t5;
+    } else {
+      _t1 = _in_logits;
+    }
+    _in[2] = _t1;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -176,44 +206,31 @@ struct Forward {
     (void)_j;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T _attr_softcap = _attr[3];
-      const bool _t0 = _attr_softcap > T(0.0);
-      const T _in_logits = _in[0];
-      T _t1;
-      if (fg::uniform<U>(1, _t0)) {
-        const T _t2 = _t0 ? _attr_softcap : T(1.0);
-        const T _t3 = fg::div<kFast>(_in_logits, _t2);
-        const T _t4 = fg::tanh<kFast>(_t3);
-        const T _t5 = _attr_softcap * _t4;
-        _t1 = _t5;
-      } else {
-        _t1 = _in_logits;
-      }
       const T _in_target = _rv[0];
-      const bool _t6 = _j == _in_target;
-      const T _t7 = _t6 ? _t1 : T(0.0);
-      _t[0] = _t1;
-      _t[1] = _t7;
-      _t[2] = _t1;
+      const bool _t0 = _j == _in_target;
+      const T _t1 = _t0 ? _in[2] : T(0.0);
+      _t[0] = _in[2];
+      _t[1] = _t1;
+      _t[2] = _in[2];
     }
     if constexpr (kPass == 1) {
-      const T _attr_softcap = _attr[3];
-      const bool _t0 = _attr_softcap > T(0.0);
-      const T _in_logits = _in[0];
-      T _t1;
-      if (fg::uniform<U>(1, _t0)) {
-        const T _t2 = _t0 ? _attr_softcap : T(1.0);
-        const T _t3 = fg::div<kFast>(_in_logits, _t2);
-        const T _t4 = fg::tanh<kFast>(_t3);
-        const T _t5 = _attr_softcap * _t4;
-        _t1 = _t5;
-      } else {
-        _t1 = _in_logits;
-      }
-      const T _t6 = _t1 - _rv[4];
-      const T _t7 = fg::exp<kFast>(_t6);
-      _t[0] = _t7;
+      const T _t0 = _in[2] - _rv[4];
+      const T _t1 = fg::exp<kFast>(_t0);
+      _t[0] = _t1;
     }
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -242,7 +259,7 @@ struct Forward {
     if constexpr (kPass == 0) {
       const T _attr_label_smoothing = _attr[1];
       const bool _t0 = _attr_label_smoothing > T(0.0);
-      _g[2] = fg::uniform<U>(0, _t0);
+      _g[2] = fg::uniform<U>(1, _t0);
     }
     if constexpr (kPass == 1) {
     }
@@ -354,8 +371,11 @@ struct Backward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 22;        // per-row values kept in registers
+  static constexpr int kStages = 0;     // passes of reductions over each row
+  static constexpr int kRowValues = 22; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = true;        // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -392,6 +412,7 @@ struct Backward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_logits [..., D] */ fg::OutKind::Full,
                              /* grad_target [...] */ fg::OutKind::Row>;
@@ -423,6 +444,8 @@ struct Backward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -529,6 +552,16 @@ struct Backward {
     _rv[21] = _in__saved_m;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -538,6 +571,19 @@ struct Backward {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).

@@ -25,8 +25,11 @@ struct Forward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 1;            // passes of reductions over each row
-  static constexpr int kRowValues = 3;         // per-row values kept in registers
+  static constexpr int kStages = 1;    // passes of reductions over each row
+  static constexpr int kRowValues = 3; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 1;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -55,6 +58,7 @@ struct Forward {
   using InSources = fg::Table<int, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* y [..., D] */ fg::OutKind::Full,
                              /* residual_out [..., D] */ fg::OutKind::Full,
@@ -87,6 +91,8 @@ struct Forward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -132,6 +138,23 @@ struct Forward {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    const T _in_x0 = _in[0];
+    const T _attr_p = _attr[0];
+    const T _u0 = _in[3];
+    const T _t0 = (_u0 < _attr_p) ? T(0.0) : fg::div<kFast>(_in_x0, (T(1.0) - _attr_p));
+    const T _in_residual = _in[1];
+    const T _t1 = _t0 + _in_residual;
+    _in[4] = _t1;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -142,15 +165,22 @@ struct Forward {
     (void)_j;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T _in_x0 = _in[0];
-      const T _attr_p = _attr[0];
-      const T _u0 = _in[3];
-      const T _t0 = (_u0 < _attr_p) ? T(0.0) : fg::div<kFast>(_in_x0, (T(1.0) - _attr_p));
-      const T _in_residual = _in[1];
-      const T _t1 = _t0 + _in_residual;
-      const T _t2 = _t1 * _t1;
-      _t[0] = _t2;
+      const T _t0 = _in[4] * _in[4];
+      _t[0] = _t0;
     }
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -202,17 +232,11 @@ struct Forward {
     (void)_attr;
     (void)_D;
     (void)_j;
-    const T _in_x0 = _in[0];
-    const T _attr_p = _attr[0];
-    const T _u0 = _in[3];
-    const T _t0 = (_u0 < _attr_p) ? T(0.0) : fg::div<kFast>(_in_x0, (T(1.0) - _attr_p));
-    const T _in_residual = _in[1];
-    const T _t1 = _t0 + _in_residual;
-    const T _t2 = _t1 * _rv[2];
+    const T _t0 = _in[4] * _rv[2];
     const T _in_weight = _in[2];
-    const T _t3 = _t2 * _in_weight;
-    _out[0] = _t3;
-    _out[1] = _t1;
+    const T _t1 = _t0 * _in_weight;
+    _out[0] = _t1;
+    _out[1] = _in[4];
     _out[2] = T(0);
   }
 
@@ -251,8 +275,11 @@ struct Backward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 1;            // passes of reductions over each row
-  static constexpr int kRowValues = 7;         // per-row values kept in registers
+  static constexpr int kStages = 1;    // passes of reductions over each row
+  static constexpr int kRowValues = 7; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 5;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -285,6 +312,7 @@ struct Backward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x0 [..., D] */ fg::OutKind::Full,
                              /* grad_residual [..., D] */ fg::OutKind::Full,
@@ -317,6 +345,8 @@ struct Backward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -364,6 +394,38 @@ struct Backward {
     _rv[0] = _in__saved_rstd;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    const T _u0 = _in[3];
+    const T _attr_p = _attr[0];
+    const bool _t0 = _u0 < _attr_p;
+    const T _grad_residual_out = _in[6];
+    const T _grad_y = _in[5];
+    const T _in_weight = _in[2];
+    const T _t1 = _grad_y * _in_weight;
+    const T _in__saved_rstd = _rv[0];
+    const T _t2 = _t1 * _in__saved_rstd;
+    const T _t3 = _grad_residual_out + _t2;
+    const T _in_x0 = _in[0];
+    const T _t4 = (_u0 < _attr_p) ? T(0.0) : fg::div<kFast>(_in_x0, (T(1.0) - _attr_p));
+    const T _in_residual = _in[1];
+    const T _t5 = _t4 + _in_residual;
+    const T _t6 = _t1 * _t5;
+    const T _t7 = _t5 * _in__saved_rstd;
+    const T _t8 = _grad_y * _t7;
+    _in[7] = _t0;
+    _in[8] = _t3;
+    _in[9] = _t5;
+    _in[10] = _t6;
+    _in[11] = _t8;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -374,18 +436,21 @@ struct Backward {
     (void)_j;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T _grad_y = _in[5];
-      const T _in_weight = _in[2];
-      const T _t0 = _grad_y * _in_weight;
-      const T _in_x0 = _in[0];
-      const T _attr_p = _attr[0];
-      const T _u0 = _in[3];
-      const T _t1 = (_u0 < _attr_p) ? T(0.0) : fg::div<kFast>(_in_x0, (T(1.0) - _attr_p));
-      const T _in_residual = _in[1];
-      const T _t2 = _t1 + _in_residual;
-      const T _t3 = _t0 * _t2;
-      _t[0] = _t3;
+      _t[0] = _in[10];
     }
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -443,31 +508,16 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_j;
-    const T _u0 = _in[3];
+    const T _t0 = _rv[6] * _in[9];
+    const T _t1 = _in[8] + _t0;
+    const T _t2 = _t1 + _t0;
     const T _attr_p = _attr[0];
-    const bool _t0 = _u0 < _attr_p;
-    const T _grad_residual_out = _in[6];
-    const T _grad_y = _in[5];
-    const T _in_weight = _in[2];
-    const T _t1 = _grad_y * _in_weight;
-    const T _in__saved_rstd = _rv[0];
-    const T _t2 = _t1 * _in__saved_rstd;
-    const T _t3 = _grad_residual_out + _t2;
-    const T _in_x0 = _in[0];
-    const T _t4 = (_u0 < _attr_p) ? T(0.0) : fg::div<kFast>(_in_x0, (T(1.0) - _attr_p));
-    const T _in_residual = _in[1];
-    const T _t5 = _t4 + _in_residual;
-    const T _t6 = _rv[6] * _t5;
-    const T _t7 = _t3 + _t6;
-    const T _t8 = _t7 + _t6;
-    const T _t9 = T(1.0) - _attr_p;
-    const T _t10 = fg::div<kFast>(_t8, _t9);
-    const T _t11 = _t0 ? T(0.0) : _t10;
-    const T _t12 = _t5 * _in__saved_rstd;
-    const T _t13 = _grad_y * _t12;
-    _out[0] = _t11;
-    _out[1] = _t8;
-    _out[2] = _t13;
+    const T _t3 = T(1.0) - _attr_p;
+    const T _t4 = fg::div<kFast>(_t2, _t3);
+    const T _t5 = _in[7] ? T(0.0) : _t4;
+    _out[0] = _t5;
+    _out[1] = _t2;
+    _out[2] = _in[11];
   }
 
   // Per row: the values of the [...] outputs and of the [] sums of per-row values.

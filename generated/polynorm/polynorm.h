@@ -25,8 +25,11 @@ struct Forward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 1;            // passes of reductions over each row
-  static constexpr int kRowValues = 13;        // per-row values kept in registers
+  static constexpr int kStages = 1;     // passes of reductions over each row
+  static constexpr int kRowValues = 13; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 4;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -57,6 +60,7 @@ struct Forward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* y [..., D] */ fg::OutKind::Full,
                              /* _saved_stat0 [...] (compute type) */ fg::OutKind::Stat,
@@ -92,6 +96,8 @@ struct Forward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -145,6 +151,28 @@ struct Forward {
     _rv[3] = _in_b;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    const T _in_x = _in[0];
+    const T _t0 = _in_x * _in_x;
+    const T _in_w0 = _rv[0];
+    const T _t1 = _t0 * _in_x;
+    const T _t2 = _in_w0 * _t1;
+    const T _t3 = _t1 * _t1;
+    const T _in_w2 = _rv[2];
+    const T _t4 = _in_w2 * _in_x;
+    _in[5] = _t0;
+    _in[6] = _t2;
+    _in[7] = _t3;
+    _in[8] = _t4;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -155,15 +183,24 @@ struct Forward {
     (void)_j;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T _in_x = _in[0];
-      const T _t0 = _in_x * _in_x;
-      const T _t1 = _t0 * _in_x;
-      const T _t2 = _t1 * _t1;
-      const T _t3 = _t0 * _t0;
-      _t[0] = _t2;
-      _t[1] = _t3;
-      _t[2] = _t0;
+      const T _t0 = _in[5] * _in[5];
+      _t[0] = _in[7];
+      _t[1] = _t0;
+      _t[2] = _in[5];
     }
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -225,23 +262,16 @@ struct Forward {
     (void)_attr;
     (void)_D;
     (void)_j;
-    const T _in_w0 = _rv[0];
-    const T _in_x = _in[0];
-    const T _t0 = _in_x * _in_x;
-    const T _t1 = _t0 * _in_x;
-    const T _t2 = _in_w0 * _t1;
-    const T _t3 = _t2 * _rv[6];
+    const T _t0 = _in[6] * _rv[6];
     const T _in_w1 = _rv[1];
-    const T _t4 = _in_w1 * _t0;
-    const T _t5 = _t4 * _rv[9];
-    const T _t6 = _t3 + _t5;
-    const T _in_w2 = _rv[2];
-    const T _t7 = _in_w2 * _in_x;
-    const T _t8 = _t7 * _rv[12];
-    const T _t9 = _t6 + _t8;
+    const T _t1 = _in_w1 * _in[5];
+    const T _t2 = _t1 * _rv[9];
+    const T _t3 = _t0 + _t2;
+    const T _t4 = _in[8] * _rv[12];
+    const T _t5 = _t3 + _t4;
     const T _in_b = _rv[3];
-    const T _t10 = _t9 + _in_b;
-    _out[0] = _t10;
+    const T _t6 = _t5 + _in_b;
+    _out[0] = _t6;
     _out[1] = T(0);
     _out[2] = T(0);
     _out[3] = T(0);
@@ -283,8 +313,11 @@ struct Backward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 1;            // passes of reductions over each row
-  static constexpr int kRowValues = 24;        // per-row values kept in registers
+  static constexpr int kStages = 1;     // passes of reductions over each row
+  static constexpr int kRowValues = 24; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
@@ -321,6 +354,7 @@ struct Backward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full,
                              /* grad_w0 [] (over all rows) */ fg::OutKind::Total,
@@ -358,6 +392,8 @@ struct Backward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -415,6 +451,16 @@ struct Backward {
     _rv[5] = _in__saved_stat2;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -442,6 +488,19 @@ struct Backward {
       _t[1] = _t5;
       _t[2] = _t7;
     }
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).

@@ -153,6 +153,11 @@ template <class Args> Args argsOf(const Call& c) {
     a.dims.size[i] = c.dims[i];
     a.dims.div[i] = FastDiv::of(c.dims[i]);
   }
+  int64_t named = 1;
+  for (int i = 0; i < kMaxNamedDims; ++i)
+    named *= c.dims[i] > 0 ? c.dims[i] : 1;
+  a.dims.batch = c.rows / named;
+  a.dims.batchDiv = FastDiv::of(a.dims.batch);
   a.dims.rows32 = c.rows < (int64_t(1) << 32);
   a.workspace = c.workspace;
   a.rng = c.rng;

@@ -25,8 +25,11 @@ struct Forward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 2;            // passes of reductions over each row
-  static constexpr int kRowValues = 3;         // per-row values kept in registers
+  static constexpr int kStages = 2;    // passes of reductions over each row
+  static constexpr int kRowValues = 3; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 1;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 1;         // named leading dims of the op (Args::dims)
@@ -52,6 +55,7 @@ struct Forward {
   using InSources = fg::Table<int, -1, -1>;
   using InChunks = fg::Table<int, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* y [..., D] */ fg::OutKind::Full,
                              /* _saved_m [...] (compute type) */ fg::OutKind::Stat,
@@ -84,6 +88,8 @@ struct Forward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -129,6 +135,22 @@ struct Forward {
     (void)_rv;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    const T _in_x = _in[0];
+    const T _attr_scale = _attr[0];
+    const T _t0 = _in_x * _attr_scale;
+    const T _in_mask = _in[1];
+    const T _t1 = _t0 + _in_mask;
+    _in[2] = _t1;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -139,23 +161,26 @@ struct Forward {
     (void)_j;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T _in_x = _in[0];
-      const T _attr_scale = _attr[0];
-      const T _t0 = _in_x * _attr_scale;
-      const T _in_mask = _in[1];
-      const T _t1 = _t0 + _in_mask;
-      _t[0] = _t1;
+      _t[0] = _in[2];
     }
     if constexpr (kPass == 1) {
-      const T _in_x = _in[0];
-      const T _attr_scale = _attr[0];
-      const T _t0 = _in_x * _attr_scale;
-      const T _in_mask = _in[1];
-      const T _t1 = _t0 + _in_mask;
-      const T _t2 = _t1 - _rv[1];
-      const T _t3 = fg::exp<kFast>(_t2);
-      _t[0] = _t3;
+      const T _t0 = _in[2] - _rv[1];
+      const T _t1 = fg::exp<kFast>(_t0);
+      _t[0] = _t1;
     }
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -211,15 +236,10 @@ struct Forward {
     (void)_attr;
     (void)_D;
     (void)_j;
-    const T _in_x = _in[0];
-    const T _attr_scale = _attr[0];
-    const T _t0 = _in_x * _attr_scale;
-    const T _in_mask = _in[1];
-    const T _t1 = _t0 + _in_mask;
-    const T _t2 = _t1 - _rv[1];
-    const T _t3 = fg::exp<kFast>(_t2);
-    const T _t4 = fg::div<kFast>(_t3, _rv[2]);
-    _out[0] = _t4;
+    const T _t0 = _in[2] - _rv[1];
+    const T _t1 = fg::exp<kFast>(_t0);
+    const T _t2 = fg::div<kFast>(_t1, _rv[2]);
+    _out[0] = _t2;
     _out[1] = T(0);
     _out[2] = T(0);
   }
@@ -259,8 +279,11 @@ struct Backward {
   static constexpr int kRolls = 0;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 1;            // passes of reductions over each row
-  static constexpr int kRowValues = 5;         // per-row values kept in registers
+  static constexpr int kStages = 1;    // passes of reductions over each row
+  static constexpr int kRowValues = 5; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 3;
   static constexpr bool kColumn = false;       // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 1;         // named leading dims of the op (Args::dims)
@@ -290,6 +313,7 @@ struct Backward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full,
                              /* grad_mask [..., D] stored as the compute type */ fg::OutKind::Full>;
@@ -321,6 +345,8 @@ struct Backward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -370,6 +396,32 @@ struct Backward {
     _rv[1] = _in__saved_m;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    const T _grad_y = _in[4];
+    const T _in__saved_stat1 = _rv[0];
+    const T _t0 = fg::div<kFast>(_grad_y, _in__saved_stat1);
+    const T _in_x = _in[0];
+    const T _attr_scale = _attr[0];
+    const T _t1 = _in_x * _attr_scale;
+    const T _in_mask = _in[1];
+    const T _t2 = _t1 + _in_mask;
+    const T _in__saved_m = _rv[1];
+    const T _t3 = _t2 - _in__saved_m;
+    const T _t4 = fg::exp<kFast>(_t3);
+    const T _t5 = fg::div<kFast>(_t4, _in__saved_stat1);
+    const T _t6 = _grad_y * _t5;
+    _in[5] = _t0;
+    _in[6] = _t4;
+    _in[7] = _t6;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -380,20 +432,21 @@ struct Backward {
     (void)_j;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T _grad_y = _in[4];
-      const T _in_x = _in[0];
-      const T _attr_scale = _attr[0];
-      const T _t0 = _in_x * _attr_scale;
-      const T _in_mask = _in[1];
-      const T _t1 = _t0 + _in_mask;
-      const T _in__saved_m = _rv[1];
-      const T _t2 = _t1 - _in__saved_m;
-      const T _t3 = fg::exp<kFast>(_t2);
-      const T _in__saved_stat1 = _rv[0];
-      const T _t4 = fg::div<kFast>(_t3, _in__saved_stat1);
-      const T _t5 = _grad_y * _t4;
-      _t[0] = _t5;
+      _t[0] = _in[7];
     }
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -446,22 +499,12 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_j;
-    const T _grad_y = _in[4];
-    const T _in__saved_stat1 = _rv[0];
-    const T _t0 = fg::div<kFast>(_grad_y, _in__saved_stat1);
-    const T _t1 = _t0 - _rv[4];
-    const T _in_x = _in[0];
+    const T _t0 = _in[5] - _rv[4];
+    const T _t1 = _t0 * _in[6];
     const T _attr_scale = _attr[0];
-    const T _t2 = _in_x * _attr_scale;
-    const T _in_mask = _in[1];
-    const T _t3 = _t2 + _in_mask;
-    const T _in__saved_m = _rv[1];
-    const T _t4 = _t3 - _in__saved_m;
-    const T _t5 = fg::exp<kFast>(_t4);
-    const T _t6 = _t1 * _t5;
-    const T _t7 = _t6 * _attr_scale;
-    _out[0] = _t7;
-    _out[1] = _t6;
+    const T _t2 = _t1 * _attr_scale;
+    _out[0] = _t2;
+    _out[1] = _t1;
   }
 
   // Per row: the values of the [...] outputs and of the [] sums of per-row values.

@@ -118,6 +118,13 @@ template <class P, typename S> struct Runner {
     }
   }
 
+  // The element's inputs, then the program's prefix from them (P::kPrefix values after them).
+  void elementValues(int64_t row, int64_t c, const T* rv, T* in) const {
+    elementInputs(row, c, in);
+    if constexpr (P::kPrefix > 0)
+      P::template prefix<T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c));
+  }
+
   // Pass St's picks (fusegen_program.h): the term at the picked column, into lane 0.
   template <int St, int N, int L>
   void addPicks(int64_t row, const T* rv, RowAcc<T> (&acc)[N][L]) const {
@@ -128,8 +135,8 @@ template <class P, typename S> struct Runner {
         int64_t col;
         if (!P::pick(St, j) || !pickedColumn(c[j], a.D, col))
           continue;
-        T in[P::kInputs], t[N];
-        elementInputs(row, col, in);
+        T in[P::kInputs + P::kPrefix], t[N];
+        elementValues(row, col, rv, in);
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, c[j], t);
         accAdd(Reduce::Sum, acc[j][0], t[j]);
       }
@@ -156,8 +163,8 @@ template <class P, typename S> struct Runner {
         laneRv[l][v] = rv[v];
     }
     for (int64_t c = 0; c < a.D; ++c) {
-      T in[P::kInputs], t[NM];
-      elementInputs(row, c, in);
+      T in[P::kInputs + P::kPrefix], t[NM];
+      elementValues(row, c, rv, in);
       P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), t);
       for (int i = 0; i < NM; ++i)
         if (!P::pick(St, i) && need[i])
@@ -170,8 +177,8 @@ template <class P, typename S> struct Runner {
       P::template rowAfter<St, T, isHalf<S>()>(laneRed[l], attr, Dval, laneRv[l]);
     }
     for (int64_t c = 0; c < a.D; ++c) {
-      T in[P::kInputs], t[NS];
-      elementInputs(row, c, in);
+      T in[P::kInputs + P::kPrefix], t[NS];
+      elementValues(row, c, rv, in);
       P::template term<St + 1, T, isHalf<S>()>(in, laneRv[c % kLanes], attr, Dval,
                                                 static_cast<T>(c), t);
       for (int j = 0; j < NS; ++j)
@@ -217,8 +224,8 @@ template <class P, typename S> struct Runner {
         for (int l = 0; l < kLanes; ++l)
           acc[j][l] = accIdentity<T>(P::reduceKind(St, j));
       auto add = [&](int64_t c, int l) {
-        T in[P::kInputs], t[N];
-        elementInputs(row, c, in);
+        T in[P::kInputs + P::kPrefix], t[N];
+        elementValues(row, c, rv, in);
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), t);
         for (int j = 0; j < P::reductions(St); ++j)
           if (!P::pick(St, j) && need[j])
@@ -264,8 +271,8 @@ template <class P, typename S> struct Runner {
       P::template rowPre<T, isHalf<S>()>(rowIn, attr, Dval, rv);
       stage<0>(row, rv);
       for (int64_t c = 0; c < a.D; ++c) {
-        T in[P::kInputs], out[P::kOutputs];
-        elementInputs(row, c, in);
+        T in[P::kInputs + P::kPrefix], out[P::kOutputs];
+        elementValues(row, c, rv, in);
         P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), out);
         int slot = 0;
         for (int m = 0; m < P::kOutputs; ++m) {

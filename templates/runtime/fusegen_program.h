@@ -5,6 +5,9 @@
 // A program P (generated: struct Forward / struct Backward in <op>.h) computes, per row:
 //   rowPre(rowIn, attr, D, rv)            per-row values that need no reduction (rowIn: the
 //                                         [...] inputs' values of the row, and [] inputs)
+//   prefix(in, rv, attr, D, j)            per element: the kPrefix values every pass reads,
+//                                         into in[kInputs ...] (the row plan may cache them)
+//   live<k>(rv, attr, D, j)               whether input k (inGuarded) is read at column j
 //   for each stage s < kStages:
 //     term<s>(in, rv, attr, D, t)         per element: the terms of stage s's reductions
 //     rowAfter<s>(red, attr, D, rv)       per row: reduction results -> more per-row values
@@ -275,6 +278,20 @@ template <class P, class Args> FG_HD unsigned neededOutputs(const Args& a) {
 // type), which only the colwise and row plans read.
 template <class P> FG_HD constexpr int colInputs() {
   return inputsOf<P>(Bcast::Col) + inputsOf<P>(Bcast::TypedCol);
+}
+// The op's dims that the inputs read per element and lacking some of the op's dims have
+// (mappedRow's bits; kAllDims where there are none): rows agreeing on them read the same rows of
+// those inputs (fusegen_runtime.h orderedRow).
+template <class P> FG_HD constexpr unsigned sharedRowDims() {
+  unsigned keep = 0;
+  bool any = false;
+  for (int k = 0; k < P::kInputs; ++k)
+    if ((P::inBcast(k) == Bcast::Full || P::inBcast(k) == Bcast::TypedFull) &&
+        P::inDims(k) != kAllDims) {
+      keep |= P::inDims(k);
+      any = true;
+    }
+  return any ? keep : kAllDims;
 }
 // The random streams a program draws (its Random inputs; input k's stream is its slot).
 template <class P> FG_HD constexpr int randomStreams() { return inputsOf<P>(Bcast::Random); }

@@ -240,15 +240,6 @@ __device__ __forceinline__ void clusterReduce(RowAcc<T> (&v)[N], T* slots, int b
 #endif
 }
 
-// 32-bit registers the row cache takes per item (128-bit vector) and thread: the full inputs'
-// vectors and the ColSum accumulators, in the compute type.
-template <class P, typename S> constexpr int rowCacheWordsPerItem() {
-  constexpr int V = vecWidth<S>();
-  return (inputsOf<P>(Bcast::Full) * V * static_cast<int>(sizeof(S)) +
-          colSumOutputs<P>() * V * static_cast<int>(sizeof(compute_t<S>))) /
-         4;
-}
-
 // ... and the item's random numbers and integer and bool [..., D] elements, in the compute type,
 // where the cache keeps them (drawn and read once per row, not once per pass): rowShape gives
 // them room where the row still fits, and a kernel keeps them when its items have that room
@@ -256,16 +247,46 @@ template <class P, typename S> constexpr int rowCacheWordsPerItem() {
 template <class P> FG_HD constexpr int rowExtras() {
   return randomStreams<P>() + inputsOf<P>(Bcast::TypedFull);
 }
+template <class P, typename S> constexpr int rowExtraWordsPerItem() {
+  return rowExtras<P>() * vecWidth<S>() * static_cast<int>(sizeof(compute_t<S>)) / 4;
+}
+
+// Whether the row cache keeps the program's prefix (P::kPrefix values per element, in the
+// compute type: fusegen's Program::prefix) instead of the inputs it is computed from, so that
+// no pass computes it again: where it takes no more words than the full inputs and their
+// extras, so the row's geometry stays. scaled_masked_softmax's x * scale + mask (bf16: 8 words
+// against the inputs' 8) was instruction bound, every pass converting and combining the inputs
+// again: 2.40 -> 2.08 ms forward at (8, 32, 2048, 2048) bf16 on the H100. Where it takes more
+// it changes the geometry, which measured both ways: causal_softmax's where(j > pos(S), -inf,
+// x * scale) (8 words against 4) 3% faster; cross_entropy's forward 31% slower at 32768 x 4096
+// and 23% faster at 4096 x 16384 (docs/perf-notes.md).
+template <class P, typename S> constexpr bool rowCachesPrefix() {
+  constexpr int V = vecWidth<S>();
+  return P::kPrefix > 0 &&
+         P::kPrefix * V * static_cast<int>(sizeof(compute_t<S>)) / 4 <=
+             inputsOf<P>(Bcast::Full) * V * static_cast<int>(sizeof(S)) / 4 +
+                 rowExtraWordsPerItem<P, S>();
+}
+
+// 32-bit registers the row cache takes per item (128-bit vector) and thread: the full inputs'
+// vectors (or the prefix, rowCachesPrefix) and the ColSum accumulators, in the compute type.
+template <class P, typename S> constexpr int rowCacheWordsPerItem() {
+  constexpr int V = vecWidth<S>();
+  return ((rowCachesPrefix<P, S>() ? P::kPrefix * static_cast<int>(sizeof(compute_t<S>))
+                                   : inputsOf<P>(Bcast::Full) * static_cast<int>(sizeof(S))) *
+              V +
+          colSumOutputs<P>() * V * static_cast<int>(sizeof(compute_t<S>))) /
+         4;
+}
+
 // Input k's slot among them (a Random or TypedFull input).
 template <class P> FG_HD constexpr int rowExtraSlot(int k) {
   return P::inBcast(k) == Bcast::Random ? inputSlot<P>(k, Bcast::Random)
                                         : randomStreams<P>() + inputSlot<P>(k, Bcast::TypedFull);
 }
-template <class P, typename S> constexpr int rowExtraWordsPerItem() {
-  return rowExtras<P>() * vecWidth<S>() * static_cast<int>(sizeof(compute_t<S>)) / 4;
-}
+// (A cache of the prefix holds what the extras are needed for.)
 template <class P, typename S, int ITEMS> constexpr bool rowCachesExtras() {
-  return ITEMS > 0 && rowExtraWordsPerItem<P, S>() > 0 &&
+  return ITEMS > 0 && rowExtraWordsPerItem<P, S>() > 0 && !rowCachesPrefix<P, S>() &&
          ITEMS * (rowCacheWordsPerItem<P, S>() + rowExtraWordsPerItem<P, S>()) <=
              (colSumOutputs<P>() > 0 ? 32 : 24);
 }
@@ -307,6 +328,9 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   int nvec; // vectors per row
   Vec<S, V> cache[atLeastOne<inputsOf<P>(Bcast::Full)>()][kItems]; // the row (ITEMS > 0)
   static constexpr bool kCacheExtras = rowCachesExtras<P, S, ITEMS>();
+  // or, instead of the row's element inputs, its prefix (rowCachesPrefix)
+  static constexpr bool kCachePrefix = ITEMS > 0 && rowCachesPrefix<P, S>();
+  T prefixCache[atLeastOne<P::kPrefix>()][kCachePrefix ? kItems : 1][V];
   // its random numbers and integer and bool [..., D] elements (rowExtraSlot)
   T extras[atLeastOne<rowExtras<P>()>()][kCacheExtras ? kItems : 1][V];
   T colAcc[atLeastOne<colSumOutputs<P>()>()][kItems][V];
@@ -396,8 +420,25 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   // branch). Loads of the others are skipped, their values 0 for the outputs not written.
   __device__ __forceinline__ bool wanted(int k) const { return (P::inReaders(k) & needed) != 0; }
 
-  template <int k> __device__ __forceinline__ Vec<S, V> loadFull(int64_t row, int vi) const {
-    if (!wanted(k))
+  // Whether input k is read at some column of vector vi of a row: always, but for an input
+  // read only under conditions on the column and the row (P::inGuarded: causal_softmax's
+  // scores past the query are not), which rv, the row's values from rowPre, decide.
+  template <int k> __device__ __forceinline__ bool liveVector(const T* rv, int vi) const {
+    if constexpr (!P::inGuarded(k)) {
+      (void)rv, (void)vi;
+      return true;
+    } else {
+      bool any = false;
+#pragma unroll
+      for (int l = 0; l < V; ++l)
+        any = any || P::template live<k, T, isHalf<S>()>(rv, attr, Dval, column(vi, l));
+      return any;
+    }
+  }
+
+  template <int k>
+  __device__ __forceinline__ Vec<S, V> loadFull(int64_t row, int vi, const T* rv) const {
+    if (!wanted(k) || !liveVector<k>(rv, vi))
       return Vec<S, V>{};
     Vec<S, V> x = loadVec<S, V>(a.in[k], inOffset(k, row, vi));
     moved<k>(x.v);
@@ -436,15 +477,21 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
     }
   }
 
-  template <class I>
-  __device__ __forceinline__ void loadVectors(int64_t row, int vi, I, Vectors& x) const {
+  // FILL: for the row cache's prefix (kCachePrefix), from memory; after it, the element inputs
+  // are not read (the cached prefix is all the passes read of them).
+  template <bool FILL = false, class I>
+  __device__ __forceinline__ void loadVectors(int64_t row, int vi, I, const T* rv,
+                                              Vectors& x) const {
+    constexpr bool fromPrefix = kCachePrefix && !FILL;
     staticFor<P::kInputs>([&](auto kc) {
       constexpr int k = decltype(kc)::value;
-      if constexpr (P::inBcast(k) == Bcast::Full) {
-        if constexpr (ITEMS > 0)
+      if constexpr (fromPrefix && (P::inBcast(k) == Bcast::Full || P::inBcast(k) == Bcast::Random ||
+                                   P::inBcast(k) == Bcast::TypedFull)) {
+      } else if constexpr (P::inBcast(k) == Bcast::Full) {
+        if constexpr (ITEMS > 0 && !FILL)
           x.full[inputSlot<P>(k, Bcast::Full)] = cache[inputSlot<P>(k, Bcast::Full)][I::value];
         else
-          x.full[inputSlot<P>(k, Bcast::Full)] = loadFull<k>(row, vi);
+          x.full[inputSlot<P>(k, Bcast::Full)] = loadFull<k>(row, vi, rv);
       } else if constexpr (P::inBcast(k) == Bcast::Col) {
         Vec<S, V>& c = x.col[inputSlot<P>(k, Bcast::Col)];
         if constexpr (sizeof(Vec<S, V>) == 16)
@@ -480,6 +527,21 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
     });
   }
 
+  // The inputs of element l of vector vi (x: their vectors), then the prefix after them (the
+  // generated code's _in[kInputs ...]): from the row cache where it keeps it, else computed.
+  template <class I>
+  __device__ __forceinline__ void elementValues(const Vectors& x, int vi, int l, I, const T* rv,
+                                                T* in) const {
+    elementInputs(x, l, in);
+    if constexpr (kCachePrefix) {
+#pragma unroll
+      for (int i = 0; i < P::kPrefix; ++i)
+        in[P::kInputs + i] = prefixCache[i][I::value][l];
+    } else if constexpr (P::kPrefix > 0) {
+      P::template prefix<T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l));
+    }
+  }
+
   // Adds pass St's terms of this thread's elements of the row into acc[0..reductions(St)).
   template <int St, int N>
   __device__ __forceinline__ void accumulatePass(int64_t row, const T* rv, RowAcc<T> (&acc)[N]) {
@@ -488,11 +550,11 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
     // (Batched loads only for a single reduction: polynorm's backward, 3 compensated sums,
     // spilled with 2 vectors per batch and ran 9% slower.)
     forEachVector<P::reductions(St) == 1 ? rowLoadBatch<P, S>() : 1>(
-        row, [&](int vi, auto, const Vectors& x) {
+        row, rv, [&](int vi, auto item, const Vectors& x) {
 #pragma unroll
       for (int l = 0; l < V; ++l) {
-        T in[P::kInputs], t[N];
-        elementInputs(x, l, in);
+        T in[P::kInputs + P::kPrefix], t[N];
+        elementValues(x, vi, l, item, rv, in);
         P::template term<St, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
         for (int j = 0; j < P::reductions(St); ++j)
@@ -518,7 +580,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
         int64_t col;
         if (!P::pick(St, j) || !pickedColumn(c[j], a.D, col) || (col / V) % rowThreads != rowThread)
           continue;
-        T in[P::kInputs], t[N];
+        T in[P::kInputs + P::kPrefix], t[N];
         staticFor<P::kInputs>([&](auto kc) {
           constexpr int k = decltype(kc)::value;
           const int64_t mc = movedColumn(P::inMove(k), col, a.D, shiftOf(k)); // (k reads there)
@@ -537,6 +599,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
           else
             in[k] = scalar[k];
         });
+        if constexpr (P::kPrefix > 0)
+          P::template prefix<T, isHalf<S>(), U>(in, rv, attr, Dval, c[j]);
         P::template term<St, T, isHalf<S>(), U>(in, rv, attr, Dval, c[j], t);
         acc[j].s += t[j];
       }
@@ -576,7 +640,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       P::template rowAfter<St, T, isHalf<S>()>(base, attr, Dval, rv);
     }
     constexpr int kBatch = rowLoadBatch<P, S>();
-    forEachBatch<kBatch>(row, [&](int base, int rowThreads, const Vectors(&x)[kBatch]) {
+    forEachBatch<kBatch>(row, rv, [&](int base, int rowThreads, const Vectors(&x)[kBatch]) {
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         const int vi = base + b * rowThreads;
@@ -584,8 +648,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
           continue;
 #pragma unroll
         for (int l = 0; l < V; ++l) {
-          T in[P::kInputs], t[NM];
-          elementInputs(x[b], l, in);
+          T in[P::kInputs + P::kPrefix], t[NM];
+          elementValues(x[b], vi, l, std::integral_constant<int, 0>{}, rv, in);
           P::template term<St, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
           for (int i = 0; i < NM; ++i)
@@ -622,8 +686,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
           continue;
 #pragma unroll
         for (int l = 0; l < V; ++l) {
-          T in[P::kInputs], t[NS];
-          elementInputs(x[b], l, in);
+          T in[P::kInputs + P::kPrefix], t[NS];
+          elementValues(x[b], vi, l, std::integral_constant<int, 0>{}, rv, in);
           P::template term<St + 1, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
           for (int j = 0; j < NS; ++j)
@@ -723,15 +787,15 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   // loop of single loads (rmsnorm's forward at 16384x32000, 8 vectors per thread: 0.772 ms
   // batched by 2 against 0.897). kBatch 1 is that unrolled loop (forEachItem).
   template <int kBatch, class F>
-  __device__ __forceinline__ void forEachVector(int64_t row, F&& f) const {
+  __device__ __forceinline__ void forEachVector(int64_t row, const T* rv, F&& f) const {
     if constexpr (ITEMS > 0 || kBatch == 1) {
       forEachItem([&](int vi, auto item) {
         Vectors x;
-        loadVectors(row, vi, item, x);
+        loadVectors(row, vi, item, rv, x);
         f(vi, item, x);
       });
     } else {
-      forEachBatch<kBatch>(row, [&](int base, int stride, const Vectors(&x)[kBatch]) {
+      forEachBatch<kBatch>(row, rv, [&](int base, int stride, const Vectors(&x)[kBatch]) {
 #pragma unroll
         for (int b = 0; b < kBatch; ++b)
           if (valid(base + b * stride))
@@ -744,7 +808,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   // re-read per pass: vectors base, base + stride, ... (those in the row), all loaded into x
   // before f runs, so that the thread has kBatch loads in flight.
   template <int kBatch, class F>
-  __device__ __forceinline__ void forEachBatch(int64_t row, F&& f) const {
+  __device__ __forceinline__ void forEachBatch(int64_t row, const T* rv, F&& f) const {
     const ClusterPlace place = clusterPlace<CLUSTER>();
     const int rowThread = place.rank * blockDim.x + threadIdx.x;
     const int rowThreads = place.blocks * blockDim.x;
@@ -753,7 +817,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
         if (valid(base + b * rowThreads))
-          loadVectors(row, base + b * rowThreads, std::integral_constant<int, 0>{}, x[b]);
+          loadVectors(row, base + b * rowThreads, std::integral_constant<int, 0>{}, rv, x[b]);
       f(base, rowThreads, x);
     }
   }
@@ -826,6 +890,20 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
       }
   }
 
+  // The row at place `index` of the order the block's rows run in: where inputs read per
+  // element lack some of the op's dims (a [S, D] mask against [..., S, D]) and a row takes at
+  // least a warp, rows that read the same rows of them together (orderedRow), so that a block
+  // and the blocks beside it find those in L1, not L2 (H100, scaled_masked_softmax at (8, 32,
+  // 2048, 2048) bf16: forward+backward 6.03 -> 5.58 ms, the forward unchanged); else the op's
+  // order, where a warp's rows are adjacent.
+  __device__ __forceinline__ int64_t rowAt(int64_t index) const {
+    constexpr unsigned keep = sharedRowDims<P>();
+    if constexpr (keep == kAllDims || P::kNamedDims == 0)
+      return index;
+    else
+      return blockDim.x >= 32 ? orderedRow<P::kNamedDims>(keep, index, a.dims) : index;
+  }
+
   // The row's per-row inputs (its [...] inputs, statistics and positions; [] inputs) and the
   // values rowPre computes from them.
   __device__ __forceinline__ void startRow(int64_t row, T* rv) const {
@@ -852,8 +930,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
     T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
 #pragma unroll
     for (int l = 0; l < V; ++l) {
-      T in[P::kInputs], out[P::kOutputs];
-      elementInputs(x, l, in);
+      T in[P::kInputs + P::kPrefix], out[P::kOutputs];
+      elementValues(x, vi, l, item, rv, in);
       P::template elem<T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), out);
       staticFor<P::kOutputs>([&](auto mc) {
         constexpr int m = decltype(mc)::value;
@@ -903,17 +981,31 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
     const ClusterPlace place = clusterPlace<CLUSTER>();
     const int64_t cluster = blockIdx.x / place.blocks, clusters = gridDim.x / place.blocks;
     for (int64_t base = cluster * rowsPerBlock; base < a.rows; base += clusters * rowsPerBlock) {
-      const int64_t row = base + threadIdx.y;
-      const bool active = row < a.rows;
+      const bool active = base + threadIdx.y < a.rows;
+      const int64_t row = active ? rowAt(base + threadIdx.y) : base + threadIdx.y;
       T rv[atLeastOne<P::kRowValues>()];
       if (active) {
         startRow(row, rv);
-        if constexpr (ITEMS > 0)
+        if constexpr (kCachePrefix)
+          forEachItem([&](int vi, auto item) {
+            Vectors x;
+            loadVectors<true>(row, vi, item, rv, x);
+#pragma unroll
+            for (int l = 0; l < V; ++l) {
+              T in[P::kInputs + P::kPrefix];
+              elementInputs(x, l, in);
+              P::template prefix<T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l));
+#pragma unroll
+              for (int i = 0; i < P::kPrefix; ++i)
+                prefixCache[i][item.value][l] = in[P::kInputs + i];
+            }
+          });
+        else if constexpr (ITEMS > 0)
           forEachItem([&](int vi, auto item) {
             staticFor<P::kInputs>([&](auto kc) {
               constexpr int k = decltype(kc)::value;
               if constexpr (P::inBcast(k) == Bcast::Full)
-                cache[inputSlot<P>(k, Bcast::Full)][item.value] = loadFull<k>(row, vi);
+                cache[inputSlot<P>(k, Bcast::Full)][item.value] = loadFull<k>(row, vi, rv);
               else if constexpr ((P::inBcast(k) == Bcast::Random ||
                                   P::inBcast(k) == Bcast::TypedFull) &&
                                  kCacheExtras)
@@ -926,7 +1018,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
         continue;
       forEachItem([&](int vi, auto item) {
         Vectors x;
-        loadVectors(row, vi, item, x);
+        loadVectors(row, vi, item, rv, x);
         writeElements(row, vi, item, x, rv, partials);
       });
       if (threadIdx.x == 0 && clusterPlace<CLUSTER>().rank == 0) {
@@ -1249,7 +1341,8 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
   const int maxCluster = aligned ? rowMaxCluster<P, S>() : 1;
   RowGeometry g{};
   static_cast<RowShape&>(g) =
-      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0, rowExtraWordsPerItem<P, S>(),
+      rowShape({rowCacheWordsPerItem<P, S>(), colSumOutputs<P>() > 0,
+                rowCachesPrefix<P, S>() ? 0 : rowExtraWordsPerItem<P, S>(),
                 aligned ? rowMaxItems<P, S>() : 4, rowReadOnce<P>()},
                a.D, V, aligned, maxCluster);
   if (aligned) {

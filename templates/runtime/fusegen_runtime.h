@@ -111,6 +111,8 @@ struct FastDiv {
 struct NamedDims {
   int64_t size[kMaxNamedDims];
   FastDiv div[kMaxNamedDims];
+  int64_t batch;   // the rows over the named dims' product: the size of the batch dim
+  FastDiv batchDiv; // ... and its division (rows32)
   bool rows32;
 };
 
@@ -158,6 +160,54 @@ template <int N> FG_HD int64_t positionOf(unsigned has, int64_t row, const Named
     row /= dims.size[i];
   }
   return 0;
+}
+
+// The op's row at place `index` of an order of the rows in which those that agree on the dims
+// `keep` (mappedRow's bits) come together: the dims of `keep` outermost, the others innermost,
+// each group in the op's order. The row plan runs rows in it where an input has only some of the
+// op's dims (scaled_masked_softmax's [S, D] mask against [..., S, D] scores): the rows a block
+// and its neighbours run at a time then read the same rows of that input, from L1, where in
+// the op's order each read one of its own from L2 (fusegen_row_cuda.cuh RowKernel::run).
+template <int N> FG_HD int64_t orderedRow(unsigned keep, int64_t index, const NamedDims& dims) {
+  int64_t coord[kMaxNamedDims + 1] = {};
+  if (dims.rows32) {
+    uint32_t r = static_cast<uint32_t>(index);
+    auto split = [&](int i, const FastDiv& div) {
+      const uint32_t q = div.quotient(r);
+      coord[i] = r - q * div.d;
+      r = q;
+    };
+    for (int i = N - 1; i >= 0; --i) // the other dims, innermost first
+      if (!((keep >> i) & 1u))
+        split(i, dims.div[i]);
+    if (!((keep >> N) & 1u))
+      split(N, dims.batchDiv);
+    for (int i = N - 1; i >= 0; --i) // then those of `keep`; the batch takes the rest
+      if ((keep >> i) & 1u)
+        split(i, dims.div[i]);
+    if ((keep >> N) & 1u)
+      coord[N] = r;
+  } else {
+    int64_t r = index;
+    auto split = [&](int i, int64_t size) {
+      coord[i] = r % size;
+      r /= size;
+    };
+    for (int i = N - 1; i >= 0; --i)
+      if (!((keep >> i) & 1u))
+        split(i, dims.size[i]);
+    if (!((keep >> N) & 1u))
+      split(N, dims.batch);
+    for (int i = N - 1; i >= 0; --i)
+      if ((keep >> i) & 1u)
+        split(i, dims.size[i]);
+    if ((keep >> N) & 1u)
+      coord[N] = r;
+  }
+  int64_t row = coord[N];
+  for (int i = 0; i < N; ++i)
+    row = row * dims.size[i] + coord[i];
+  return row;
 }
 
 // What an input's elements are stored as (P::inElem(k)): the call's dtype, or an integer or

@@ -53,4 +53,42 @@ TEST(NamedDims, MappedRowsAndPositionsFollowTheCoordinates) {
   }
 }
 
+// orderedRow (the row plan's order where inputs lack some dims): for every set of kept dims, a
+// bijection of the rows in which the rows agreeing on the kept dims are consecutive, in the op's
+// order among themselves.
+TEST(NamedDims, OrderedRowsBringRowsSharingTheKeptDimsTogether) {
+  for (bool rows32 : {true, false}) {
+    fg::NamedDims dims{};
+    dims.size[0] = 5;
+    dims.size[1] = 3;
+    dims.div[0] = fg::FastDiv::of(5);
+    dims.div[1] = fg::FastDiv::of(3);
+    dims.batch = 7;
+    dims.batchDiv = fg::FastDiv::of(7);
+    dims.rows32 = rows32;
+    const int64_t rows = 7 * 15;
+    for (unsigned keep = 0; keep < 8; ++keep) {
+      int64_t group = 1; // rows per value of the kept dims
+      for (int i = 0; i < 3; ++i)
+        if (!((keep >> i) & 1u)) group *= i == 0 ? 5 : i == 1 ? 3 : 7;
+      std::vector<bool> seen(rows, false);
+      for (int64_t index = 0; index < rows; ++index) {
+        const int64_t row = fg::orderedRow<2>(keep, index, dims);
+        ASSERT_GE(row, 0);
+        ASSERT_LT(row, rows);
+        EXPECT_FALSE(seen[row]) << "keep " << keep << ": row " << row << " twice";
+        seen[row] = true;
+        const int64_t first = fg::orderedRow<2>(keep, index / group * group, dims);
+        EXPECT_EQ(fg::mappedRow<2>(keep, row, dims), fg::mappedRow<2>(keep, first, dims))
+            << "keep " << keep << ", index " << index;
+        if (index % group > 0) {
+          EXPECT_GT(row, fg::orderedRow<2>(keep, index - 1, dims));
+        }
+      }
+    }
+    for (int64_t index = 0; index < rows; ++index) // all kept: the op's order
+      EXPECT_EQ(fg::orderedRow<2>(7u, index, dims), index);
+  }
+}
+
 } // namespace

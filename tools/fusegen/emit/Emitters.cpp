@@ -358,6 +358,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("move", api::moveEnumerator(in.move));
     x.set("roll", std::to_string(in.roll));
     x.set("readers", std::to_string(in.readers) + "u");
+    x.set("guarded", in.live.always ? "false" : "true");
     // (a swapped input: the input of its tensor and chunk at its own columns, whose registers
     // the groups plan reads it from)
     int source = -1;
@@ -416,6 +417,11 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
                                   : std::string(" stored as ") + spec::outputTypeName(o.type)));
     outputs.push_back(x);
   }
+  // The prefix (Program::prefix): computed from the inputs by `prefix`, read by the passes and
+  // the outputs as the inputs after the program's own (_in[kInputs + i]).
+  const Bindings inputsOnly = element;
+  for (size_t i = 0; i < p.prefix.size(); ++i)
+    element[p.prefix[i].get()] = "_in[" + std::to_string(p.inputs.size() + i) + "]";
   auto rowValuesBefore = [&](Bindings b, int stage) {
     for (size_t i = 0; i < p.rowValues.size(); ++i)
       if (p.rowValueStage[i] < stage) b[p.rowValues[i].get()] = "_rv[" + std::to_string(i) + "]";
@@ -474,6 +480,44 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   std::vector<Data> reductions, shifts, plain, picks;
   UniformConditions uniforms; // of term, guards and elem
   d.set("row_pre", printCpp(assignRowValues(-1), 4, rowPre));
+  d.set("n_prefix", std::to_string(p.prefix.size()));
+  {
+    std::vector<Assignment> prefix;
+    for (size_t i = 0; i < p.prefix.size(); ++i)
+      prefix.push_back({"_in[" + std::to_string(p.inputs.size() + i) + "]", p.prefix[i]});
+    d.set("prefix", printCpp(prefix, 4, rowValuesBefore(inputsOnly, 0), &uniforms));
+  }
+  // Where the inputs read under index conditions are read (plan/Liveness.h): the conditions
+  // over j and the values rowPre computed, as a disjunction of conjunctions.
+  std::vector<Data> guarded;
+  for (size_t k = 0; k < p.inputs.size(); ++k) {
+    const plan::LiveWhen& live = p.inputs[k].live;
+    if (live.always) continue;
+    std::vector<Assignment> conditions;
+    std::vector<const ir::Node*> seen;
+    std::string formula;
+    for (const auto& conjunction : live.any) {
+      std::string term;
+      for (const auto& [c, holds] : conjunction) {
+        auto at = std::find(seen.begin(), seen.end(), c.get());
+        if (at == seen.end()) {
+          conditions.push_back({"_c[" + std::to_string(seen.size()) + "]", c});
+          seen.push_back(c.get());
+          at = seen.end() - 1;
+        }
+        term += std::string(term.empty() ? "" : " && ") + (holds ? "" : "!") + "_c[" +
+                std::to_string(at - seen.begin()) + "]";
+      }
+      formula += (formula.empty() ? "(" : " || (") + (term.empty() ? "true" : term) + ")";
+    }
+    Data x;
+    x.set("index", std::to_string(k));
+    x.set("n_conditions", std::to_string(std::max<size_t>(seen.size(), 1)));
+    x.set("conditions", printCpp(conditions, 6, rowValuesBefore(attrs, 0)));
+    x.set("formula", formula.empty() ? "false" : formula);
+    guarded.push_back(x);
+  }
+  d.set("guarded_inputs", list(guarded));
   std::vector<Data> stages;
   for (size_t s = 0; s < p.stages.size(); ++s) {
     const int st = static_cast<int>(s);

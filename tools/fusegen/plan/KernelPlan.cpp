@@ -205,6 +205,61 @@ void markGuards(Program& p, const std::vector<ir::Expr>& roots) {
   }
 }
 
+// Program::prefix: the values of the region no reduction reaches (elementwise [..., D] calls
+// of reduction depth 0, not themselves an input's view) that something outside it reads, in
+// topological order; none where an element input is read from outside the region, or where
+// the program has no passes (nothing to read them again).
+std::vector<ir::Expr> choosePrefix(const Program& p, const std::vector<ir::Expr>& roots,
+                                   const std::unordered_map<const ir::Node*, int>& depth) {
+  if (p.stages.empty()) return {};
+  std::unordered_set<const ir::Node*> leaves;
+  for (const Program::Input& in : p.inputs)
+    leaves.insert(in.leaf.get());
+  auto inRegion = [&](const ir::Node* n) {
+    return n->kind() == ir::NodeKind::Call && !leaves.count(n) &&
+           n->prim()->kind == prims::PrimKind::Elementwise &&
+           n->shape() == ir::ShapeClass::Full && depth.at(n) == 0;
+  };
+  std::unordered_set<const ir::Node*> read; // the region's values read from outside it
+  auto use = [&](const ir::Node* a) {
+    if (leaves.count(a) && a->shape() == ir::ShapeClass::Full) return false; // an element input
+    if (inRegion(a)) read.insert(a);
+    return true;
+  };
+  for (const ir::Expr& r : roots)
+    if (!use(r.get())) return {};
+  const std::unordered_map<const ir::Node*, ir::Expr> owned = ir::owners(roots);
+  std::vector<ir::Expr> prefix;
+  for (const ir::Node* n : ir::topoOrder(roots)) {
+    if (inRegion(n) || leaves.count(n)) continue;
+    for (const ir::Expr& a : n->args())
+      if (!use(a.get())) return {};
+  }
+  // Of those, the ones that read an element input other than through another one kept (add_
+  // rmsnorm's h = x + residual is kept, h * h, which its pass reads, is computed from it).
+  std::unordered_set<const ir::Node*> kept;
+  auto readsInput = [&](const ir::Node* root) {
+    std::vector<const ir::Node*> todo{root};
+    std::unordered_set<const ir::Node*> seen{root};
+    while (!todo.empty()) {
+      const ir::Node* n = todo.back();
+      todo.pop_back();
+      for (const ir::Expr& a : n->args()) {
+        if (kept.count(a.get()) || !seen.insert(a.get()).second) continue;
+        if (leaves.count(a.get()) && a->shape() == ir::ShapeClass::Full) return true;
+        if (inRegion(a.get())) todo.push_back(a.get());
+      }
+    }
+    return false;
+  };
+  for (const ir::Node* n : ir::topoOrder(roots))
+    if (read.count(n) && readsInput(n)) {
+      kept.insert(n);
+      prefix.push_back(owned.at(n));
+    }
+  return prefix;
+}
+
 bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Diagnostics& diags) {
   std::vector<ir::Expr> roots = values(p.outputs);
   std::unordered_map<const ir::Node*, int> depth = depths(roots);
@@ -249,6 +304,7 @@ bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Dia
   markShiftedStages(p);
   markPlainSums(p);
   markGuards(p, roots);
+  p.prefix = choosePrefix(p, roots, depth);
   for (const ir::Node* n : ir::topoOrder(roots))
     p.usesColumn = p.usesColumn || n->kind() == ir::NodeKind::Column;
   for (Program::Input& in : p.inputs)
@@ -263,6 +319,13 @@ bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Dia
         reached.insert(n);
     for (Program::Input& in : p.inputs)
       if (reached.count(in.leaf.get())) in.readers |= 1u << m;
+  }
+  const std::unordered_map<const ir::Node*, LiveWhen> live = liveness(roots);
+  for (Program::Input& in : p.inputs) {
+    auto w = live.find(in.leaf.get());
+    const bool element = in.shape == ir::ShapeClass::Full && !in.random && !in.position &&
+                         !in.stat && in.type == spec::InputType::Dtype;
+    if (element && w != live.end() && !w->second.never()) in.live = w->second;
   }
   return true;
 }
@@ -810,6 +873,14 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
         out << ", shifted by pass " << s << "'s maxima (one combination with it)";
     }
     out << (p.stages.empty() ? "" : ")") << ", " << p.rowValues.size() << " per-row value(s)\n";
+    if (!p.prefix.empty())
+      out << "    prefix: " << p.prefix.size()
+          << " value(s) per element that the passes read, computed once per element\n";
+    for (const Program::Input& in : p.inputs)
+      if (!in.live.always)
+        out << "    input " << in.name << ": read only under " << in.live.any.size()
+            << " condition(s) on the column and the row; the row plan skips vectors where none "
+               "holds\n";
     for (const Program::Output& o : p.outputs)
       out << "    output " << o.name << ": "
           << (o.kind == OutKind::Passed

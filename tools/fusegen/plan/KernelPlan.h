@@ -18,6 +18,7 @@
 
 #include "autodiff/ReverseMode.h"
 #include "ir/Function.h"
+#include "plan/Liveness.h"
 #include "prims/PrimitiveLibrary.h"
 #include "specfile/SpecModel.h"
 #include "support/Diagnostics.h"
@@ -79,6 +80,10 @@ struct Program {
     // A [D] value an earlier program of the direction computed (plan/ColumnPasses.h): the index
     // of that program's result (stat: in the compute type). -1: an argument of the op.
     int passed = -1;
+    // An element input read only under index conditions (plan/Liveness.h: causal_softmax's
+    // scores where j <= pos(S)): the row plan loads none of a vector whose columns all fail
+    // them. Always for the others.
+    LiveWhen live{true, {}};
   };
   // What a Total output's value is. Elements: an element value, summed over rows and columns
   // (elem computes it). Rows: a per-row value, summed over rows (rowOut). RowsTimesD: a per-row
@@ -140,6 +145,14 @@ struct Program {
   // nodes that depend on a [] input (computed once per row by rowPre, like a [...] input).
   std::vector<ir::Expr> rowValues;
   std::vector<int> rowValueStage; // -1: before the first stage; s: after stage s
+  // The row's prefix (programs with passes): the element values the passes and outputs read
+  // from the part of the DAG that no reduction reaches, where the element inputs are read only
+  // through them (scaled_masked_softmax's x * scale + mask; causal_softmax's where(j > pos(S),
+  // -inf, x * scale)). The generated code computes them once per element (`prefix`) and every
+  // pass reads them as values; the row plan keeps them in the row cache, in the compute type,
+  // instead of the inputs, where that takes at most a vector more (fusegen_row_cuda.cuh), so
+  // the passes do not compute them again. Empty where an input is read otherwise too.
+  std::vector<ir::Expr> prefix;
   RuntimePlan plan = RuntimePlan::Row;
   int namedDims = 0;       // the op's named leading dims (KernelPlan::namedDims)
   bool usesColumn = false; // reads j: the flat plan, which knows no columns, cannot run it

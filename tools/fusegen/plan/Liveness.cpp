@@ -1,0 +1,150 @@
+// Where a program reads its element inputs (plan/Liveness.h).
+#include "plan/Liveness.h"
+
+#include "prims/PrimitiveLibrary.h"
+
+#include <algorithm>
+#include <optional>
+#include <unordered_set>
+
+namespace fusegen::plan {
+
+namespace {
+
+// Bounds on a condition's size: past them a value counts as read everywhere, or a conjunction
+// keeps the conditions it has (a weaker condition: read in more places, never fewer).
+constexpr size_t kMaxDisjuncts = 4;
+constexpr size_t kMaxConjuncts = 4;
+
+using Conjunction = std::vector<std::pair<ir::Expr, bool>>;
+
+bool sameConjunction(const Conjunction& a, const Conjunction& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [c, holds] : a)
+    if (std::find_if(b.begin(), b.end(), [&](const auto& o) {
+          return o.first.get() == c.get() && o.second == holds;
+        }) == b.end())
+      return false;
+  return true;
+}
+
+// a without its literal of condition c where b is a with that literal negated, else nothing:
+// (A and c) or (A and not c) is A.
+std::optional<Conjunction> resolve(const Conjunction& a, const Conjunction& b) {
+  if (a.size() != b.size()) return std::nullopt;
+  for (size_t i = 0; i < a.size(); ++i) {
+    Conjunction rest = a, negated = a;
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
+    negated[i].second = !negated[i].second;
+    if (sameConjunction(negated, b)) return rest;
+  }
+  return std::nullopt;
+}
+
+// into |= from
+void join(LiveWhen& into, const LiveWhen& from) {
+  if (into.always || from.never()) return;
+  if (from.always) {
+    into = LiveWhen{true, {}};
+    return;
+  }
+  for (Conjunction c : from.any) {
+    // (Each resolution shortens c, so this ends.)
+    for (size_t i = 0; i < into.any.size();) {
+      if (std::optional<Conjunction> r = resolve(into.any[i], c)) {
+        into.any.erase(into.any.begin() + static_cast<std::ptrdiff_t>(i));
+        c = *r;
+        i = 0;
+      } else {
+        ++i;
+      }
+    }
+    if (c.empty()) {
+      into = LiveWhen{true, {}};
+      return;
+    }
+    if (std::none_of(into.any.begin(), into.any.end(),
+                     [&](const Conjunction& o) { return sameConjunction(o, c); }))
+      into.any.push_back(c);
+  }
+  if (into.any.size() > kMaxDisjuncts) into = LiveWhen{true, {}};
+}
+
+// w and (c holds == holds)
+LiveWhen conjoin(const LiveWhen& w, const ir::Expr& c, bool holds) {
+  if (w.never()) return w;
+  if (w.always) return LiveWhen{false, {{{c, holds}}}};
+  LiveWhen out;
+  for (Conjunction conj : w.any) {
+    bool contradicts = false, present = false;
+    for (const auto& [o, h] : conj) {
+      contradicts = contradicts || (o.get() == c.get() && h != holds);
+      present = present || (o.get() == c.get() && h == holds);
+    }
+    if (contradicts) continue;
+    if (!present && conj.size() < kMaxConjuncts) conj.push_back({c, holds});
+    join(out, LiveWhen{false, {conj}});
+  }
+  return out;
+}
+
+bool elementwise(const ir::Node* n) {
+  return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Elementwise;
+}
+
+} // namespace
+
+bool isIndexCondition(const ir::Node* c) {
+  if (c->type() != ir::ValueType::Bool) return false;
+  std::vector<const ir::Node*> todo{c};
+  std::unordered_set<const ir::Node*> seen{c};
+  while (!todo.empty()) {
+    const ir::Node* n = todo.back();
+    todo.pop_back();
+    for (const ir::Expr& a : n->args())
+      if (seen.insert(a.get()).second) todo.push_back(a.get());
+    switch (n->kind()) {
+    case ir::NodeKind::Const:
+    case ir::NodeKind::Attr:
+    case ir::NodeKind::Dim:
+    case ir::NodeKind::Rows:
+    case ir::NodeKind::Column:
+    case ir::NodeKind::Position:
+      break;
+    case ir::NodeKind::Input: // (per-row and [] inputs: read before the row)
+      if (n->shape() != ir::ShapeClass::Row && n->shape() != ir::ShapeClass::Scalar) return false;
+      break;
+    case ir::NodeKind::Call:
+      if (!elementwise(n)) return false;
+      break;
+    default:
+      return false;
+    }
+  }
+  return true;
+}
+
+std::unordered_map<const ir::Node*, LiveWhen> liveness(const std::vector<ir::Expr>& roots) {
+  std::unordered_map<const ir::Node*, LiveWhen> live;
+  for (const ir::Expr& r : roots)
+    if (r) live[r.get()] = LiveWhen{true, {}};
+  std::vector<const ir::Node*> order = ir::topoOrder(roots);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const ir::Node* n = *it;
+    const LiveWhen here = live[n];
+    if (here.never() || n->kind() != ir::NodeKind::Call) continue;
+    const std::vector<ir::Expr>& args = n->args();
+    if (n->isCall("where") && isIndexCondition(args[0].get())) {
+      join(live[args[1].get()], conjoin(here, args[0], true));
+      join(live[args[2].get()], conjoin(here, args[0], false));
+      join(live[args[0].get()], here);
+      continue;
+    }
+    const LiveWhen reads = elementwise(n) ? here : LiveWhen{true, {}};
+    for (const ir::Expr& a : args)
+      join(live[a.get()], reads);
+  }
+  return live;
+}
+
+} // namespace fusegen::plan
