@@ -5,7 +5,7 @@ torch.compile, against the same block with eager norms and activations, eager an
 
     torchrun --nproc-per-node 2 bench/llama_block_tp.py --device cuda --out DIR
     torchrun --nproc-per-node 2 bench/llama_block_tp.py --device cpu --out DIR --steps 2 \\
-        --no-compile --tiny                                  # gloo smoke test (the CI test)
+        [--no-compile]          # gloo, tiny shapes: the smoke test (CI runs it with --no-compile)
 
 The block (pre-norm, no biases, as Llama's): attn_norm (RMSNorm), attention (q, k, v, o
 projections, grouped-query heads, RoPE on q and k with transformers' rotate_half convention,
@@ -15,10 +15,13 @@ gate and up projections, SwiGLU, down projection); the block returns mlp + resid
 --layers L > 1 the residual add after each MLP is fused into the next block's attn_norm
 (add_rmsnorm). Variants, all from one set of initial weights:
   fusegen          norms, rope and swiglu from fusegen_ops (torch.ops.fusegen.*), eager mode
-  fusegen+compile  the same under torch.compile (the ops have fake implementations)
+  fusegen+compile  the same under torch.compile (the ops have fake implementations; they stay
+                   opaque calls in the graph)
   eager            the same math in plain PyTorch: transformers' LlamaRMSNorm (fp32 inside),
                    x + residual, rotate_half RoPE, F.silu(gate) * up
   compile-only     eager under torch.compile
+torch.compile(model, dynamic=False) after parallelizing: under TP + SP one graph (the DTensor
+hooks are traced); under FSDP2 each block is a graph (FSDP's hooks break the graph around it).
 Configurations, both on a 1-D mesh of the 2 ranks (a 2-D TP x FSDP mesh needs 4 or more):
   tp_sp   tensor parallel (parallelize_module: ColwiseParallel q, k, v, gate, up; RowwiseParallel
           o and down with output Shard(1)) + sequence parallel norms, as torch's TP tutorial for
@@ -31,10 +34,11 @@ Configurations, both on a 1-D mesh of the 2 ranks (a 2-D TP x FSDP mesh needs 4 
   fsdp2   fully_shard of each block and of the model (data parallel: each rank half of the
           batch, gradients averaged); the ops see plain tensors.
 Correctness: rank 0 first trains the unparallelized model of the same variant (same compile
-setting) alone on the whole batch (the 1-process reference); each configuration then trains
+setting; --eager-reference: uncompiled, two compiles fewer) alone on the whole batch (the
+1-process reference); each configuration then trains
 --steps steps from the same weights and data, and at every step the loss and the gradient of
 every parameter (full_tensor()) must match the reference's: relative error in the 2-norm,
-|a - ref| / |ref|, at most TOLERANCE[dtype] (see there). Timing: --warmup more steps, then
+|a - ref| / |ref|, at most TOLERANCE_EPS[dtype] x eps (see there). Timing: --warmup more steps, then
 --iters timed steps (zero_grad, forward, loss, backward, optimizer step; synchronized,
 perf_counter), the median of the slowest rank's time per step. Writes DIR/llama_block.json and
 DIR/llama_block.md; exits 1 when a check fails or a run raises.
@@ -53,7 +57,6 @@ import datetime
 import gc
 import importlib
 import json
-import math
 import os
 import platform
 import statistics
@@ -61,7 +64,11 @@ import sys
 import time
 import traceback
 
-os.environ["NCCL_NVLS_ENABLE"] = "0"  # NVLink multicast (NVLS) stays off on these machines
+# NVLink multicast stays off (it can take a shared host's GPUs out of service): NCCL's NVLS,
+# symmetric memory's and NVSHMEM's multicast.
+os.environ["NCCL_NVLS_ENABLE"] = "0"
+os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
+os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -81,6 +88,11 @@ VARIANTS = {  # name: (implementation of norms/rope/swiglu, torch.compile)
     "fusegen+compile": ("fusegen", True),
 }
 CONFIGS = ("tp_sp", "fsdp2")
+# Default shapes. CUDA: Llama 3 8B's layer (hidden 4096, 32 query heads and 8 kv heads of 128,
+# intermediate 14336), 2 sequences of 4096 tokens (8192 tokens a step). CPU: tiny.
+CUDA_SHAPES = {"batch": 2, "seq": 4096, "hidden": 4096, "heads": 32, "kv_heads": 8,
+               "intermediate": 14336}
+TINY = {"batch": 2, "seq": 16, "hidden": 64, "heads": 4, "kv_heads": 2, "intermediate": 128}
 
 # The check's tolerance: relative error in the 2-norm of the loss and of each parameter's
 # gradient, per step, as a multiple of the dtype's machine epsilon (finfo.eps: 2^-7 for bf16,
@@ -294,7 +306,9 @@ def tp_sp_plan(cfg):
 
 
 def build(cfg, impl, weights, config, mesh, device):
-    model = Model(cfg, impl).to(device=device, dtype=weights[next(iter(weights))].dtype)
+    with torch.device("meta"):  # (no initialization: the weights are loaded)
+        model = Model(cfg, impl).to(dtype=next(iter(weights.values())).dtype)
+    model.to_empty(device=device)
     model.load_state_dict(weights)
     if config == "tp_sp":
         parallelize_module(model, mesh, tp_sp_plan(cfg))
@@ -312,11 +326,12 @@ def local_inputs(config, x, tgt, cos, sin, mesh, rank, world):
     if config == "tp_sp":
         cos, sin = (DTensor.from_local(t, mesh, [Replicate()], run_check=False)
                     for t in (cos, sin))
-        return (x.chunk(world, 1)[rank], tgt.chunk(world, 1)[rank], cos, sin,
-                1.0 / x.numel(), dist.ReduceOp.SUM)
+        return (x.chunk(world, 1)[rank].contiguous(), tgt.chunk(world, 1)[rank].contiguous(),
+                cos, sin, 1.0 / x.numel(), dist.ReduceOp.SUM)
     if config == "fsdp2":
-        xl = x.chunk(world, 0)[rank]
-        return (xl, tgt.chunk(world, 0)[rank], cos, sin, 1.0 / xl.numel(), dist.ReduceOp.AVG)
+        xl = x.chunk(world, 0)[rank].contiguous()
+        return (xl, tgt.chunk(world, 0)[rank].contiguous(), cos, sin, 1.0 / xl.numel(),
+                dist.ReduceOp.AVG)
     return x, tgt, cos, sin, 1.0 / x.numel(), None
 
 
@@ -363,8 +378,14 @@ class Run:
 
     def __init__(self, args, cfg, variant, config, weights, data, mesh, device, rank, world):
         impl, compiled = VARIANTS[variant]
+        if compiled and config == "single" and args.eager_reference:
+            compiled = False
         if compiled:
             torch._dynamo.reset()  # a fresh cache: no recompile limit met across models
+        torch._dynamo.utils.counters.clear()
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        self.device = device
         self.model = build(cfg, impl, weights, config, mesh, device)
         self.forward = torch.compile(self.model, dynamic=False) if compiled else self.model
         self.opt = make_optimizer(args, self.model)
@@ -384,6 +405,15 @@ class Run:
             part = part.clone()
             dist.all_reduce(part, op=self.reduce)
         return part.item()
+
+    def compile_stats(self):
+        """Graphs compiled since this run started (dynamo's counter; under FSDP2 the model's
+        loop over the blocks runs eagerly, as FSDP's hooks break the graph there, and each block
+        is a graph), and the peak GPU memory."""
+        out = {"graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"]}
+        if self.device.type == "cuda":
+            out["peak_memory_gb"] = torch.cuda.max_memory_allocated(self.device) / 2**30
+        return out
 
     def grads(self):
         """Every parameter's whole gradient (collective on DTensors; None: no gradient)."""
@@ -429,8 +459,9 @@ def reference(args, cfg, variant, weights, data, device):
     sync(device)
     first = time.perf_counter() - t0
     times = timed(run, device, args.warmup, args.iters, 1)
+    stats = run.compile_stats()
     del run
-    return losses, grads, first, times
+    return losses, grads, first, times, stats
 
 
 def check_and_time(args, cfg, variant, config, weights, data, ref, mesh, device, rank, world,
@@ -478,8 +509,10 @@ def check_and_time(args, cfg, variant, config, weights, data, ref, mesh, device,
     sync(device)
     first = time.perf_counter() - t0
     times = timed(run, device, args.warmup, args.iters, world)
+    stats = run.compile_stats()
     del run
     return {
+        **stats,
         "passed": not failures if rank == 0 and ref is not None else None,
         "losses": losses,
         "max_loss_rel_err": loss_err,
@@ -556,19 +589,25 @@ def write_report(path, meta, res):
         "slowest rank's forward + backward + optimizer step, ms",
         "",
         "| config | variant | step ms | check | max loss err | max grad err (param) | "
-        "checked steps incl. compile, s |",
-        "| --- | --- | ---: | --- | ---: | --- | ---: |",
+        "checked steps incl. compile, s | graphs | peak GiB |",
+        "| --- | --- | ---: | --- | ---: | --- | ---: | ---: | ---: |",
     ]
     for config, by_variant in res.items():
         for v, r in by_variant.items():
             if "error" in r:
                 lines.append(f"| {config} | {v} | - | ERROR: {r['error'].splitlines()[-1][:150]} "
-                             "| | | |")
+                             "| | | | | |")
                 continue
             check = "-" if r.get("passed") is None else ("pass" if r["passed"] else "FAIL")
             lines.append(
                 f"| {config} | {v} | {r['step_ms']:.2f} | {check} | {r['max_loss_rel_err']:.2e} "
-                f"| {r['max_grad_rel_err']:.2e} ({r['worst_grad']}) | {r['checked_steps_s']:.1f} |")
+                f"| {r['max_grad_rel_err']:.2e} ({r['worst_grad']}) | {r['checked_steps_s']:.1f} "
+                f"| {r['graphs']} | {r.get('peak_memory_gb', 0):.1f} |")
+    single = meta.get("single_rank_reference") or {}
+    if single:
+        lines += ["", "The references (rank 0 alone, the whole batch, "
+                  f"{'uncompiled' if meta.get('eager_reference') else 'same compile setting'}): "
+                  "step ms " + ", ".join(f"{v} {r['step_ms']:.2f}" for v, r in single.items())]
     lines += ["", "Speedups (step time ratio):", ""]
     for config, s in meta["speedups"].items():
         for k, v in s.items():
@@ -602,19 +641,19 @@ def parse_args():
     p.add_argument("--dtype", choices=("bf16", "fp32", "fp16"), default=None,
                    help="weights and activations (default: bf16 on cuda, fp32 on cpu)")
     p.add_argument("--tiny", action="store_true",
-                   help="tiny shapes for the CPU smoke test (hidden 64, 4 heads of 16, 2 kv "
-                        "heads, intermediate 128, seq 16, batch 2)")
-    p.add_argument("--batch", type=int, default=2, help="global batch (fsdp2: split by ranks)")
-    p.add_argument("--seq", type=int, default=4096)
-    p.add_argument("--hidden", type=int, default=4096)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--intermediate", type=int, default=14336)
+                   help="the CPU default shapes on any device: " + ", ".join(
+                       f"{k} {v}" for k, v in TINY.items()))
+    p.add_argument("--batch", type=int, help="global batch (fsdp2: split by ranks); default "
+                   f"{CUDA_SHAPES['batch']} (cuda), {TINY['batch']} (cpu)")
+    for k in ("seq", "hidden", "heads", "kv_heads", "intermediate"):
+        p.add_argument("--" + k.replace("_", "-"), type=int,
+                       help=f"default {CUDA_SHAPES[k]} (cuda), {TINY[k]} (cpu)")
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--eps", type=float, default=1e-5)
     p.add_argument("--steps", type=int, default=5, help="checked training steps")
     p.add_argument("--warmup", type=int, default=None, help="default 3 (cuda), 1 (cpu)")
-    p.add_argument("--iters", type=int, default=None, help="timed steps, default 20 (cuda), 3 (cpu)")
+    p.add_argument("--iters", type=int, default=None,
+                   help="timed steps, default 20 (cuda), 3 (cpu)")
     p.add_argument("--optim", choices=("sgd", "adamw"), default="sgd")
     p.add_argument("--lr", type=float, default=None, help="default 0.5 (sgd), 1e-4 (adamw)")
     p.add_argument("--seed", type=int, default=0)
@@ -623,6 +662,9 @@ def parse_args():
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: tp_sp, fsdp2")
     p.add_argument("--no-compile", action="store_true",
                    help="skip the compiled variants (the CPU smoke test)")
+    p.add_argument("--eager-reference", action="store_true",
+                   help="run the references of the compiled variants uncompiled (two compiles "
+                        "fewer; the check then also covers inductor's rounding)")
     p.add_argument("--no-reference-check", dest="check", action="store_false",
                    help="time only (no reference run, no check)")
     p.add_argument("--ops", default="fusegen_ops", help="the fusegen ops package to import")
@@ -630,9 +672,10 @@ def parse_args():
     p.add_argument("--break-rule", default=None, metavar="OP",
                    help="declare OP's backward Partial gradients Replicate (the check must fail)")
     args = p.parse_args()
-    if args.tiny:
-        args.batch, args.seq, args.hidden, args.heads, args.kv_heads, args.intermediate = \
-            2, 16, 64, 4, 2, 128
+    shapes = TINY if args.tiny or args.device == "cpu" else CUDA_SHAPES
+    for k, v in shapes.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
     args.dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[
         args.dtype or ("bf16" if args.device == "cuda" else "fp32")]
     cuda = args.device == "cuda"
@@ -700,7 +743,8 @@ def main():
         "optimizer": f"{'SGD momentum 0.9' if args.optim == 'sgd' else 'AdamW'} lr {args.lr}",
         "steps": args.steps, "warmup": args.warmup, "iters": args.iters,
         "tolerance": tolerance(args.dtype), "tolerance_eps": TOLERANCE_EPS[args.dtype],
-        "break_rule": args.break_rule, "ops_package": OPS and OPS.__name__,
+        "eager_reference": args.eager_reference, "break_rule": args.break_rule,
+        "ops_package": OPS and OPS.__name__,
     }
     if rank == 0:
         print(f"llama_block_tp: {meta['device_name']} x {world}, torch {torch.__version__}, "
@@ -715,12 +759,12 @@ def main():
             err = None
             if rank == 0:
                 try:
-                    losses, grads, first, times = reference(args, cfg, variant, weights, data,
-                                                            device)
+                    losses, grads, first, times, stats = reference(args, cfg, variant,
+                                                                   weights, data, device)
                     ref = (losses, grads)
                     res_single[variant] = {"losses": losses, "checked_steps_s": first,
                                            "step_ms": statistics.median(times),
-                                           "step_ms_all": times}
+                                           "step_ms_all": times, **stats}
                     print(f"[reference 1 rank] {variant:16s} step {statistics.median(times):9.2f} "
                           f"ms  losses {' '.join(f'{v:.6g}' for v in losses)}", flush=True)
                 except Exception:
@@ -753,8 +797,8 @@ def main():
                              f"check {'PASS' if passed else 'FAIL'} (max rel err loss "
                              f"{r['max_loss_rel_err']:.2e}, grads {r['max_grad_rel_err']:.2e} "
                              f"{r['worst_grad']}; tol {tolerance(args.dtype):.2e})")
-                    print(f"[{config}] {variant:16s} step {r['step_ms']:9.2f} ms  {check}",
-                          flush=True)
+                    print(f"[{config}] {variant:16s} step {r['step_ms']:9.2f} ms  {check}; "
+                          f"{r['graphs']} graphs compiled", flush=True)
                     for f_ in r["failures"][:5]:
                         print(f"    {f_}", flush=True)
                     if r["fusegen_op_calls"]:
