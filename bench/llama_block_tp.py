@@ -44,10 +44,10 @@ perf_counter), the median of the slowest rank's time per step. Writes DIR/llama_
 DIR/llama_block.md; exits 1 when a check fails or a run raises.
 
 Weights and optimizer: the model dtype throughout (--dtype, bf16 on CUDA, fp32 on CPU by
-default: pure bf16 training, no fp32 master weights), SGD with momentum 0.9 (--optim adamw
-for AdamW: its first steps are sign-like, lr * g / |g|, and turn rounding differences of
-gradients near zero into differences of lr in the weights, which the reference comparison
-then has to allow for).
+default: pure bf16 training, no fp32 master weights), SGD with momentum 0.9: its update is
+linear in the gradient, so the later steps' comparison still measures only the rounding of
+the gradients (--optim adamw: AdamW, whose first steps are sign-like, lr * g / |g|, and can
+turn rounding differences of gradients near zero into differences of lr in the weights).
 
 --break-rule OP re-registers OP's backward sharding rule with every Partial gradient declared
 Replicate (the missing all-reduce of a norm weight's gradient): the check must then fail.
@@ -599,10 +599,11 @@ def write_report(path, meta, res):
                              "| | | | | |")
                 continue
             check = "-" if r.get("passed") is None else ("pass" if r["passed"] else "FAIL")
+            peak = f"{r['peak_memory_gb']:.1f}" if "peak_memory_gb" in r else "-"
             lines.append(
                 f"| {config} | {v} | {r['step_ms']:.2f} | {check} | {r['max_loss_rel_err']:.2e} "
                 f"| {r['max_grad_rel_err']:.2e} ({r['worst_grad']}) | {r['checked_steps_s']:.1f} "
-                f"| {r['graphs']} | {r.get('peak_memory_gb', 0):.1f} |")
+                f"| {r['graphs']} | {peak} |")
     single = meta.get("single_rank_reference") or {}
     if single:
         lines += ["", "The references (rank 0 alone, the whole batch, "
