@@ -23,8 +23,11 @@ struct Forward {
   static constexpr int kRolls = 1;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;            // passes of reductions over each row
-  static constexpr int kRowValues = 1;         // per-row values kept in registers
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 1; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
   static constexpr bool kColumn = true;        // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 1;         // named leading dims of the op (Args::dims)
@@ -51,6 +54,7 @@ struct Forward {
   using InSources = fg::Table<int, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, true>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* y [..., D] */ fg::OutKind::Full>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
@@ -81,6 +85,8 @@ struct Forward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -130,6 +136,16 @@ struct Forward {
     _rv[0] = _in_mu;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -139,6 +155,28 @@ struct Forward {
     (void)_D;
     (void)_j;
     (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    if constexpr (kInput == 2) {
+      bool _c[2];
+      const T _attr_shift = _attr[0];
+      const T _t0 = _j - _attr_shift;
+      const bool _t1 = _t0 < T(0.0);
+      const bool _t2 = _t0 >= _D;
+      _c[0] = _t1;
+      _c[1] = _t2;
+      return (!_c[0] && !_c[1]);
+    }
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -225,8 +263,11 @@ struct Backward {
   static constexpr int kRolls = 2;
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
-  static constexpr int kStages = 1;            // passes of reductions over each row
-  static constexpr int kRowValues = 2;         // per-row values kept in registers
+  static constexpr int kStages = 1;    // passes of reductions over each row
+  static constexpr int kRowValues = 2; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 2;
   static constexpr bool kColumn = true;        // reads the column index j
   static constexpr bool kMovesColumns = false; // the op swaps columns: D even
   static constexpr int kNamedDims = 1;         // named leading dims of the op (Args::dims)
@@ -257,6 +298,7 @@ struct Backward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, true>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full,
                              /* grad_mu [...] stored as the compute type */ fg::OutKind::Row>;
@@ -288,6 +330,8 @@ struct Backward {
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
   FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
   FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
   FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
   // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
@@ -339,6 +383,38 @@ struct Backward {
     _rv[0] = _in_mu;
   }
 
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    const T _grad_y = _in[2];
+    const T _in_mu = _rv[0];
+    const T _t0 = _grad_y * _in_mu;
+    const T _t1 = _grad_y - _t0;
+    const T _attr_shift = _attr[0];
+    const T _t2 = fg::movedColumn(fg::Move::Roll, _j, _D, _attr[kRollAttr + 0]) - _attr_shift;
+    const bool _t3 = _t2 >= _D;
+    const bool _t4 = _t2 < T(0.0);
+    const T _t5 = _in[3] * _in_mu;
+    const T _t6 = _t4 ? T(0.0) : _t5;
+    const T _t7 = _t3 ? T(0.0) : _t6;
+    const T _t8 = _t1 + _t7;
+    const T _t9 = _j - _attr_shift;
+    const bool _t10 = _t9 < T(0.0);
+    const bool _t11 = _t9 >= _D;
+    const T _t12 = _t11 ? T(0.0) : _in[4];
+    const T _t13 = _t10 ? T(0.0) : _t12;
+    const T _in_x = _in[0];
+    const T _t14 = _t13 - _in_x;
+    const T _t15 = _grad_y * _t14;
+    _in[5] = _t8;
+    _in[6] = _t15;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -349,18 +425,30 @@ struct Backward {
     (void)_j;
     (void)_t;
     if constexpr (kPass == 0) {
-      const T _grad_y = _in[2];
+      _t[0] = _in[6];
+    }
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    if constexpr (kInput == 4) {
+      bool _c[2];
       const T _attr_shift = _attr[0];
       const T _t0 = _j - _attr_shift;
       const bool _t1 = _t0 < T(0.0);
       const bool _t2 = _t0 >= _D;
-      const T _t3 = _t2 ? T(0.0) : _in[4];
-      const T _t4 = _t1 ? T(0.0) : _t3;
-      const T _in_x = _in[0];
-      const T _t5 = _t4 - _in_x;
-      const T _t6 = _grad_y * _t5;
-      _t[0] = _t6;
+      _c[0] = _t1;
+      _c[1] = _t2;
+      return (!_c[0] && !_c[1]);
     }
+    return true;
   }
 
   // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
@@ -407,19 +495,7 @@ struct Backward {
     (void)_attr;
     (void)_D;
     (void)_j;
-    const T _grad_y = _in[2];
-    const T _in_mu = _rv[0];
-    const T _t0 = _grad_y * _in_mu;
-    const T _t1 = _grad_y - _t0;
-    const T _attr_shift = _attr[0];
-    const T _t2 = fg::movedColumn(fg::Move::Roll, _j, _D, _attr[kRollAttr + 0]) - _attr_shift;
-    const bool _t3 = _t2 >= _D;
-    const bool _t4 = _t2 < T(0.0);
-    const T _t5 = _in[3] * _in_mu;
-    const T _t6 = _t4 ? T(0.0) : _t5;
-    const T _t7 = _t3 ? T(0.0) : _t6;
-    const T _t8 = _t1 + _t7;
-    _out[0] = _t8;
+    _out[0] = _in[5];
     _out[1] = T(0);
   }
 

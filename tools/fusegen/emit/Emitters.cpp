@@ -417,11 +417,6 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
                                   : std::string(" stored as ") + spec::outputTypeName(o.type)));
     outputs.push_back(x);
   }
-  // The prefix (Program::prefix): computed from the inputs by `prefix`, read by the passes and
-  // the outputs as the inputs after the program's own (_in[kInputs + i]).
-  const Bindings inputsOnly = element;
-  for (size_t i = 0; i < p.prefix.size(); ++i)
-    element[p.prefix[i].get()] = "_in[" + std::to_string(p.inputs.size() + i) + "]";
   auto rowValuesBefore = [&](Bindings b, int stage) {
     for (size_t i = 0; i < p.rowValues.size(); ++i)
       if (p.rowValueStage[i] < stage) b[p.rowValues[i].get()] = "_rv[" + std::to_string(i) + "]";
@@ -468,6 +463,11 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
         element[n] =
             "fg::movedColumn(fg::Move::Roll, _j, _D, _attr[kRollAttr + " + std::to_string(i) + "])";
   }
+  // The prefix (Program::prefix): computed from the inputs by `prefix`, read by the passes and
+  // the outputs as the inputs after the program's own (_in[kInputs + i]).
+  const Bindings inputsOnly = element;
+  for (size_t i = 0; i < p.prefix.size(); ++i)
+    element[p.prefix[i].get()] = "_in[" + std::to_string(p.inputs.size() + i) + "]";
   d.set("columns", p.columns ? "true" : "false");
   d.set("n_stages", std::to_string(p.stages.size()));
   d.set("n_row_values", std::to_string(p.rowValues.size()));
