@@ -544,11 +544,16 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     in.random = true;
     f.inputs.push_back(in);
   }
-  // Each pos(S) the formulas read: an input of its own, computed by the runtime per row.
+  // Each pos(S) the formulas read: an input of its own, computed by the runtime per row. The
+  // backward starts from the forward's inputs, so those its gradients alone read are found
+  // here too (a with_grad's stated derivative, which the forward drops: y = with_grad(x, x,
+  // pos(S) * w)).
   {
     std::vector<ir::Expr> roots;
     for (const ir::FunctionOutput& o : fn.outputs)
       roots.push_back(o.value);
+    for (const ir::Expr& g : grad.inputGrads)
+      if (g) roots.push_back(g);
     const std::unordered_map<const ir::Node*, ir::Expr> owned = ir::owners(roots);
     for (const ir::Node* n : ir::topoOrder(roots)) {
       if (n->kind() != ir::NodeKind::Position) continue;
