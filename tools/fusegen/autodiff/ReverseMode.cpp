@@ -36,8 +36,12 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
       contribution = simplifier.call("sum", {contribution});
     // A [D] value computed from a reduction over rows (a batch statistic) is used by every row:
     // its adjoint is the sum over rows of theirs, taken here (colsum), since it flows on into
-    // the values it was computed from (they would otherwise see one row's share).
-    if (n->shape() == ir::ShapeClass::Col && contribution->shape() == ir::ShapeClass::Full &&
+    // the values it was computed from (they would otherwise see one row's share). A per-row
+    // contribution too (the adjoint of mean(x - colmean(w)) reaches colmean(w) as -grad / D,
+    // one value per row): its colsum adds it over the rows for every column.
+    if (n->shape() == ir::ShapeClass::Col &&
+        (contribution->shape() == ir::ShapeClass::Full ||
+         contribution->shape() == ir::ShapeClass::Row) &&
         columnValues.count(n))
       contribution = simplifier.call("colsum", {contribution});
     auto it = adjoint.find(n);
