@@ -710,6 +710,12 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     std::unordered_map<const ir::Node*, int> none;
     plan.backwardBefore = splitColumnPasses(b, {}, "", none);
   }
+  // The chunks past the first of a cat output or a packed gradient write into their chunk 0's
+  // tensor, so they come after every output with a tensor of its own (fusegen_glue.h's
+  // ownResults), the saved [D] statistics just appended included.
+  for (Program* p : {&f, &b})
+    std::stable_partition(p->outputs.begin(), p->outputs.end(),
+                          [](const Program::Output& o) { return o.result < 0; });
   if (plan.randomStreams > 0 && (!plan.forwardBefore.empty() || !plan.backwardBefore.empty())) {
     diags.error(loc, "op '" + spec.name +
                          "' draws random numbers and reduces over the rows (colsum, colmean): "
