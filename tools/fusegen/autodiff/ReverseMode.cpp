@@ -87,6 +87,18 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
         contribution = simplifier.unlessRowEmpty(
             ir::Node::makeConst(0), simplifier.call("mul", {contribution, ir::Node::makeDim()}),
             contribution);
+      // A [D] statistic used by a value that varies per row (colsum(x) + x) gets the sum over
+      // the rows of that value's adjoint: accumulate() takes the colsum of one that varies per
+      // row; one the same in every row ([D] or [], as colsum's rule passes its [D] grad on) sums
+      // to rows times it (the empty sum without rows).
+      if (arg->shape() == ir::ShapeClass::Col && columnValues.count(arg.get()) &&
+          (n->shape() == ir::ShapeClass::Full || n->shape() == ir::ShapeClass::Row) &&
+          (contribution->shape() == ir::ShapeClass::Col ||
+           contribution->shape() == ir::ShapeClass::Scalar))
+        contribution = simplifier.call(
+            "where", {simplifier.call("eq", {ir::Node::makeRows(), ir::Node::makeConst(0)}),
+                      ir::Node::makeConst(0),
+                      simplifier.call("mul", {contribution, ir::Node::makeRows()})});
       accumulate(arg.get(), contribution);
     }
   }
