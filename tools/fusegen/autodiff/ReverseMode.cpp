@@ -65,6 +65,9 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
     scope["rows"] = ir::Node::makeRows();
     for (size_t i = 0; i < prim.params.size(); ++i)
       scope[prim.params[i].name] = n->args()[i];
+    // The adjoint of a [D] statistic is a total over the rows (accumulate()); that of another
+    // [D] or [] value a share of every row, summed over the rows at the input.
+    const bool total = n->shape() == ir::ShapeClass::Col && columnValues.count(n);
     for (size_t i = 0; i < prim.params.size(); ++i) {
       const ir::Expr& arg = n->args()[i];
       // Integers and conditions carry no gradient (ir::ValueType).
@@ -99,6 +102,15 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
             "where", {simplifier.call("eq", {ir::Node::makeRows(), ir::Node::makeConst(0)}),
                       ir::Node::makeConst(0),
                       simplifier.call("mul", {contribution, ir::Node::makeRows()})});
+      // A statistic's total reaching a [D] or [] value that is not one (colmean(x) * w, w a
+      // [D] input): that value's adjoint is summed over the rows at the input, so it gets one
+      // row's share of the total (the empty sum without rows).
+      if (total && !columnValues.count(arg.get()) &&
+          (arg->shape() == ir::ShapeClass::Col || arg->shape() == ir::ShapeClass::Scalar))
+        contribution = simplifier.call(
+            "where", {simplifier.call("eq", {ir::Node::makeRows(), ir::Node::makeConst(0)}),
+                      ir::Node::makeConst(0),
+                      simplifier.call("div", {contribution, ir::Node::makeRows()})});
       accumulate(arg.get(), contribution);
     }
   }
