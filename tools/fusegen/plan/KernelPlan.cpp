@@ -663,8 +663,11 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
       }
     }
     // A [] input's adjoint is per row where its uses are, else per element; a per-element
-    // adjoint of one value per row is summed as D times that value, not D additions.
-    if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full)
+    // adjoint of one value per row is summed as D times that value, not D additions. (One
+    // that varies per column, from a use in a [D] value such as colmean(x) * s, is summed
+    // over the elements.)
+    if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full &&
+        o.value->shape() != ir::ShapeClass::Col)
       o.totalOf = uses[i] == kRowUse ? Program::TotalOf::Rows : Program::TotalOf::RowsTimesD;
     if (dimsOf(i) != ~0u) { // summed over the dims the input omits, by the glue
       o.keepDims = dimsOf(i);
