@@ -407,10 +407,11 @@ RuntimePlan runtimePlanOf(const Program& p) {
 // whole-tensor nodes its [] outputs name) rewritten to match. False, with a diagnostic at
 // `loc`, where they cannot be.
 bool pushProgramMoves(Program& p, const std::string& what, const SourceLoc& loc,
-                      Diagnostics& diags) {
+                      Diagnostics& diags, std::vector<ir::Expr>* extra = nullptr) {
   std::vector<ir::Expr> roots;
   for (const Program::Output& o : p.outputs)
     if (o.value) roots.push_back(o.value);
+  if (extra) roots.insert(roots.end(), extra->begin(), extra->end());
   bool any = false;
   for (const ir::Node* n : ir::topoOrder(roots))
     any = any || (n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move);
@@ -425,6 +426,9 @@ bool pushProgramMoves(Program& p, const std::string& what, const SourceLoc& loc,
     if (o.value) o.value = pushed.rebuilt.at(o.value.get());
     if (o.whole) o.whole = pushed.rebuilt.at(o.whole.get());
   }
+  if (extra)
+    for (ir::Expr& e : *extra)
+      e = pushed.rebuilt.at(e.get());
   return true;
 }
 
@@ -448,8 +452,9 @@ std::unordered_set<const ir::Node*> readDirectly(const std::vector<ir::Expr>& ro
 // (read at the chunk's columns of its rows of chunks*D) and a move of an input, an output
 // gradient or a chunk (read at the moved columns, fg::Move). (A moved j is computed by the
 // generated code.)
-void addViewInputs(Program& p) {
-  const std::vector<ir::Expr> roots = values(p.outputs);
+void addViewInputs(Program& p, const std::vector<ir::Expr>& extra = {}) {
+  std::vector<ir::Expr> roots = values(p.outputs);
+  roots.insert(roots.end(), extra.begin(), extra.end());
   const std::unordered_map<const ir::Node*, ir::Expr> owned = ir::owners(roots);
   const std::unordered_set<const ir::Node*> read = readDirectly(roots);
   for (const ir::Node* n : ir::topoOrder(roots)) {
@@ -678,10 +683,18 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   b.outputs.insert(b.outputs.end(), chunkOutputs.begin(), chunkOutputs.end());
 
   SourceLoc loc = spec.outputs.front().formulaLoc;
-  if (!pushProgramMoves(f, "forward", loc, diags) ||
+  // The saved [D] statistics are computed by the forward's column programs (below), from the
+  // forward's values: their moves are pushed with the forward's, and the leaves they read moved
+  // are inputs of the forward too (the backward reads each statistic as it is).
+  std::vector<ir::Expr> savedColumnValues;
+  for (const SavedStat& c : plan.savedColumns)
+    savedColumnValues.push_back(c.value);
+  if (!pushProgramMoves(f, "forward", loc, diags, &savedColumnValues) ||
       !pushProgramMoves(b, "derived backward", loc, diags))
     return std::nullopt;
-  addViewInputs(f);
+  for (size_t k = 0; k < plan.savedColumns.size(); ++k)
+    plan.savedColumns[k].value = savedColumnValues[k];
+  addViewInputs(f, savedColumnValues);
   addViewInputs(b);
   // Reductions over rows: programs of their own before each direction's main one. The [D]
   // outputs and the saved [D] statistics are results of those; the main program passes them on.
