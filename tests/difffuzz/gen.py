@@ -448,7 +448,7 @@ class Generator:
                    ("other", 3 if self.other else 0),
                    ("position", 6 if "positions" in self.features else 0),
                    ("move", 7 if self.move_family else 0),
-                   ("colred", 9 if self.allow_col and not self.in_fn else 0)]
+                   ("colred", 12 if self.allow_col and not self.in_fn else 0)]
         kind = self.rng.choices([w[0] for w in weights], [w[1] for w in weights])[0]
         if kind == "unary":
             prim = self.rng.choice(self.unary)
@@ -1036,7 +1036,7 @@ class Generator:
         self.draw_shapes(rows)
         if "moves" in f and rng.random() < 0.3:
             self.move_family = rng.choice(["halves", "pairs"])
-        self.allow_col = "col_reductions" in f and rng.random() < 0.3
+        self.allow_col = "col_reductions" in f and rng.random() < 0.4
         self.max_cd = rng.choice([1, 2, 2, 3]) if self.allow_col else 0
         self.attrs: List[GenAttr] = []
         if "attrs" in f:
@@ -1206,8 +1206,32 @@ def gen_attr(rng, name) -> GenAttr:
     return GenAttr(Attr(name, t, default), vals)
 
 
+def _tie_probe():
+    """The exact model, noting comparisons of two computed values that are equal in float64
+    for many elements: x >= (x / 1e30) * 1e30, gelu(x) < x for large x. Their outcome is
+    rounding's for every such element at once, and a reduction over them (a sum over a row or
+    the rows of a where of them) then depends on which elements flipped, which no Monte Carlo
+    run reproduces: the error model flips all of them or none (difffuzz fz11_6, fz14_10). A
+    comparison with a constant is not one (the model's ties cover it)."""
+    import reference as R
+
+    class Probe(R.Exact):
+        rounding_decided = False
+
+        def f(self, name, spelled, *args):
+            if name in ("lt", "le", "gt", "ge") and len(args) == 2 and args[0] is not args[1] and all(
+                    torch.is_tensor(a) and a.dim() > 0 for a in args):
+                a, b = (x.detach() for x in args)
+                near = (a - b).abs() <= 1e-5 * torch.maximum(a.abs(), b.abs())
+                if near.numel() and int(near.sum()) >= 2 and float(near.double().mean()) > 0.01:
+                    self.rounding_decided = True
+            return spelled()
+    return Probe()
+
+
 def validate(spec: Spec) -> bool:
-    """The reference is finite (values and gradients) on float64 inputs of two shapes."""
+    """The reference is finite (values and gradients) on float64 inputs of two shapes, and no
+    comparison of two computed values is decided by rounding for many elements (_tie_probe)."""
     import reference as R
     try:
         ref, _ = R.compile_reference(spec)
@@ -1228,9 +1252,12 @@ def validate(spec: Spec) -> bool:
             shape = spec.shape(name).sizes(lead, named, D)
             xs.append((torch.randn(shape, dtype=torch.float64, generator=g)).requires_grad_(True))
         for kw in kws:
+            probe = _tie_probe()
             try:
-                outs = ref(R.Exact(), *xs, **kw)
+                outs = ref(probe, *xs, **kw)
             except Exception:  # noqa: BLE001
+                return False
+            if probe.rounding_decided:
                 return False
             if not all(torch.isfinite(o).all() for o in outs):
                 return False

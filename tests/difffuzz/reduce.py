@@ -220,7 +220,7 @@ def run_batch(paths, args, out):
     import run
     ns = types.SimpleNamespace(out=out, fusegen=args.fusegen, jobs=args.jobs, device=args.device, seed=1,
                                first=0, regressions=False, specs=None, also_regressions=False, reuse=True, features=None, no_features=None,
-                               skip_known=False, count=len(paths))
+                               skip_known=False, count=len(paths), time_limit=None)
     b = run.Batch(ns)
     if os.path.exists(b.spec_dir):
         shutil.rmtree(b.spec_dir)
