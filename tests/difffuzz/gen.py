@@ -2,11 +2,14 @@
 primitive of templates/primitives.yaml, every shape class, lets, several outputs, nested and
 chained reductions (at most 4 passes), detach, where with comparisons, with_grad, attrs
 (float/int/bool, with and without defaults), C++ header functions (with and without stated
-derivatives), extreme-but-valid constants and shared subexpressions.
+derivatives), extreme-but-valid constants and shared subexpressions; and the later sections of
+docs/spec-language.md: named leading dims (inputs naming some of them), positions (pos(S), j),
+moves, packed inputs and cat outputs, reductions over rows ([D] values and outputs).
 
 Well-formedness is kept by construction:
-- shape classes: a reduction's argument is [..., D] or [D]; outputs are [..., D] or [...]; every
-  input is used; [] inputs only in ops without reductions or per-row values (unless
+- shape classes: a reduction's argument is [..., D] or [D]; outputs are [..., D], [...], [D]
+  (made of column reductions) or cat of [..., D] parts; colsum's argument is [..., D]; a packed
+  input is read by chunks only; moves of one family per op; every input is used; [] inputs only in ops without reductions or per-row values (unless
   scalar_rows, for the engineer adding them);
 - domains: each value parameter with a rule in prims.DOMAIN gets an argument that satisfies it
   (log/sqrt/rsqrt of positive values, exp of values bounded above, division by values away
