@@ -55,6 +55,12 @@ def shape_of(cls, lead, D):
     return {FULL: [*lead, D], COL: [D], ROW: list(lead), SCALAR: []}[cls]
 
 
+# The sizes of an op's named dims in its checks, by how many it has (cycled through the checks):
+# several rows along each, one only, and each of them last or first
+NAMED_SIZES = {1: [(3,), (1,), (4,), (2,)], 2: [(2, 3), (3, 1), (1, 2), (2, 2)],
+               3: [(2, 1, 3), (1, 2, 2), (3, 2, 1)]}
+
+
 class SpecChecker:
     def __init__(self, spec: lang.Spec, op, device, seed, skip_known=False):
         self.skip_known = skip_known
@@ -82,10 +88,36 @@ class SpecChecker:
             out.append(kw)
         return out
 
+    def split(self, lead):
+        """A call's leading dims as (the batch `...`, the sizes of the op's named dims)."""
+        nd = len(self.spec.dims)
+        batch = tuple(lead[:len(lead) - nd])
+        return batch, dict(zip(self.spec.dims, lead[len(lead) - nd:]))
+
+    def shape_for(self, lead, D, k, keep_batch=False):
+        """The plan's (leading dims, D) for this op: an op with moves needs an even D; an op
+        with named dims gets them after the batch (sizes from NAMED_SIZES, by the check's index
+        k; every third check drops a batch dim, so `...` is empty at times), the batch shrunk
+        where the check would grow much bigger."""
+        if self.spec.has_moves() and D % 2:
+            D += 1
+        nd = len(self.spec.dims)
+        if not nd:
+            return tuple(lead), D
+        named = NAMED_SIZES[nd][k % len(NAMED_SIZES[nd])]
+        batch = list(lead)
+        if k % 3 == 1 and not keep_batch:
+            batch = batch[:-1]
+        elif batch and math.prod(batch) * math.prod(named) * max(D, 1) > 40000:
+            batch[0] = max(1, batch[0] // math.prod(named))
+        return tuple(batch) + tuple(named), D
+
     def inputs(self, lead, D, dtype, scale=1.0):
+        batch, named = self.split(lead)
         xs = []
-        for _, cls in self.spec.inputs:
-            t = torch.randn(shape_of(cls, lead, D), dtype=torch.float64, generator=self.gen) * scale
+        for name, _ in self.spec.inputs:
+            shape = self.spec.shape(name).sizes(batch, named, D)
+            t = torch.randn(shape, dtype=torch.float64, generator=self.gen) * scale
             xs.append(t.to(dtype).to(self.device))
         return xs
 
@@ -216,21 +248,43 @@ class SpecChecker:
             cg = cgrads[i] if cgrads[i] is not None else torch.zeros_like(w)
             self.compare(f"backward {name}: grad of {iname}", got[i], w, cg, ss, models[0], extra[i])
 
+    def broadcast(self, name, cls):
+        """Whether input `name` is broadcast over leading dims: [D], [], or named dims without
+        the batch. Its gradient is a sum over the rows (the dims it omits)."""
+        return cls in (COL, SCALAR) or self.spec.shape(name).mapped
+
     def broadcast_sum_terms(self, x64, kw, g64, model):
-        """For [D] and [] inputs, whose gradient is a sum over rows: u sqrt(rows) sum|terms|,
-        the terms being the per-element gradients of the input expanded to full size."""
-        full = next(t.shape for (n, c), t in zip(self.spec.inputs, x64) if c == FULL)
+        """For broadcast inputs ([D], [], [S, D], ...), whose gradient is a sum over rows:
+        u sqrt(rows) sum|terms|, the terms being the per-element (or per-row) gradients of the
+        input expanded to the op's shape."""
+        spec = self.spec
+        fi = [n for n, _ in spec.inputs].index(spec.full_input())
+        lead = tuple(x64[fi].shape[:-1])
+        full = (*lead, x64[fi].shape[-1] // spec.shape(spec.full_input()).d)
         out = [None] * len(x64)
-        if not any(c in (COL, SCALAR) for _, c in self.spec.inputs):
+        if not any(self.broadcast(n, c) for n, c in spec.inputs):
             return out
-        xe = [t.expand(full).clone() if c in (COL, SCALAR) else t for (_, c), t in zip(self.spec.inputs, x64)]
+        xe, views = [], []
+        for (n, c), t in zip(spec.inputs, x64):
+            sh = spec.shape(n)
+            v = t
+            if sh.mapped:  # None at the dims it omits, as the reference indexes it
+                v = t[tuple(slice(None) if d in sh.dims else None for d in spec.dims)
+                      + ((slice(None),) if sh.d else ())]
+            views.append(v)
+            if self.broadcast(n, c):
+                v = v.expand(full if sh.d or c == SCALAR else lead).clone()
+            xe.append(v if self.broadcast(n, c) else t)
         exact = R.Exact(self.device)
         exact.expanded_inputs = True
         terms = ref_grads(self.ref, exact, xe, kw, g64)
-        rows = max(1, math.prod(full[:-1]))
-        for i, (_, c) in enumerate(self.spec.inputs):
-            if c in (COL, SCALAR) and terms[i] is not None:
-                s = terms[i].abs().sum_to_size(x64[i].shape) if x64[i].dim() else terms[i].abs().sum()
+        rows = max(1, math.prod(lead))
+        for i, (n, c) in enumerate(spec.inputs):
+            if self.broadcast(n, c) and terms[i] is not None:
+                if x64[i].dim():
+                    s = terms[i].abs().sum_to_size(views[i].shape).reshape(x64[i].shape)
+                else:
+                    s = terms[i].abs().sum()
                 out[i] = K * model.u_compute * math.sqrt(rows) * s * 4
         return out
 
@@ -244,7 +298,10 @@ class SpecChecker:
             raise Failure(f"{name}: raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         for (oname, n), o in zip(self.spec.outputs, outs):
             cls = lang.shape_class(n, self.spec)
-            want = list(lead) if cls == ROW else [*lead, D]
+            if n.op == "call" and n.name == "cat":
+                want = [*lead, len(n.args) * D]
+            else:
+                want = list(lead) if cls == ROW else [D] if cls == COL else [*lead, D]
             if list(o.shape) != want:
                 raise Failure(f"{name}: output {oname} has shape {list(o.shape)}, want {want}")
         try:
@@ -315,6 +372,7 @@ class SpecChecker:
         plan += [(dt, lead, D, kw0, lay) for dt, lead, D, lay in
                  [(torch.float64, (3, 2), 9, "strided"), (torch.float32, (5,), 12, "offset"),
                   (torch.bfloat16, (4,), 16, "offset")] if dt in self.dtypes]
+        plan = [(dt, *self.shape_for(lead, D, k), kw, lay) for k, (dt, lead, D, kw, lay) in enumerate(plan)]
         for dt, lead, D, kw, lay in plan:
             backward = "backward" not in skips
             try:
@@ -322,7 +380,11 @@ class SpecChecker:
             except Failure as f:
                 self.fail(str(dt)[6:], str(f))
         if torch.float32 in self.dtypes and full:
-            for lead, D in [((0,), 8), ((3,), 0), ((2, 0), 5)]:
+            empties = [self.shape_for(lead, D, k, keep_batch=True)
+                       for k, (lead, D) in enumerate([((0,), 8), ((3,), 0), ((2, 0), 5)])]
+            if self.spec.dims:  # a named dim of size 0
+                empties.append(((2, 0) + (2,) * (len(self.spec.dims) - 1), self.shape_for((2,), 4, 0)[1]))
+            for lead, D in empties:
                 try:
                     self.empty(lead, D, kw0)
                 except Failure as f:

@@ -15,6 +15,69 @@ SPELL = {FULL: "[..., D]", COL: "[D]", ROW: "[...]", SCALAR: "[]"}
 UNSPELL = {v.replace(" ", ""): k for k, v in SPELL.items()}
 _RANK = {CONST: 0, SCALAR: 1, COL: 2, ROW: 2, FULL: 3}
 
+# Primitives that read other columns of the row (docs/spec-language.md, "Moves"): the two
+# permutations and the rotations defined over them, by family (one family per op: moves of two
+# kinds may not be nested, in the formulas or in the derived backward)
+MOVES = {"swap_halves": "halves", "swap_pairs": "pairs"}
+ROTATIONS = {"rotate_half": "halves", "rotate_pairs": "pairs"}
+COLUMN_REDUCTIONS = {"colsum", "colmean"}  # reductions over rows: [D] values
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An input's shape as the spec writes it: the batch `...`, the named leading dims it has
+    (a subsequence of the op's), and its last dim: 0 none, 1 D, n >= 2 packed n*D."""
+    batch: bool
+    dims: Tuple[str, ...] = ()
+    d: int = 1
+
+    @property
+    def cls(self) -> str:
+        """Its class in the [rows, D] view: with any leading dim it varies per row."""
+        lead = self.batch or bool(self.dims)
+        if self.d:
+            return FULL if lead else COL
+        return ROW if lead else SCALAR
+
+    @property
+    def mapped(self) -> bool:
+        """Named dims without the batch: broadcast over the dims it omits, read at a row of its own."""
+        return not self.batch and bool(self.dims)
+
+    def spell(self) -> str:
+        parts = (["..."] if self.batch else []) + list(self.dims)
+        if self.d:
+            parts.append("D" if self.d == 1 else f"{self.d}*D")
+        return "[" + ", ".join(parts) + "]"
+
+    def sizes(self, batch, named: Dict[str, int], D: int):
+        """Its tensor shape for a call with batch dims `batch`, the op's named dims' sizes and D."""
+        return ([*batch] if self.batch else []) + [named[d] for d in self.dims] + (
+            [self.d * D] if self.d else [])
+
+
+def class_shape(cls: str) -> Shape:
+    return {FULL: Shape(True), COL: Shape(False), ROW: Shape(True, (), 0), SCALAR: Shape(False, (), 0)}[cls]
+
+
+def parse_shape(entries) -> Shape:
+    batch, dims, d = False, [], 0
+    for i, e in enumerate(entries):
+        e = str(e).strip()
+        if e == "...":
+            if i:
+                raise ParseError("'...' must come first")
+            batch = True
+        elif e == "D" or re.fullmatch(r"[2-8]\*D", e):
+            if i != len(entries) - 1:
+                raise ParseError("D must come last")
+            d = 1 if e == "D" else int(e[0])
+        elif re.fullmatch(r"[A-Za-z_]\w*", e):
+            dims.append(e)
+        else:
+            raise ParseError(f"unsupported shape entry {e!r}")
+    return Shape(batch, tuple(dims), d)
+
 CMP_OPS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 CMP_SPELL = {v: k for k, v in CMP_OPS.items()}
 BIN_SPELL = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -83,6 +146,41 @@ class Spec:
     comment: str = ""
     calls: List[Dict[str, object]] = field(default_factory=list)  # extra attr values to test
     directives: Dict[str, str] = field(default_factory=dict)
+    # Named leading dims (docs/spec-language.md): each input's shape as written (absent: its
+    # class's plain spelling), and the op's dims, from its inputs with `...`
+    shapes: Dict[str, Shape] = field(default_factory=dict)
+    dims: Tuple[str, ...] = ()
+
+    def shape(self, name: str) -> Shape:
+        return self.shapes.get(name) or class_shape(dict(self.inputs)[name])
+
+    def full_input(self) -> str:
+        """The input that gives the op its shape: the first with `...` and a last dim."""
+        return next(n for n, _ in self.inputs if self.shape(n).batch and self.shape(n).d)
+
+    def has_moves(self) -> bool:
+        return any(n.op == "call" and (n.name in MOVES or n.name in ROTATIONS)
+                   for n in walk([e for _, e in self.outputs + self.lets]
+                                 + [f.body for f in self.functions.values()]))
+
+
+def features_used(spec: "Spec") -> List[str]:
+    """Which of the later sections of docs/spec-language.md a spec exercises (gen.FEATURES'
+    names): named_dims, positions, moves, packed, col_reductions."""
+    nodes = walk([e for _, e in spec.outputs + spec.lets])
+    out = []
+    if spec.dims:
+        out.append("named_dims")
+    if any(n.op in ("pos", "j") for n in nodes):
+        out.append("positions")
+    if any(n.op == "call" and (n.name in MOVES or n.name in ROTATIONS) for n in nodes):
+        out.append("moves")
+    if any(spec.shape(n).d > 1 for n, _ in spec.inputs) or any(
+            e.op == "call" and e.name == "cat" for _, e in spec.outputs):
+        out.append("packed")
+    if any(n.op == "rows" or n.op == "call" and n.name in COLUMN_REDUCTIONS for n in nodes):
+        out.append("col_reductions")
+    return out
 
 
 # ---- shape classes ----------------------------------------------------------------------------
@@ -101,8 +199,12 @@ def shape_class(n: Node, spec: "Spec", memo=None, params=None) -> str:
     key = id(n)
     if key in memo:
         return memo[key]
-    if n.op in ("num", "D", "attr"):
+    if n.op in ("num", "D", "attr", "rows"):
         c = CONST
+    elif n.op == "j":
+        c = COL
+    elif n.op == "pos":
+        c = ROW
     elif n.op == "input":
         c = dict(spec.inputs)[n.name]
     elif n.op == "param":
@@ -114,12 +216,71 @@ def shape_class(n: Node, spec: "Spec", memo=None, params=None) -> str:
             c = shape_class(fn.body, spec, {}, dict(zip(fn.params, cs)))
         elif is_reduction(n.name, len(n.args)):
             c = ROW
+        elif n.name in COLUMN_REDUCTIONS:
+            c = COL
+        elif n.name in ("chunk", "cat"):
+            c = FULL
+        elif n.name in ROTATIONS:  # where(j < D / 2, ...): per column at least
+            c = join(cs[0], COL) if cs[0] != CONST else COL
         else:
             c = CONST
             for x in cs:
                 c = join(c, x)
     memo[key] = c
     return c
+
+
+# Value types, as fusegen types formulas (docs/spec-language.md, "Integer and bool inputs, the
+# column index"): D, j, rows, pos(S) and int attrs are integers; an integer literal alone does
+# not make one; a primitive whose eval is integer-closed (+ - * unary -, abs, select,
+# comparisons and integer literals; a reduction without a finish; a move) keeps integers
+# integers. Filled by prims.load: (name, arity) -> whether the primitive is integer-closed.
+INTEGER_CLOSED: Dict[tuple, bool] = {}
+PARAM_KINDS: Dict[tuple, List[str]] = {}
+INT, LIT, VALUE, BOOL = "int", "lit", "value", "bool"
+
+
+def is_int_literal(v: float) -> bool:
+    """Whether fmt_number prints v as an integer literal (fusegen reads it as an integer)."""
+    s = fmt_number(v)
+    return s.lstrip("-").isdigit()
+
+
+def value_type(n: Node, spec: "Spec", memo=None, params=None) -> str:
+    """int (an integer value), lit (an integer literal: integer with integers, else float),
+    value (float) or bool (a condition)."""
+    memo = {} if memo is None else memo
+    if id(n) in memo:
+        return memo[id(n)]
+    if n.op == "num":
+        t = LIT if is_int_literal(n.value) and not n.spelling else VALUE
+    elif n.op in ("D", "j", "rows", "pos"):
+        t = INT
+    elif n.op == "attr":
+        t = INT if any(a.name == n.name and a.type == "int" for a in spec.attrs) else VALUE
+    elif n.op == "input":
+        t = VALUE
+    elif n.op == "param":
+        t = params[n.name]
+    else:
+        ts = [value_type(a, spec, memo, params) for a in n.args]
+        fn = spec.functions.get(n.name)
+        key = (n.name, len(n.args))
+        if fn is not None:
+            t = value_type(fn.body, spec, {}, dict(zip(fn.params, ts)))
+        elif n.name in CMP_SPELL:
+            t = BOOL
+        elif n.name in ROTATIONS:
+            t = INT if ts[0] == INT else VALUE
+        elif n.name in ("chunk", "cat", "colmean"):
+            t = VALUE
+        else:
+            kinds = PARAM_KINDS.get(key, ["value"] * len(ts))
+            vals = [x for k, x in zip(kinds, ts) if k == "value"]
+            closed = INTEGER_CLOSED.get(key, False)
+            t = INT if closed and all(x in (INT, LIT) for x in vals) and INT in vals else VALUE
+    memo[id(n)] = t
+    return t
 
 
 def reduction_depth(n: Node, memo=None) -> int:
@@ -259,6 +420,13 @@ class FormulaParser:
         if kind == "num":
             return num(float(text))
         if kind == "id":
+            if text == "pos" and self.isp("("):
+                self.next()
+                k, dim = self.next()
+                if k != "id" or not self.isp(")"):
+                    raise ParseError("pos takes one dim name")
+                self.next()
+                return Node("pos", name=dim)
             if self.isp("("):
                 self.next()
                 args = []
@@ -299,8 +467,10 @@ def print_formula(n: Node, names: Optional[Dict[int, str]] = None, top=True) -> 
         return f"({s})" if s.startswith("-") else s
     if n.op in ("input", "attr", "param"):
         return n.name
-    if n.op == "D":
-        return "D"
+    if n.op in ("D", "j", "rows"):
+        return n.op
+    if n.op == "pos":
+        return f"pos({n.name})"
     a = [print_formula(x, names, False) for x in n.args]
     if n.name in BIN_SPELL and len(a) == 2:
         return f"({a[0]} {BIN_SPELL[n.name]} {a[1]})"
@@ -445,6 +615,13 @@ class CxxParser:
                 return CxxValue(num(int(text)), "int", int(text))
             return CxxValue(num(float(text)), "double")
         if kind == "id":
+            if text == "pos" and self.isp("("):
+                self.next()
+                k, dim = self.next()
+                if k != "id" or not self.isp(")"):
+                    raise ParseError("pos takes one dim name")
+                self.next()
+                return Node("pos", name=dim)
             if self.isp("("):
                 self.next()
                 args = []
@@ -646,24 +823,28 @@ def loads_spec(text: str, header_text: Optional[str] = None) -> Spec:
             directives[m.group(1)] = m.group(2).strip()
         elif line.startswith("#"):
             comment_lines.append(line)
-    inputs = []
+    inputs, shapes, dims = [], {}, ()
     for name, shape in (d.get("inputs") or {}).items():
-        key = "[" + ",".join(s.strip() for s in (shape if isinstance(shape, list) else [])) + "]"
-        if key not in UNSPELL:
+        if not isinstance(shape, list):
             raise ParseError(f"unsupported shape {shape!r} of input {name}")
-        inputs.append((name, UNSPELL[key]))
+        sh = parse_shape(shape)
+        inputs.append((name, sh.cls))
+        if sh != class_shape(sh.cls):
+            shapes[name] = sh
+        if sh.batch and sh.dims and not dims:
+            dims = sh.dims
     attrs = []
     for name, a in (d.get("attrs") or {}).items():
         attrs.append(Attr(name, a["type"], a.get("default")))
     spec = Spec(op=d["op"], inputs=inputs, attrs=attrs, lets=[], outputs=[],
                 dtypes=d.get("dtypes"), functions_file=d.get("functions"), doc=d.get("doc"),
-                comment="\n".join(comment_lines), directives=directives)
+                comment="\n".join(comment_lines), directives=directives, shapes=shapes, dims=dims)
     if spec.functions_file:
         if header_text is None:
             raise ParseError(f"the spec names functions: {spec.functions_file}, but no header was given")
         spec.header_text = header_text
         spec.functions = parse_header(header_text)
-    scope: Dict[str, Node] = {"D": Node("D"), "inf": num(math.inf)}
+    scope: Dict[str, Node] = {"D": Node("D"), "j": Node("j"), "rows": Node("rows"), "inf": num(math.inf)}
     for name, _ in inputs:
         scope[name] = Node("input", name=name)
     for a in attrs:
@@ -706,7 +887,7 @@ def print_spec(spec: Spec) -> str:
         out.append(f"functions: {spec.functions_file}")
     out.append("inputs:")
     for name, c in spec.inputs:
-        out.append(f"  {name}: {SPELL[c]}")
+        out.append(f"  {name}: {spec.shape(name).spell()}")
     if spec.attrs:
         out.append("attrs:")
         for a in spec.attrs:

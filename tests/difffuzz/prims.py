@@ -205,6 +205,14 @@ TORCH: Dict[tuple, str] = {
     ("with_grad", 5): "_M.with_grad({0}, {1}, {2}, {3}, {4})",
     ("with_grad", 7): "_M.with_grad({0}, {1}, {2}, {3}, {4}, {5}, {6})",
     ("detach", 1): "{0}.detach()",
+    # moves and the rotations over them (need an even D), reductions over rows: helpers of the
+    # model (reference.py), from their definitions in docs/spec-language.md, not primitives.yaml's
+    ("swap_halves", 1): "_M.move('halves', {0})",
+    ("swap_pairs", 1): "_M.move('pairs', {0})",
+    ("rotate_half", 1): "_M.rotate('halves', {0})",
+    ("rotate_pairs", 1): "_M.rotate('pairs', {0})",
+    ("colsum", 1): "_M.col('sum', {0})",
+    ("colmean", 1): "_M.col('mean', {0})",
 }
 # Notes on the spellings that differ from the obvious one:
 # - square as a product and rsqrt as 1/sqrt: the derivative comes from autograd of a different
@@ -249,22 +257,16 @@ def _whole(p: Prim) -> bool:
     return p.kind == "total"
 
 
-# Moves (swap_halves, ...), views of packed inputs (chunk, place) and the primitives expanded
-# from them (rotate_half, rotate_pairs) read other columns of the row: they need an even D and,
-# for chunk, a packed input, which the generator does not make; not generated yet. The
-# generated tests of rope, rope_interleaved, swiglu_packed and geglu_packed, the row
-# interpreter's derivative tests of every move and expansion and the pushing pass's test
-# against it (tests/unit/test_moves.cpp) cover them. So are the reductions over rows (kind
-# `column`: colsum, and colmean over it), whose argument must be [..., D]; the generated tests
-# of batchnorm_train and the matrix interpreter's derivative test
-# (ColumnDerivatives.BatchStatisticsMatchFiniteDifferences) cover them.
-def _columns(p: Prim) -> bool:
-    return p.kind in ("move", "view", "column") or p.expand is not None
+# Views of a packed last dim (chunk, place) are not called as primitives: a spec reads a packed
+# input as chunk(gu, c), which the reference prints as a slice of its own (reference.py), and
+# place is chunk's adjoint, which only derivative rules produce.
+def _views(p: Prim) -> bool:
+    return p.kind == "view"
 
 
 def check_coverage(prims: List[Prim]):
     missing = [p.signature() for p in prims
-               if p.key not in TORCH and not _draws(p) and not _whole(p) and not _columns(p)]
+               if p.key not in TORCH and not _draws(p) and not _whole(p) and not _views(p)]
     if missing:
         raise SystemExit("difffuzz: no PyTorch spelling for the primitive(s) " + ", ".join(missing) +
                          " of templates/primitives.yaml: add one to TORCH in tests/difffuzz/prims.py "
@@ -281,7 +283,40 @@ def load(path: Optional[str] = None) -> List[Prim]:
     import lang
     prims = load_primitives(path)
     check_coverage(prims)
-    prims = [p for p in prims if not _draws(p) and not _whole(p) and not _columns(p)]
+    prims = [p for p in prims if not _draws(p) and not _whole(p) and not _views(p)]
     lang.REDUCTIONS.clear()
     lang.REDUCTIONS.update(p.key for p in prims if p.kind == "reduction")
+    lang.INTEGER_CLOSED.clear()
+    lang.PARAM_KINDS.clear()
+    for p in prims:
+        lang.PARAM_KINDS[p.key] = [q.kind for q in p.params]
+        lang.INTEGER_CLOSED[p.key] = integer_closed(p)
     return prims
+
+
+_CLOSED_BUILTINS = {"add", "sub", "mul", "neg", "abs", "select", "lt", "le", "gt", "ge", "eq", "ne"}
+
+
+def integer_closed(p: Prim) -> bool:
+    """Whether the primitive keeps integers integers (docs/spec-language.md): an elementwise
+    one whose eval uses only + - * unary -, abs, select, comparisons and integer literals; a
+    reduction or move without a finish."""
+    if p.expand is not None:
+        return False  # typed by its expansion (lang.value_type)
+    if p.kind != "elementwise":
+        return p.finish is None
+    if p.eval is None:
+        return False
+    import lang
+    try:
+        ast = lang.parse_formula(p.eval, {q.name: lang.Node("param", name=q.name) for q in p.params})
+    except lang.ParseError:
+        return False
+
+    def closed(n):
+        if n.op == "num":
+            return lang.is_int_literal(n.value)
+        if n.op == "call" and n.name not in _CLOSED_BUILTINS:
+            return False
+        return all(closed(a) for a in n.args)
+    return closed(ast)

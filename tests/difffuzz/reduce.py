@@ -133,7 +133,7 @@ def candidates(spec: Spec):
     nodes.sort(key=lambda n: -len(lang.walk([n])))
     for n in nodes:
         for k, a in enumerate(n.args):
-            if n.name in lang.CMP_SPELL:
+            if n.name in lang.CMP_SPELL or n.name == "chunk":  # (a packed input is read by chunks)
                 continue
             if n.name == "where" and k == 0:
                 continue
@@ -157,8 +157,19 @@ def candidates(spec: Spec):
     for name, cls in spec.inputs:
         if cls == FULL and sum(1 for _, c in spec.inputs if c == FULL) == 1:
             continue
-        s = substitute(spec, lambda m, name=name: lang.num(0.5) if m.op == "input" and m.name == name else None)
+        sh = spec.shape(name)
+        if sh.batch and sh.d and sum(1 for n, _ in spec.inputs if spec.shape(n).batch and spec.shape(n).d and (
+                spec.shape(n).dims or not spec.dims)) == 1 and (sh.dims or not spec.dims):
+            continue  # the input that gives the op its shape and dims
+
+        def gone(m, name=name):
+            if m.op == "input" and m.name == name or (
+                    m.op == "call" and m.name == "chunk" and m.args[0].op == "input" and m.args[0].name == name):
+                return lang.num(0.5)
+            return None
+        s = substitute(spec, gone)
         s.inputs = [(n, c) for n, c in spec.inputs if n != name]
+        s.shapes = {n: x for n, x in spec.shapes.items() if n != name}
         out.append((f"drop input {name}", s))
     for a in spec.attrs:
         if a.default is None:
@@ -209,7 +220,7 @@ def run_batch(paths, args, out):
     import run
     ns = types.SimpleNamespace(out=out, fusegen=args.fusegen, jobs=args.jobs, device=args.device, seed=1,
                                first=0, regressions=False, specs=None, also_regressions=False, reuse=True, features=None, no_features=None,
-                               skip_known=False, count=len(paths))
+                               skip_known=False, count=len(paths), time_limit=None)
     b = run.Batch(ns)
     if os.path.exists(b.spec_dir):
         shutil.rmtree(b.spec_dir)

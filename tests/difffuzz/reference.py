@@ -27,18 +27,19 @@ import torch
 
 import lang
 import prims as P
-from lang import FULL, ROW, Node, Spec
+from lang import COL, FULL, ROW, Node, Spec
 from prims import TORCH
 
 
 # ---- printing ---------------------------------------------------------------------------------
 
 class _Printer:
-    def __init__(self, spec: Spec):
+    def __init__(self, spec: Spec, types=None):
         self.spec = spec
         self.lines: List[str] = []
         self.names: Dict[int, str] = {}
         self.k = 0
+        self.types = types  # id(node) -> lang.value_type, for the op's formulas (not functions)
 
     def tmp(self):
         self.k += 1
@@ -57,6 +58,17 @@ class _Printer:
             self.lines.append(f"{v} = _M.c({n.name})")
         elif n.op == "D":
             self.lines.append(f"{v} = _M.c(_D)")
+        elif n.op == "rows":
+            self.lines.append(f"{v} = _M.c(_rows)")
+        elif n.op == "j":
+            self.lines.append(f"{v} = _M.column()")
+        elif n.op == "pos":
+            self.lines.append(f"{v} = _M.pos({list(self.spec.dims).index(n.name)})")
+        elif n.op == "call" and n.name == "chunk":
+            # chunk c of a packed input [..., n*D]: its columns c*D ... c*D + D - 1
+            x, c = n.args
+            parts = self.spec.shape(x.name).d
+            self.lines.append(f"{v} = _M.chunk({self.emit(x, cls_memo, params)}, {int(c.value)}, {parts})")
         elif n.op == "num":
             value = float(n.value)
             spelled = repr(value) if math.isfinite(value) else f"float('{value}')"
@@ -80,7 +92,12 @@ class _Printer:
                 if key2 not in TORCH:
                     raise KeyError(f"no PyTorch spelling for {n.name}/{len(args)}")
                 expr = TORCH[key2].format(*args)
-                if lang.is_reduction(*key2):
+                if self.types is not None and self.types.get(key) in (lang.INT, lang.BOOL) and all(
+                        self.types.get(id(a)) in (lang.INT, lang.LIT, lang.BOOL) for a in n.args):
+                    # Integers (and comparisons of integers) are exact in fusegen's compute type:
+                    # evaluated by the exact model in every run (no rounding, no ties)
+                    self.lines.append(f"{v} = _M.ints(lambda _M: {expr})")
+                elif lang.is_reduction(*key2) or key2 in DIRECT:
                     self.lines.append(f"{v} = {expr}")
                 else:
                     self.lines.append(f"{v} = _M.f({n.name!r}, lambda: {expr}, {', '.join(args)})")
@@ -88,10 +105,24 @@ class _Printer:
         return v
 
 
+# Primitives printed as calls of the model's helpers (not _M.f): moves, rotations and reductions
+# over rows, which the model computes itself
+DIRECT = {(k, 1) for k in list(lang.MOVES) + list(lang.ROTATIONS) + list(lang.COLUMN_REDUCTIONS)}
+
+
+def _index_of(spec: Spec, shape) -> str:
+    """The indexing that turns an input naming some of the op's dims into a tensor that
+    broadcasts against the full shape: None at the dims it omits (a trailing D stays)."""
+    idx = ["slice(None)" if d in shape.dims else "None" for d in spec.dims]
+    if shape.d:
+        idx.append("slice(None)")
+    return "(" + ", ".join(idx) + ",)"
+
+
 def print_reference(spec: Spec) -> str:
     """Python source of `reference(_M, *inputs, **attrs)` returning the list of outputs."""
     out = ["# The difffuzz reference of " + spec.op + ", printed by tests/difffuzz/reference.py",
-           "import torch", ""]
+           "import math", "import torch", ""]
     for fn in spec.functions.values():
         p = _Printer(spec)
         res = p.emit(fn.body, {}, {q: q for q in fn.params})
@@ -99,21 +130,36 @@ def print_reference(spec: Spec) -> str:
         out += ["    " + l for l in p.lines]
         out.append(f"    return {res}")
         out.append("")
-    p = _Printer(spec)
-    full_input = next(name for name, c in spec.inputs if c == FULL)
+    types: Dict[int, str] = {}
+    for _, n in spec.lets + spec.outputs:
+        lang.value_type(n, spec, types)
+    p = _Printer(spec, types)
+    full_input = spec.full_input()
     sig = ", ".join(name for name, _ in spec.inputs)
     kw = ", ".join(a.name if a.default is None else f"{a.name}={a.default!r}" for a in spec.attrs)
     out.append(f"def reference(_M, {sig}{', *, ' + kw if kw else ''}):")
+    packed = spec.shape(full_input).d
     body = [f"_lead = {full_input}.shape[:-1]",
-            f"_full = {full_input}.shape",
-            f"_D = {full_input}.shape[-1]",
-            "_M.D = _D"]
+            f"_D = {full_input}.shape[-1]" + (f" // {packed}" if packed > 1 else ""),
+            "_full = (*_lead, _D)",
+            "_rows = math.prod(_lead)",
+            f"_M.setup(_lead, _D, {len(spec.dims)})"]
     for name, c in spec.inputs:
+        sh = spec.shape(name)
+        if sh.mapped:
+            # named dims without the batch: None at the dims it omits (the checker passes them
+            # expanded to the op's shape when it measures the terms of their gradients' sums)
+            body.append(f"{name} = {name} if _M.expanded_inputs else {name}[{_index_of(spec, sh)}]")
         if c == ROW:
             body.append(f"{name} = {name}.unsqueeze(-1)")
     memo = {}
     results = []
     for name, n in spec.outputs:
+        if n.op == "call" and n.name == "cat":
+            # an output of parts side by side, [..., n*D]
+            parts = [p.emit(a, memo) for a in n.args]
+            results.append(("torch.cat([" + ", ".join(f"_M.bcast({x}, _full)" for x in parts) + "], -1)", "cat"))
+            continue
         v = p.emit(n, memo)
         results.append((v, lang.shape_class(n, spec, memo)))
     body += p.lines
@@ -121,8 +167,12 @@ def print_reference(spec: Spec) -> str:
     for v, c in results:
         if c == ROW:
             outs.append(f"_M.out(_M.row({v}, _lead))")
+        elif c == "cat":
+            outs.append(f"_M.out({v})")
+        elif c == COL:
+            outs.append(f"_M.out(_M.colout({v}))")
         else:
-            outs.append(f"_M.out({v}.expand(_full))")
+            outs.append(f"_M.out(_M.bcast({v}, _full))")
     body.append(f"return [{', '.join(outs)}]")
     out += ["    " + l for l in body]
     return "\n".join(out) + "\n"
@@ -176,11 +226,81 @@ class Exact:
         self.device = device
         self.D = 1.0
 
+    def setup(self, lead, D, nd):
+        """The call's shape: leading dims (the batch, then the op's nd named dims) and D."""
+        self.lead, self.D, self.nd = tuple(lead), D, nd
+        self.full = (*self.lead, D)
+        self.rows = math.prod(self.lead)
+
     def c(self, v):
         return torch.tensor(float(v), dtype=torch.float64, device=self.device)
 
     def f(self, name, spelled, *args):
         return spelled()
+
+    def ints(self, f):
+        """An integer value (or a comparison of integers): exact in fusegen's compute type."""
+        return f(self)
+
+    # ---- named dims, positions, moves, packed inputs, reductions over rows -------------------
+    def column(self):
+        """j, the column index: a [D] value."""
+        return torch.arange(self.D, dtype=torch.float64, device=self.device)
+
+    def pos(self, k):
+        """pos(S) for the op's k-th named dim: the row's index along it, a per-row value."""
+        size = self.lead[len(self.lead) - self.nd + k]
+        return torch.arange(size, dtype=torch.float64, device=self.device).reshape(
+            size, *([1] * (self.nd - k - 1)), 1)
+
+    def chunk(self, t, c, n):
+        """Chunk c of the n chunks of D of a packed input's last dim."""
+        return t[..., c * self.D:(c + 1) * self.D]
+
+    def _perm(self, kind, device):
+        """The column each column reads: (j + D/2) mod D for the halves, j xor 1 for the pairs."""
+        j = torch.arange(self.D, device=device)
+        return (j + self.D // 2) % self.D if kind == "halves" else j ^ 1
+
+    @staticmethod
+    def _per_column(t, D):
+        """Whether t varies over the columns (a per-row value, [..., 1], or a 0-dim one does
+        not: it is its own move)."""
+        return t.dim() > 0 and t.shape[-1] == D and not (D == 1)
+
+    def move(self, kind, t):
+        """swap_halves (kind 'halves') or swap_pairs ('pairs')."""
+        if not self._per_column(t, self.D):
+            return t
+        return t[..., self._perm(kind, t.device)]
+
+    def _widen(self, t):
+        """t with a last dim of D (a per-row or 0-dim value repeated along the row)."""
+        if t.dim() == 0:
+            return self.bcast(t, (self.D,))
+        return t if t.shape[-1] == self.D else self.bcast(t, (*t.shape[:-1], self.D))
+
+    def rotate(self, kind, t):
+        """Llama's rotate_half, cat(-x2, x1) of the row's halves (kind 'halves'), or GPT-J's
+        rotate_every_two, (x0, x1) -> (-x1, x0) per pair of columns ('pairs')."""
+        t = self._widen(t)
+        h = self.D // 2
+        if kind == "halves":
+            return torch.cat([-t[..., h:], t[..., :h]], -1)
+        return torch.stack([-t[..., 1::2], t[..., 0::2]], -1).flatten(-2)
+
+    def col(self, kind, t):
+        """colsum / colmean: the sum (mean) over every row of the op, per column; t is
+        broadcast to the op's shape first (an input naming some dims counts once per row)."""
+        t = self.bcast(t, self.full)
+        s = t.sum(tuple(range(t.dim() - 1))) if t.dim() > 1 else t
+        return s / self.rows if kind == "mean" else s
+
+    def colout(self, v):
+        """A [D] value as a [D] output."""
+        if v.dim() > 1:  # from inputs the checker expanded (rows equal): row 0 has its terms
+            v = v.expand(self.full).reshape(-1, self.D)[0]
+        return v.expand(self.D)
 
     def out(self, t):
         return t
@@ -194,7 +314,12 @@ class Exact:
         """A per-row value (last dim 1, or broadcastable) as a [...] output."""
         if self.expanded_inputs and v.dim() and v.shape[-1] != 1:
             v = v[..., :1]
-        return v.expand(*lead, 1)[..., 0]
+        return self.bcast(v, (*lead, 1))[..., 0]
+
+    def bcast(self, t, shape):
+        """t broadcast to `shape` (a value of inputs naming some dims, a per-row value, to the
+        op's shape): its gradient is a sum over the dims it is broadcast over."""
+        return t.expand(shape)
 
     def pow(self, x, p):
         return torch.pow(x, float(p))
@@ -355,7 +480,7 @@ class _PrimOp(torch.autograd.Function):
         model, prim = ctx.model, ctx.prim
         names = [q.name for q in prim.params]
         env = {q.name: a.detach() if torch.is_tensor(a) else a for q, a in zip(prim.params, ctx.args)}
-        env.update(grad=g, result=ctx.result, D=model.c(model.D))
+        env.update(grad=g, result=ctx.result, D=model.c(model.D), rows=model.c(model.rows))
         out = []
         with torch.no_grad():
             for i, (q, a) in enumerate(zip(prim.params, ctx.args)):
@@ -363,7 +488,7 @@ class _PrimOp(torch.autograd.Function):
                 if q.kind != "value" or not ctx.needs_input_grad[2 + i] or rule is None:
                     out.append(None)
                     continue
-                r = model.evaluate(_ast(rule, names + ["grad", "result", "D"]), env, builtins=False)
+                r = model.evaluate(_ast(rule, names + ["grad", "result", "D", "rows"]), env, builtins=False)
                 # each contribution perturbed once more: fusegen adds a node's contributions
                 # one by one, and a partial sum can be large where they cancel ((a + L) - L)
                 out.append(model.perturb(model.reduce_to(r, a.shape), model.u_compute))
@@ -397,7 +522,53 @@ class MonteCarlo(Exact):
         # of odd seed all kept the order.)
         self.tie_frac = float(torch.rand((), generator=self.gen, dtype=torch.float64, device=device))
         self.tie_split = 0.0 if seed % 2 == 0 else (-1.0 if seed % 4 == 1 else 1.0)
+        self.red_tie_scale = 4.0 ** -(seed % 6)  # (_RedExtremeTies)
         _library()
+
+    def setup(self, lead, D, nd):
+        super().setup(lead, D, nd)
+        self._exact = Exact(self.device)
+        self._exact.setup(lead, D, nd)
+        self._exact.expanded_inputs = self.expanded_inputs
+
+    def ints(self, f):
+        # fusegen computes integers (D, j, rows, pos(S) and what + - * min max where make of
+        # them) exactly in the compute type: no rounding, no ties
+        return f(self._exact)
+
+    def move(self, kind, t):
+        r = super().move(kind, t)
+        return _with_mag(r, super().move(kind, _mag(t))) if self.u_compute and r is not t else r
+
+    def rotate(self, kind, t):
+        r = super().rotate(kind, t)
+        if not self.u_compute:
+            return r
+        return _with_mag(r, self._widen(_mag(t))[..., self._perm(kind, r.device)])
+
+    def col(self, kind, t):
+        """A sum over the rows with its rounding, as a row sum's: u sqrt(rows) sum|terms|
+        (plain sums in the compute type per chunk of rows, the chunks added in order); the
+        mean's division rounded once more."""
+        # (the centre run, u = 0, computes the same: the spread is measured around it)
+        if t.requires_grad and self.u_compute:
+            t = _with_mag(_Edge.apply(t, self), _mag(t))
+        te = self.bcast(t, self.full)
+        dims = tuple(range(te.dim() - 1))
+        s = te.sum(dims) if dims else te
+        if self.u_compute:
+            n = max(self.rows, 1)
+            s = s + self.u_compute * math.sqrt(n) * te.detach().abs().sum(dims) * self._r(s)
+        if kind == "mean":
+            s = s / self.rows
+            if self.u_compute:  # (added as a constant: no inf * 0 in the backward)
+                s = s + (self.perturb(s.detach(), self.u_compute) - s.detach())
+        if not self.u_compute:
+            return s
+        mag = _mag(t).expand(self.full).sum(dims) if dims else _mag(t)
+        if kind == "mean":
+            mag = mag / self.rows
+        return _with_mag(s, torch.maximum(mag.nan_to_num(math.inf), s.detach().abs()))
 
     def c(self, v):
         """A constant of the spec (a number, an attr, D) as the kernels see it: T(v), rounded
@@ -454,8 +625,17 @@ class MonteCarlo(Exact):
         inner = {q.name: a for q, a in zip(prim.params, args)}
         return self.evaluate(_ast(prim.eval, [q.name for q in prim.params]), inner, builtins=True)
 
+    def bcast(self, t, shape):
+        # the sum of the gradient over the dims t is broadcast over, with its roundoff (fusegen
+        # sums a named-dims input's, a [D] value's, a per-row value's over the elements of
+        # the op's shape: exact in autograd's expand)
+        if self.u_compute and t.requires_grad and tuple(t.shape) != tuple(shape):
+            return _with_mag(_Broadcast.apply(t, tuple(shape), self), _mag(t).expand(shape))
+        return t.expand(shape)
+
     def reduce_to(self, g, shape):
-        """g summed to an argument's shape, the sum over a row with its roundoff."""
+        """g summed to an argument's shape: the sum over a row, then over rows (a [D], [] or
+        named-dims argument used by every row: a column sum), each with its roundoff."""
         shape = tuple(shape)
         if tuple(g.shape) == shape:
             return g
@@ -468,7 +648,12 @@ class MonteCarlo(Exact):
             s = g.sum(-1, keepdim=True)
             s = s + self.u_compute * math.sqrt(max(n, 1)) * g.abs().sum(-1, keepdim=True) * self._r(s)
             out = s
-        return out.sum_to_size(shape) if shape else out.sum()
+        s = out.sum_to_size(shape) if shape else out.sum()
+        n = out.numel() // max(s.numel(), 1)
+        if n > 1 and self.u_compute:
+            terms = out.abs().sum_to_size(shape) if shape else out.abs().sum()
+            s = s + self.u_compute * math.sqrt(n) * terms * self._r(s)
+        return s
 
     def f(self, name, spelled, *args):
         """A primitive call. Per-row results are rounded like any other value: fusegen keeps
@@ -537,6 +722,19 @@ class _Store(torch.autograd.Function):
         return ctx.model.perturb(g, ctx.u, ctx.limit, ctx.tiny), None, None, None, None
 
 
+class _Broadcast(torch.autograd.Function):
+    """A broadcast whose backward sums with the model's roundoff (MonteCarlo.reduce_to)."""
+
+    @staticmethod
+    def forward(ctx, t, shape, model):
+        ctx.model, ctx.shape = model, tuple(t.shape)
+        return t.expand(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.model.reduce_to(g, ctx.shape), None, None
+
+
 class _Edge(torch.autograd.Function):
     """One use of a value: the gradient it contributes back is perturbed (see _PrimOp)."""
 
@@ -565,6 +763,11 @@ class _RedExtremeTies(torch.autograd.Function):
     def backward(ctx, g):
         t, r = ctx.saved_tensors
         m = ctx.model
-        width = TIE_ROUNDOFFS * m.u_compute * r.abs() * torch.rand(r.shape, generator=m.gen, dtype=r.dtype,
-                                                                    device=r.device)
+        # The width: a random part of this run's scale (m.red_tie_scale: 1024 roundoffs of the
+        # result down to 1, a factor 4 apart in six consecutive runs), so the runs see ties of
+        # the many elements saturation makes equal and of the two or three that rounding alone
+        # does (x / (|x| + 1e-6) of a row's largest negative elements: difffuzz fz12_8)
+        frac = m.red_tie_scale * (0.5 + 0.5 * torch.rand(r.shape, generator=m.gen, dtype=r.dtype,
+                                                         device=r.device))
+        width = TIE_ROUNDOFFS * m.u_compute * r.abs() * frac
         return _split_among((t - r).abs() <= width, g), None, None

@@ -298,6 +298,22 @@ class Batch:
              "failures": [{"op": op, **r} for op, r in sorted(self.results.items()) if r["status"] == "FAIL"],
              "skips": [{"op": op, **r} for op, r in sorted(self.results.items()) if r["status"] == "SKIP"],
              "kinds": count_kinds(self.results)}
+        # the specs using each feature of docs/spec-language.md's later sections, and the
+        # share of the passing checks' elements the checks could not compare (not finite)
+        features = {}
+        cache = self.__dict__.setdefault("features_of", {})
+        for op, path in self.specs.items():
+            if op not in cache:
+                try:
+                    cache[op] = lang.features_used(lang.load_spec(path))
+                except Exception:  # noqa: BLE001
+                    cache[op] = []
+            for name in cache[op]:
+                features[name] = features.get(name, 0) + 1
+        s["features"] = features
+        elements = sum(r.get("elements") or 0 for r in self.results.values() if r["status"] == "PASS")
+        unchecked = sum(r.get("unchecked") or 0 for r in self.results.values() if r["status"] == "PASS")
+        s["unchecked_fraction"] = round(unchecked / elements, 4) if elements else None
         tmp = os.path.join(self.out, "summary.json.partial")
         with open(tmp, "w") as f:
             json.dump(s, f, indent=1)
@@ -305,6 +321,7 @@ class Batch:
         if not final:
             return True
         log(f"timings: {json.dumps(t)}")
+        log(f"features: {json.dumps(s['features'])}; unchecked elements: {s['unchecked_fraction']}")
         if not_run:
             log(f"{len(not_run)} not run (time limit)")
         if skipped:

@@ -36,8 +36,12 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
       contribution = simplifier.call("sum", {contribution});
     // A [D] value computed from a reduction over rows (a batch statistic) is used by every row:
     // its adjoint is the sum over rows of theirs, taken here (colsum), since it flows on into
-    // the values it was computed from (they would otherwise see one row's share).
-    if (n->shape() == ir::ShapeClass::Col && contribution->shape() == ir::ShapeClass::Full &&
+    // the values it was computed from (they would otherwise see one row's share). A per-row
+    // contribution too (the adjoint of mean(x - colmean(w)) reaches colmean(w) as -grad / D,
+    // one value per row): its colsum adds it over the rows for every column.
+    if (n->shape() == ir::ShapeClass::Col &&
+        (contribution->shape() == ir::ShapeClass::Full ||
+         contribution->shape() == ir::ShapeClass::Row) &&
         columnValues.count(n))
       contribution = simplifier.call("colsum", {contribution});
     auto it = adjoint.find(n);
@@ -61,6 +65,9 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
     scope["rows"] = ir::Node::makeRows();
     for (size_t i = 0; i < prim.params.size(); ++i)
       scope[prim.params[i].name] = n->args()[i];
+    // The adjoint of a [D] statistic is a total over the rows (accumulate()); that of another
+    // [D] or [] value a share of every row, summed over the rows at the input.
+    const bool total = n->shape() == ir::ShapeClass::Col && columnValues.count(n);
     for (size_t i = 0; i < prim.params.size(); ++i) {
       const ir::Expr& arg = n->args()[i];
       // Integers and conditions carry no gradient (ir::ValueType).
@@ -83,6 +90,27 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
         contribution = simplifier.unlessRowEmpty(
             ir::Node::makeConst(0), simplifier.call("mul", {contribution, ir::Node::makeDim()}),
             contribution);
+      // A [D] statistic used by a value that varies per row (colsum(x) + x) gets the sum over
+      // the rows of that value's adjoint: accumulate() takes the colsum of one that varies per
+      // row; one the same in every row ([D] or [], as colsum's rule passes its [D] grad on) sums
+      // to rows times it (the empty sum without rows).
+      if (arg->shape() == ir::ShapeClass::Col && columnValues.count(arg.get()) &&
+          (n->shape() == ir::ShapeClass::Full || n->shape() == ir::ShapeClass::Row) &&
+          (contribution->shape() == ir::ShapeClass::Col ||
+           contribution->shape() == ir::ShapeClass::Scalar))
+        contribution = simplifier.call(
+            "where", {simplifier.call("eq", {ir::Node::makeRows(), ir::Node::makeConst(0)}),
+                      ir::Node::makeConst(0),
+                      simplifier.call("mul", {contribution, ir::Node::makeRows()})});
+      // A statistic's total reaching a [D] or [] value that is not one (colmean(x) * w, w a
+      // [D] input): that value's adjoint is summed over the rows at the input, so it gets one
+      // row's share of the total (the empty sum without rows).
+      if (total && !columnValues.count(arg.get()) &&
+          (arg->shape() == ir::ShapeClass::Col || arg->shape() == ir::ShapeClass::Scalar))
+        contribution = simplifier.call(
+            "where", {simplifier.call("eq", {ir::Node::makeRows(), ir::Node::makeConst(0)}),
+                      ir::Node::makeConst(0),
+                      simplifier.call("div", {contribution, ir::Node::makeRows()})});
       accumulate(arg.get(), contribution);
     }
   }

@@ -250,6 +250,8 @@ ir::Function dropStatedGradients(const ir::Function& fn, std::vector<ir::Expr>& 
   for (const auto& [name, e] : fn.lets)
     roots.push_back(e);
   roots.insert(roots.end(), backward.begin(), backward.end());
+  for (const ir::FunctionOutput& o : fn.outputs) // the parts of cat outputs (the planner's values)
+    roots.insert(roots.end(), o.parts.begin(), o.parts.end());
   std::unordered_map<const ir::Node*, ir::Expr> replace;
   for (const ir::Node* n : ir::topoOrder(roots)) // inner with_grads first
     if (n->kind() == ir::NodeKind::Call && n->prim()->declaresGradient)
@@ -266,6 +268,9 @@ ir::Function dropStatedGradients(const ir::Function& fn, std::vector<ir::Expr>& 
     e = roots[k++];
   for (ir::Expr& g : backward)
     g = roots[k++];
+  for (ir::FunctionOutput& o : out.outputs)
+    for (ir::Expr& part : o.parts)
+      part = roots[k++];
   return out;
 }
 

@@ -470,10 +470,12 @@ RuntimePlan runtimePlanOf(const Program& p) {
 // whole-tensor nodes its [] outputs name) rewritten to match. False, with a diagnostic at
 // `loc`, where they cannot be.
 bool pushProgramMoves(Program& p, const std::string& what, const SourceLoc& loc,
-                      const prims::PrimitiveLibrary& lib, Diagnostics& diags) {
+                      const prims::PrimitiveLibrary& lib, Diagnostics& diags,
+                      std::vector<ir::Expr>* extra = nullptr) {
   std::vector<ir::Expr> roots;
   for (const Program::Output& o : p.outputs)
     if (o.value) roots.push_back(o.value);
+  if (extra) roots.insert(roots.end(), extra->begin(), extra->end());
   bool any = false;
   for (const ir::Node* n : ir::topoOrder(roots))
     any = any || (n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move);
@@ -488,6 +490,9 @@ bool pushProgramMoves(Program& p, const std::string& what, const SourceLoc& loc,
     if (o.value) o.value = pushed.rebuilt.at(o.value.get());
     if (o.whole) o.whole = pushed.rebuilt.at(o.whole.get());
   }
+  if (extra)
+    for (ir::Expr& e : *extra)
+      e = pushed.rebuilt.at(e.get());
   return true;
 }
 
@@ -511,8 +516,9 @@ std::unordered_set<const ir::Node*> readDirectly(const std::vector<ir::Expr>& ro
 // (read at the chunk's columns of its rows of chunks*D) and a move of an input, an output
 // gradient or a chunk (read at the moved columns, fg::Move). (A moved j is computed by the
 // generated code.)
-void addViewInputs(Program& p) {
-  const std::vector<ir::Expr> roots = values(p.outputs);
+void addViewInputs(Program& p, const std::vector<ir::Expr>& extra = {}) {
+  std::vector<ir::Expr> roots = values(p.outputs);
+  roots.insert(roots.end(), extra.begin(), extra.end());
   const std::unordered_map<const ir::Node*, ir::Expr> owned = ir::owners(roots);
   const std::unordered_set<const ir::Node*> read = readDirectly(roots);
   for (const ir::Node* n : ir::topoOrder(roots)) {
@@ -635,11 +641,16 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     in.random = true;
     f.inputs.push_back(in);
   }
-  // Each pos(S) the formulas read: an input of its own, computed by the runtime per row.
+  // Each pos(S) the formulas read: an input of its own, computed by the runtime per row. The
+  // backward starts from the forward's inputs, so those its gradients alone read are found
+  // here too (a with_grad's stated derivative, which the forward drops: y = with_grad(x, x,
+  // pos(S) * w)).
   {
     std::vector<ir::Expr> roots;
     for (const ir::FunctionOutput& o : fn.outputs)
       roots.push_back(o.value);
+    for (const ir::Expr& g : grad.inputGrads)
+      if (g) roots.push_back(g);
     const std::unordered_map<const ir::Node*, ir::Expr> owned = ir::owners(roots);
     for (const ir::Node* n : ir::topoOrder(roots)) {
       if (n->kind() != ir::NodeKind::Position) continue;
@@ -749,8 +760,11 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
       }
     }
     // A [] input's adjoint is per row where its uses are, else per element; a per-element
-    // adjoint of one value per row is summed as D times that value, not D additions.
-    if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full)
+    // adjoint of one value per row is summed as D times that value, not D additions. (One
+    // that varies per column, from a use in a [D] value such as colmean(x) * s, is summed
+    // over the elements.)
+    if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full &&
+        o.value->shape() != ir::ShapeClass::Col)
       o.totalOf = uses[i] == kRowUse ? Program::TotalOf::Rows : Program::TotalOf::RowsTimesD;
     if (dimsOf(i) != ~0u) { // summed over the dims the input omits, by the glue
       o.keepDims = dimsOf(i);
@@ -761,10 +775,18 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   b.outputs.insert(b.outputs.end(), chunkOutputs.begin(), chunkOutputs.end());
 
   SourceLoc loc = spec.outputs.front().formulaLoc;
-  if (!pushProgramMoves(f, "forward", loc, lib, diags) ||
+  // The saved [D] statistics are computed by the forward's column programs (below), from the
+  // forward's values: their moves are pushed with the forward's, and the leaves they read moved
+  // are inputs of the forward too (the backward reads each statistic as it is).
+  std::vector<ir::Expr> savedColumnValues;
+  for (const SavedStat& c : plan.savedColumns)
+    savedColumnValues.push_back(c.value);
+  if (!pushProgramMoves(f, "forward", loc, lib, diags, &savedColumnValues) ||
       !pushProgramMoves(b, "derived backward", loc, lib, diags))
     return std::nullopt;
-  addViewInputs(f);
+  for (size_t k = 0; k < plan.savedColumns.size(); ++k)
+    plan.savedColumns[k].value = savedColumnValues[k];
+  addViewInputs(f, savedColumnValues);
   addViewInputs(b);
   // Reductions over rows: programs of their own before each direction's main one. The [D]
   // outputs and the saved [D] statistics are results of those; the main program passes them on.
@@ -796,6 +818,12 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     std::unordered_map<const ir::Node*, int> none;
     plan.backwardBefore = splitColumnPasses(b, {}, "", none);
   }
+  // The chunks past the first of a cat output or a packed gradient write into their chunk 0's
+  // tensor, so they come after every output with a tensor of its own (fusegen_glue.h's
+  // ownResults), the saved [D] statistics just appended included.
+  for (Program* p : {&f, &b})
+    std::stable_partition(p->outputs.begin(), p->outputs.end(),
+                          [](const Program::Output& o) { return o.result < 0; });
   if (plan.randomStreams > 0 && (!plan.forwardBefore.empty() || !plan.backwardBefore.empty())) {
     diags.error(loc, "op '" + spec.name +
                          "' draws random numbers and reduces over the rows (colsum, colmean): "
