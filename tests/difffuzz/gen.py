@@ -651,12 +651,15 @@ class Generator:
 
     def move(self, a: Optional[Node], want_row, moves_only=False) -> Optional[Node]:
         """A move of the op's family (swap_halves and rotate_half, or swap_pairs and
-        rotate_pairs: moves of two kinds may not be nested, in the backward either)."""
+        rotate_pairs, or roll: moves of two kinds may not be nested, in the backward either)."""
         if a is None or not self.move_family or self.inf(a).bool_:
             return None
+        i = self.inf(a)
+        if self.move_family == "roll":  # a cyclic shift by an integer literal of either sign
+            k = self.rng.choice([1, -1, 2, 3, -5, 7, 64, -100])
+            return self.special(call("roll", a, num(k, str(k))), Info(i.cls, i.lo, i.hi, i.rd))
         fam = {"halves": ("swap_halves", "rotate_half"), "pairs": ("swap_pairs", "rotate_pairs")}[self.move_family]
         name = fam[0] if moves_only or want_row or self.rng.random() < 0.5 else fam[1]
-        i = self.inf(a)
         n = call(name, a)
         if name in lang.ROTATIONS:
             m = max(abs(i.lo), abs(i.hi))
@@ -1038,7 +1041,7 @@ class Generator:
         self.inputs = [(self.name("x0"), FULL)] + [(self.name(f"x{i}"), rng.choice(classes)) for i in range(1, n_in)]
         self.draw_shapes(rows)
         if "moves" in f and rng.random() < 0.3:
-            self.move_family = rng.choice(["halves", "pairs"])
+            self.move_family = rng.choice(["halves", "pairs", "roll"])
         self.allow_col = "col_reductions" in f and rng.random() < 0.4
         self.max_cd = rng.choice([1, 2, 2, 3]) if self.allow_col else 0
         self.attrs: List[GenAttr] = []

@@ -173,7 +173,8 @@ def features_used(spec: "Spec") -> List[str]:
         out.append("named_dims")
     if any(n.op in ("pos", "j") for n in nodes):
         out.append("positions")
-    if any(n.op == "call" and (n.name in MOVES or n.name in ROTATIONS) for n in nodes):
+    if any(n.op == "call" and (n.name in MOVES or n.name in ROTATIONS or n.name == "roll")
+           for n in nodes):
         out.append("moves")
     if any(spec.shape(n).d > 1 for n, _ in spec.inputs) or any(
             e.op == "call" and e.name == "cat" for _, e in spec.outputs):

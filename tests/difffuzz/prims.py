@@ -209,6 +209,7 @@ TORCH: Dict[tuple, str] = {
     # model (reference.py), from their definitions in docs/spec-language.md, not primitives.yaml's
     ("swap_halves", 1): "_M.move('halves', {0})",
     ("swap_pairs", 1): "_M.move('pairs', {0})",
+    ("roll", 2): "_M.roll({0}, {1})",
     ("rotate_half", 1): "_M.rotate('halves', {0})",
     ("rotate_pairs", 1): "_M.rotate('pairs', {0})",
     ("colsum", 1): "_M.col('sum', {0})",

@@ -105,9 +105,10 @@ class _Printer:
         return v
 
 
-# Primitives printed as calls of the model's helpers (not _M.f): moves, rotations and reductions
-# over rows, which the model computes itself
+# Primitives printed as calls of the model's helpers (not _M.f): moves (roll's shift an integer
+# constant), rotations and reductions over rows, which the model computes itself
 DIRECT = {(k, 1) for k in list(lang.MOVES) + list(lang.ROTATIONS) + list(lang.COLUMN_REDUCTIONS)}
+DIRECT.add(("roll", 2))
 
 
 def _index_of(spec: Spec, shape) -> str:
@@ -273,6 +274,13 @@ class Exact:
         if not self._per_column(t, self.D):
             return t
         return t[..., self._perm(kind, t.device)]
+
+    def roll(self, t, k):
+        """roll(x, k): torch.roll's cyclic shift of the row by k (an integer constant, any sign
+        and size: it is taken mod D)."""
+        if not self._per_column(t, self.D):
+            return t
+        return torch.roll(t, int(round(float(k))) % self.D, -1)
 
     def _widen(self, t):
         """t with a last dim of D (a per-row or 0-dim value repeated along the row)."""
@@ -539,6 +547,10 @@ class MonteCarlo(Exact):
     def move(self, kind, t):
         r = super().move(kind, t)
         return _with_mag(r, super().move(kind, _mag(t))) if self.u_compute and r is not t else r
+
+    def roll(self, t, k):
+        r = super().roll(t, k)
+        return _with_mag(r, super().roll(_mag(t), k)) if self.u_compute and r is not t else r
 
     def rotate(self, kind, t):
         r = super().rotate(kind, t)

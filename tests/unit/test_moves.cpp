@@ -158,7 +158,7 @@ TEST(Moves, EveryMoveRuleIsItsInverse) {
   for (const auto& pp : test::library().all()) {
     const prims::Primitive& p = *pp;
     if (p.kind != prims::PrimKind::Move) continue;
-    for (const std::string args : p.params.size() > 1
+    for (const std::string& args : p.params.size() > 1
                                       ? std::vector<std::string>{", 3", ", -8", ", k", ", D - k"}
                                       : std::vector<std::string>{""}) {
       SCOPED_TRACE(p.name + "(x" + args + ")");

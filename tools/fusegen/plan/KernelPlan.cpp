@@ -763,9 +763,14 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     // adjoint of one value per row is summed as D times that value, not D additions. (One
     // that varies per column, from a use in a [D] value such as colmean(x) * s, is summed
     // over the elements.)
+    // An input the forward does not read (only a with_grad's stated derivative reaches it, and
+    // those are gone from `fn`) has no uses to tell: its adjoint's own shape does.
     if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full &&
-        o.value->shape() != ir::ShapeClass::Col)
-      o.totalOf = uses[i] == kRowUse ? Program::TotalOf::Rows : Program::TotalOf::RowsTimesD;
+        o.value->shape() != ir::ShapeClass::Col) {
+      const bool perRow = uses[i] == kRowUse ||
+                          (uses[i] == kUnused && o.value->shape() == ir::ShapeClass::Row);
+      o.totalOf = perRow ? Program::TotalOf::Rows : Program::TotalOf::RowsTimesD;
+    }
     if (dimsOf(i) != ~0u) { // summed over the dims the input omits, by the glue
       o.keepDims = dimsOf(i);
       o.type = spec::OutputType::Compute;
