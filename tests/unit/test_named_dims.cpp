@@ -30,16 +30,24 @@ TEST(NamedDims, FastDivisionIsExactFor32BitNumerators) {
   }
 }
 
-// The op [B, S, H] with S = 5, H = 3: each row's (b, s, h), against the rows of inputs that
-// have some of those dims (bit 0: S, bit 1: H, bit 2: the batch) and the positions along S and H.
+// The named dims of the op [B, S, H] with B = 7, S = 5, H = 3 (as the glue fills them).
+fg::NamedDims dimsBSH(bool rows32) {
+  fg::NamedDims dims{};
+  dims.size[0] = 5;
+  dims.size[1] = 3;
+  dims.div[0] = fg::FastDiv::of(5);
+  dims.div[1] = fg::FastDiv::of(3);
+  dims.batch = 7;
+  dims.batchDiv = fg::FastDiv::of(7);
+  dims.rows32 = rows32;
+  return dims;
+}
+
+// Each row's (b, s, h), against the rows of inputs that have some of those dims (bit 0: S,
+// bit 1: H, bit 2: the batch) and the positions along S and H.
 TEST(NamedDims, MappedRowsAndPositionsFollowTheCoordinates) {
   for (bool rows32 : {true, false}) {
-    fg::NamedDims dims{};
-    dims.size[0] = 5;
-    dims.size[1] = 3;
-    dims.div[0] = fg::FastDiv::of(5);
-    dims.div[1] = fg::FastDiv::of(3);
-    dims.rows32 = rows32;
+    const fg::NamedDims dims = dimsBSH(rows32);
     for (int64_t row = 0; row < 7 * 15; ++row) {
       const int64_t b = row / 15, s = row / 3 % 5, h = row % 3;
       EXPECT_EQ(fg::mappedRow<2>(0b001u, row, dims), s);         // [S, D]
@@ -58,14 +66,7 @@ TEST(NamedDims, MappedRowsAndPositionsFollowTheCoordinates) {
 // order among themselves.
 TEST(NamedDims, OrderedRowsBringRowsSharingTheKeptDimsTogether) {
   for (bool rows32 : {true, false}) {
-    fg::NamedDims dims{};
-    dims.size[0] = 5;
-    dims.size[1] = 3;
-    dims.div[0] = fg::FastDiv::of(5);
-    dims.div[1] = fg::FastDiv::of(3);
-    dims.batch = 7;
-    dims.batchDiv = fg::FastDiv::of(7);
-    dims.rows32 = rows32;
+    const fg::NamedDims dims = dimsBSH(rows32);
     const int64_t rows = 7 * 15;
     for (unsigned keep = 0; keep < 8; ++keep) {
       int64_t group = 1; // rows per value of the kept dims
