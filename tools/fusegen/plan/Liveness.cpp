@@ -20,9 +20,9 @@ using Conjunction = std::vector<std::pair<ir::Expr, bool>>;
 
 bool sameConjunction(const Conjunction& a, const Conjunction& b) {
   if (a.size() != b.size()) return false;
-  for (const auto& [c, holds] : a)
+  for (const auto& literal : a)
     if (std::find_if(b.begin(), b.end(), [&](const auto& o) {
-          return o.first.get() == c.get() && o.second == holds;
+          return o.first.get() == literal.first.get() && o.second == literal.second;
         }) == b.end())
       return false;
   return true;
