@@ -363,6 +363,16 @@ def tokenize(text: str):
     return out
 
 
+def parse_position(parser) -> Node:
+    """The rest of `pos(S)` after `pos`, in either parser: the dim's name in parentheses."""
+    parser.next()
+    k, dim = parser.next()
+    if k != "id" or not parser.isp(")"):
+        raise ParseError("pos takes one dim name")
+    parser.next()
+    return Node("pos", name=dim)
+
+
 class FormulaParser:
     """Recursive descent with fusegen's documented precedence: comparison < + - < * / < unary -."""
 
@@ -422,12 +432,7 @@ class FormulaParser:
             return num(float(text))
         if kind == "id":
             if text == "pos" and self.isp("("):
-                self.next()
-                k, dim = self.next()
-                if k != "id" or not self.isp(")"):
-                    raise ParseError("pos takes one dim name")
-                self.next()
-                return Node("pos", name=dim)
+                return parse_position(self)
             if self.isp("("):
                 self.next()
                 args = []
@@ -617,12 +622,7 @@ class CxxParser:
             return CxxValue(num(float(text)), "double")
         if kind == "id":
             if text == "pos" and self.isp("("):
-                self.next()
-                k, dim = self.next()
-                if k != "id" or not self.isp(")"):
-                    raise ParseError("pos takes one dim name")
-                self.next()
-                return Node("pos", name=dim)
+                return parse_position(self)
             if self.isp("("):
                 self.next()
                 args = []
