@@ -18,7 +18,7 @@ namespace fusegen_ops::batchnorm_train {
 // Before the Forward: sums over the rows, per column.
 struct Forward0 {
   static constexpr int kInputs = 3;
-  static constexpr int kOutputs = 1;
+  static constexpr int kOutputs = 2;
   static constexpr int kAttrs = 1;
   // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
   static constexpr int kRowsAttr = 1;
@@ -54,682 +54,17 @@ struct Forward0 {
   using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None>;
   using InRolls = fg::Table<int, -1, -1, -1>;
-  using InReaders = fg::Table<unsigned, 1u, 0u, 0u>;
+  using InReaders = fg::Table<unsigned, 3u, 0u, 0u>;
   using InSources = fg::Table<int, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1>;
   using InGuarded = fg::Table<bool, false, false, false>;
   using OutKinds =
       fg::Table<fg::OutKind,
-                /* _colsum0 [D] (sum over rows) stored as the compute type */ fg::OutKind::ColSum>;
-  using OutElems = fg::Table<fg::Elem, fg::Elem::Compute>;
-  using OutKeeps = fg::Table<unsigned, fg::kAllDims>;
-  using OutChunks = fg::Table<int, 0>;
-  using OutChunkCounts = fg::Table<int, 1>;
-  using OutResults = fg::Table<int, -1>;
-  using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum>;
-  using TotalPerRows = fg::Table<bool, false>;
-  using Reductions = fg::Table<int>;
-  using FirstReduction = fg::Table<int>;
-  using ReduceKinds = fg::Table<fg::Reduce>;
-  using Shifts = fg::Table<int>;
-  using PlainSums = fg::Table<bool>;
-  using Picks = fg::Table<bool>;
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
-  FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
-  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
-  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
-  // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
-  FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
-  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
-  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
-  // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
-  FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
-  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
-  // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
-  FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
-  FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
-  // An input read only under conditions on the column and the row (live() says where).
-  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
-  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
-  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
-  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
-  // A chunk of a packed gradient, stored at columns outChunk(m) * D of rows of outChunks(m) * D
-  // of the tensor of output outResult(m) (-1: its own; the glue returns that one).
-  FG_HD static constexpr int outChunk(int m) { return OutChunks::at(m); }
-  FG_HD static constexpr int outChunks(int m) { return OutChunkCounts::at(m); }
-  FG_HD static constexpr int outResult(int m) { return OutResults::at(m); }
-  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
-  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
-  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
-  FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
-    return ReduceKinds::at(FirstReduction::at(s) + j);
-  }
-  FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
-  FG_HD static constexpr bool plainSum(int s, int j) {
-    return PlainSums::at(FirstReduction::at(s) + j);
-  }
-  FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
-
-  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms):
-  // how many, and their values at the attrs' defaults where those decide them (bits of
-  // kDefaultKnown).
-  static constexpr int kUniforms = 0;
-  static constexpr unsigned kDefaultKnown = 0u;
-  static constexpr unsigned kDefaultValue = 0u;
-
-  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
-  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
-    (void)_attr;
-    (void)_D;
-    (void)_s;
-  }
-
-  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
-  template <typename T, bool kFast>
-  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
-    (void)_rowIn;
-    (void)_attr;
-    (void)_D;
-    (void)_rv;
-  }
-
-  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
-  template <typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
-    (void)_in;
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-  }
-
-  // Per element (_j: its column): the terms the reductions of pass kPass combine.
-  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
-    (void)_in;
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-    (void)_t;
-  }
-
-  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
-  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
-  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
-  template <int kInput, typename T, bool kFast>
-  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-
-    return true;
-  }
-
-  // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
-  template <int kPass, typename T, bool kFast>
-  FG_HD static void pickColumns(const T* _rv, const T* _attr, T _D, T* _c) {
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_c;
-  }
-
-  // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
-  // condition guarding every use: Program::Stage::guard); the same for every element.
-  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void guards(const T* _attr, T _D, bool* _g) {
-    (void)_attr;
-    (void)_D;
-    for (int _k = 0; _k < reductions(kPass); ++_k)
-      _g[_k] = true;
-  }
-
-  // Per row, after pass kPass: its reductions' results and the values that depend on them.
-  template <int kPass, typename T, bool kFast>
-  FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
-    (void)_red;
-    (void)_attr;
-    (void)_D;
-    (void)_rv;
-  }
-
-  // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
-  // sums.
-  template <typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
-    (void)_in;
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-    const T _in_x = _in[0];
-    _out[0] = _in_x;
-  }
-
-  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
-  template <typename T, bool kFast>
-  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    _out[0] = T(0);
-  }
-
-  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
-  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
-  template <typename T, bool kFast>
-  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
-    (void)_tot;
-    (void)_attr;
-    (void)_D;
-    (void)_out;
-  }
-};
-
-// Before the Forward: [D] values over one row of D.
-struct Forward1 {
-  static constexpr int kInputs = 4;
-  static constexpr int kOutputs = 1;
-  static constexpr int kAttrs = 2;
-  // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
-  static constexpr int kRowsAttr = 1;
-  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
-  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
-  static constexpr int kRollAttr = 2;
-  static constexpr int kRolls = 0;
-  // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
-  static constexpr bool kColumns = true;
-  static constexpr int kStages = 0;    // passes of reductions over each row
-  static constexpr int kRowValues = 0; // per-row values kept in registers
-  // Element values the passes read, computed once per element by prefix() (fusegen's
-  // Program::prefix), after the inputs in the _in of term and elem.
-  static constexpr int kPrefix = 0;
-  static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
-  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
-  // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
-  static constexpr fg::Plan kPlan = fg::Plan::Colwise;
-  using Args = fg::Args<kInputs, kOutputs, kAttrs>;
-  // Every function below takes T, the compute type, and kFast: approximate math is allowed
-  // (half-type storage; see fusegen_runtime.h).
-
-  // The tables the plans read: input broadcasts and element types, output kinds and element types,
-  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
-  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
-  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
-  using InBcasts = fg::Table<fg::Bcast,
-                             /* x [..., D] (not read) */ fg::Bcast::Unread,
-                             /* weight [D] (not read) */ fg::Bcast::Unread,
-                             /* bias [D] (not read) */ fg::Bcast::Unread,
-                             /* _colsum0 [D] (compute type) */ fg::Bcast::TypedCol>;
-  using InElems =
-      fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Compute>;
-  using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
-  using InMoves =
-      fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
-  using InRolls = fg::Table<int, -1, -1, -1, -1>;
-  using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 1u>;
-  using InSources = fg::Table<int, -1, -1, -1, -1>;
-  using InChunks = fg::Table<int, 0, 0, 0, 0>;
-  using InChunkCounts = fg::Table<int, 1, 1, 1, 1>;
-  using InGuarded = fg::Table<bool, false, false, false, false>;
-  using OutKinds = fg::Table<fg::OutKind,
-                             /* _col1 [D] stored as the compute type */ fg::OutKind::Full>;
-  using OutElems = fg::Table<fg::Elem, fg::Elem::Compute>;
-  using OutKeeps = fg::Table<unsigned, fg::kAllDims>;
-  using OutChunks = fg::Table<int, 0>;
-  using OutChunkCounts = fg::Table<int, 1>;
-  using OutResults = fg::Table<int, -1>;
-  using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum>;
-  using TotalPerRows = fg::Table<bool, false>;
-  using Reductions = fg::Table<int>;
-  using FirstReduction = fg::Table<int>;
-  using ReduceKinds = fg::Table<fg::Reduce>;
-  using Shifts = fg::Table<int>;
-  using PlainSums = fg::Table<bool>;
-  using Picks = fg::Table<bool>;
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
-  FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
-  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
-  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
-  // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
-  FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
-  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
-  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
-  // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
-  FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
-  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
-  // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
-  FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
-  FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
-  // An input read only under conditions on the column and the row (live() says where).
-  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
-  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
-  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
-  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
-  // A chunk of a packed gradient, stored at columns outChunk(m) * D of rows of outChunks(m) * D
-  // of the tensor of output outResult(m) (-1: its own; the glue returns that one).
-  FG_HD static constexpr int outChunk(int m) { return OutChunks::at(m); }
-  FG_HD static constexpr int outChunks(int m) { return OutChunkCounts::at(m); }
-  FG_HD static constexpr int outResult(int m) { return OutResults::at(m); }
-  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
-  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
-  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
-  FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
-    return ReduceKinds::at(FirstReduction::at(s) + j);
-  }
-  FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
-  FG_HD static constexpr bool plainSum(int s, int j) {
-    return PlainSums::at(FirstReduction::at(s) + j);
-  }
-  FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
-
-  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms):
-  // how many, and their values at the attrs' defaults where those decide them (bits of
-  // kDefaultKnown).
-  static constexpr int kUniforms = 0;
-  static constexpr unsigned kDefaultKnown = 0u;
-  static constexpr unsigned kDefaultValue = 0u;
-
-  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
-  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
-    (void)_attr;
-    (void)_D;
-    (void)_s;
-  }
-
-  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
-  template <typename T, bool kFast>
-  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
-    (void)_rowIn;
-    (void)_attr;
-    (void)_D;
-    (void)_rv;
-  }
-
-  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
-  template <typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
-    (void)_in;
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-  }
-
-  // Per element (_j: its column): the terms the reductions of pass kPass combine.
-  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
-    (void)_in;
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-    (void)_t;
-  }
-
-  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
-  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
-  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
-  template <int kInput, typename T, bool kFast>
-  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-
-    return true;
-  }
-
-  // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
-  template <int kPass, typename T, bool kFast>
-  FG_HD static void pickColumns(const T* _rv, const T* _attr, T _D, T* _c) {
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_c;
-  }
-
-  // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
-  // condition guarding every use: Program::Stage::guard); the same for every element.
-  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void guards(const T* _attr, T _D, bool* _g) {
-    (void)_attr;
-    (void)_D;
-    for (int _k = 0; _k < reductions(kPass); ++_k)
-      _g[_k] = true;
-  }
-
-  // Per row, after pass kPass: its reductions' results and the values that depend on them.
-  template <int kPass, typename T, bool kFast>
-  FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
-    (void)_red;
-    (void)_attr;
-    (void)_D;
-    (void)_rv;
-  }
-
-  // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
-  // sums.
-  template <typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
-    (void)_in;
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-    const T _in__colsum0 = _in[3];
-    const T _t0 = fg::div<kFast>(_in__colsum0, _attr[kRowsAttr]);
-    _out[0] = _t0;
-  }
-
-  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
-  template <typename T, bool kFast>
-  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    _out[0] = T(0);
-  }
-
-  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
-  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
-  template <typename T, bool kFast>
-  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
-    (void)_tot;
-    (void)_attr;
-    (void)_D;
-    (void)_out;
-  }
-};
-
-// Before the Forward: sums over the rows, per column.
-struct Forward2 {
-  static constexpr int kInputs = 5;
-  static constexpr int kOutputs = 1;
-  static constexpr int kAttrs = 1;
-  // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
-  static constexpr int kRowsAttr = 1;
-  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
-  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
-  static constexpr int kRollAttr = 1;
-  static constexpr int kRolls = 0;
-  // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
-  static constexpr bool kColumns = false;
-  static constexpr int kStages = 0;    // passes of reductions over each row
-  static constexpr int kRowValues = 0; // per-row values kept in registers
-  // Element values the passes read, computed once per element by prefix() (fusegen's
-  // Program::prefix), after the inputs in the _in of term and elem.
-  static constexpr int kPrefix = 0;
-  static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
-  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
-  // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
-  static constexpr fg::Plan kPlan = fg::Plan::Colwise;
-  using Args = fg::Args<kInputs, kOutputs, kAttrs>;
-  // Every function below takes T, the compute type, and kFast: approximate math is allowed
-  // (half-type storage; see fusegen_runtime.h).
-
-  // The tables the plans read: input broadcasts and element types, output kinds and element types,
-  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
-  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
-  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
-  using InBcasts = fg::Table<fg::Bcast,
-                             /* x [..., D] */ fg::Bcast::Full,
-                             /* weight [D] (not read) */ fg::Bcast::Unread,
-                             /* bias [D] (not read) */ fg::Bcast::Unread,
-                             /* _colsum0 [D] (compute type) */ fg::Bcast::Unread,
-                             /* _col1 [D] (compute type) */ fg::Bcast::TypedCol>;
-  using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype,
-                            fg::Elem::Compute, fg::Elem::Compute>;
-  using InDims =
-      fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
-  using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
-                            fg::Move::None, fg::Move::None>;
-  using InRolls = fg::Table<int, -1, -1, -1, -1, -1>;
-  using InReaders = fg::Table<unsigned, 1u, 0u, 0u, 0u, 1u>;
-  using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
-  using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
-  using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
-  using InGuarded = fg::Table<bool, false, false, false, false, false>;
-  using OutKinds =
-      fg::Table<fg::OutKind,
-                /* _colsum2 [D] (sum over rows) stored as the compute type */ fg::OutKind::ColSum>;
-  using OutElems = fg::Table<fg::Elem, fg::Elem::Compute>;
-  using OutKeeps = fg::Table<unsigned, fg::kAllDims>;
-  using OutChunks = fg::Table<int, 0>;
-  using OutChunkCounts = fg::Table<int, 1>;
-  using OutResults = fg::Table<int, -1>;
-  using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum>;
-  using TotalPerRows = fg::Table<bool, false>;
-  using Reductions = fg::Table<int>;
-  using FirstReduction = fg::Table<int>;
-  using ReduceKinds = fg::Table<fg::Reduce>;
-  using Shifts = fg::Table<int>;
-  using PlainSums = fg::Table<bool>;
-  using Picks = fg::Table<bool>;
-  FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
-  FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
-  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
-  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
-  // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
-  FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
-  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
-  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
-  // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
-  FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
-  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
-  // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
-  FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
-  FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
-  // An input read only under conditions on the column and the row (live() says where).
-  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
-  FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
-  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
-  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
-  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
-  // A chunk of a packed gradient, stored at columns outChunk(m) * D of rows of outChunks(m) * D
-  // of the tensor of output outResult(m) (-1: its own; the glue returns that one).
-  FG_HD static constexpr int outChunk(int m) { return OutChunks::at(m); }
-  FG_HD static constexpr int outChunks(int m) { return OutChunkCounts::at(m); }
-  FG_HD static constexpr int outResult(int m) { return OutResults::at(m); }
-  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
-  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
-  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
-  FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
-  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
-    return ReduceKinds::at(FirstReduction::at(s) + j);
-  }
-  FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
-  FG_HD static constexpr bool plainSum(int s, int j) {
-    return PlainSums::at(FirstReduction::at(s) + j);
-  }
-  FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
-
-  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms):
-  // how many, and their values at the attrs' defaults where those decide them (bits of
-  // kDefaultKnown).
-  static constexpr int kUniforms = 0;
-  static constexpr unsigned kDefaultKnown = 0u;
-  static constexpr unsigned kDefaultValue = 0u;
-
-  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
-  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
-    (void)_attr;
-    (void)_D;
-    (void)_s;
-  }
-
-  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
-  template <typename T, bool kFast>
-  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
-    (void)_rowIn;
-    (void)_attr;
-    (void)_D;
-    (void)_rv;
-  }
-
-  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
-  template <typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
-    (void)_in;
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-  }
-
-  // Per element (_j: its column): the terms the reductions of pass kPass combine.
-  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
-    (void)_in;
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-    (void)_t;
-  }
-
-  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
-  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
-  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
-  template <int kInput, typename T, bool kFast>
-  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-
-    return true;
-  }
-
-  // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
-  template <int kPass, typename T, bool kFast>
-  FG_HD static void pickColumns(const T* _rv, const T* _attr, T _D, T* _c) {
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_c;
-  }
-
-  // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
-  // condition guarding every use: Program::Stage::guard); the same for every element.
-  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void guards(const T* _attr, T _D, bool* _g) {
-    (void)_attr;
-    (void)_D;
-    for (int _k = 0; _k < reductions(kPass); ++_k)
-      _g[_k] = true;
-  }
-
-  // Per row, after pass kPass: its reductions' results and the values that depend on them.
-  template <int kPass, typename T, bool kFast>
-  FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
-    (void)_red;
-    (void)_attr;
-    (void)_D;
-    (void)_rv;
-  }
-
-  // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
-  // sums.
-  template <typename T, bool kFast, class U = fg::NoUniforms>
-  FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
-    (void)_in;
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    (void)_j;
-    const T _in_x = _in[0];
-    const T _in__col1 = _in[4];
-    const T _t0 = _in_x - _in__col1;
-    const T _t1 = _t0 * _t0;
-    _out[0] = _t1;
-  }
-
-  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
-  template <typename T, bool kFast>
-  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
-    (void)_rv;
-    (void)_attr;
-    (void)_D;
-    _out[0] = T(0);
-  }
-
-  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
-  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
-  template <typename T, bool kFast>
-  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
-    (void)_tot;
-    (void)_attr;
-    (void)_D;
-    (void)_out;
-  }
-};
-
-// Before the Forward: [D] values over one row of D.
-struct Forward3 {
-  static constexpr int kInputs = 6;
-  static constexpr int kOutputs = 2;
-  static constexpr int kAttrs = 2;
-  // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
-  static constexpr int kRowsAttr = 1;
-  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
-  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
-  static constexpr int kRollAttr = 2;
-  static constexpr int kRolls = 0;
-  // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
-  static constexpr bool kColumns = true;
-  static constexpr int kStages = 0;    // passes of reductions over each row
-  static constexpr int kRowValues = 0; // per-row values kept in registers
-  // Element values the passes read, computed once per element by prefix() (fusegen's
-  // Program::prefix), after the inputs in the _in of term and elem.
-  static constexpr int kPrefix = 0;
-  static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
-  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
-  // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
-  static constexpr fg::Plan kPlan = fg::Plan::Colwise;
-  using Args = fg::Args<kInputs, kOutputs, kAttrs>;
-  // Every function below takes T, the compute type, and kFast: approximate math is allowed
-  // (half-type storage; see fusegen_runtime.h).
-
-  // The tables the plans read: input broadcasts and element types, output kinds and element types,
-  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
-  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
-  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
-  using InBcasts = fg::Table<fg::Bcast,
-                             /* x [..., D] (not read) */ fg::Bcast::Unread,
-                             /* weight [D] (not read) */ fg::Bcast::Unread,
-                             /* bias [D] (not read) */ fg::Bcast::Unread,
-                             /* _colsum0 [D] (compute type) */ fg::Bcast::Unread,
-                             /* _col1 [D] (compute type) */ fg::Bcast::Unread,
-                             /* _colsum2 [D] (compute type) */ fg::Bcast::TypedCol>;
-  using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype,
-                            fg::Elem::Compute, fg::Elem::Compute, fg::Elem::Compute>;
-  using InDims = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims,
-                           fg::kAllDims, fg::kAllDims>;
-  using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
-                            fg::Move::None, fg::Move::None, fg::Move::None>;
-  using InRolls = fg::Table<int, -1, -1, -1, -1, -1, -1>;
-  using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 0u, 0u, 3u>;
-  using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1>;
-  using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0>;
-  using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1>;
-  using InGuarded = fg::Table<bool, false, false, false, false, false, false>;
-  using OutKinds = fg::Table<fg::OutKind,
-                             /* _col3 [D] stored as the compute type */ fg::OutKind::Full,
-                             /* _col4 [D] stored as the compute type */ fg::OutKind::Full>;
+                /* _colsum0 [D] (sum over rows) stored as the compute type */ fg::OutKind::ColSum,
+                /* _colm21 [D] (sum over rows of squared deviations from the mean) stored as the
+                   compute type */
+                fg::OutKind::ColM2>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Compute, fg::Elem::Compute>;
   using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims>;
   using OutChunks = fg::Table<int, 0, 0>;
@@ -876,14 +211,9 @@ struct Forward3 {
     (void)_attr;
     (void)_D;
     (void)_j;
-    const T _in__colsum2 = _in[5];
-    const T _t0 = fg::div<kFast>(_in__colsum2, _attr[kRowsAttr]);
-    const T _t1 = fg::div<kFast>(_in__colsum2, _attr[kRowsAttr]);
-    const T _attr_eps = _attr[0];
-    const T _t2 = _t1 + _attr_eps;
-    const T _t3 = fg::rsqrt<kFast>(_t2);
-    _out[0] = _t0;
-    _out[1] = _t3;
+    const T _in_x = _in[0];
+    _out[0] = _in_x;
+    _out[1] = _in_x;
   }
 
   // Per row: the values of the [...] outputs and of the [] sums of per-row values.
@@ -894,6 +224,240 @@ struct Forward3 {
     (void)_D;
     _out[0] = T(0);
     _out[1] = T(0);
+  }
+
+  // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
+  // outputs (_tot, indexed by Total slot: fusegen_program.h totalSlot).
+  template <typename T, bool kFast>
+  FG_HD static void finish(const T* _tot, const T* _attr, T _D, T* _out) {
+    (void)_tot;
+    (void)_attr;
+    (void)_D;
+    (void)_out;
+  }
+};
+
+// Before the Forward: [D] values over one row of D.
+struct Forward1 {
+  static constexpr int kInputs = 5;
+  static constexpr int kOutputs = 3;
+  static constexpr int kAttrs = 2;
+  // The attr slot of the number of rows (the glue fills it where kAttrs is past it).
+  static constexpr int kRowsAttr = 1;
+  // The attr slots of the shifts of its rolls (fg::Move::Roll), kRolls from kRollAttr: the call
+  // fills them from rolls(), reduced mod D (fusegen_program.h withRolls).
+  static constexpr int kRollAttr = 2;
+  static constexpr int kRolls = 0;
+  // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
+  static constexpr bool kColumns = true;
+  static constexpr int kStages = 0;    // passes of reductions over each row
+  static constexpr int kRowValues = 0; // per-row values kept in registers
+  // Element values the passes read, computed once per element by prefix() (fusegen's
+  // Program::prefix), after the inputs in the _in of term and elem.
+  static constexpr int kPrefix = 0;
+  static constexpr bool kColumn = false;       // reads the column index j
+  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
+  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
+  // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
+  static constexpr fg::Plan kPlan = fg::Plan::Colwise;
+  using Args = fg::Args<kInputs, kOutputs, kAttrs>;
+  // Every function below takes T, the compute type, and kFast: approximate math is allowed
+  // (half-type storage; see fusegen_runtime.h).
+
+  // The tables the plans read: input broadcasts and element types, output kinds and element types,
+  // and per pass the number of reductions, the index of its first kind, the kinds, and for each
+  // reduction the index of the previous pass's maximum that shifts it (-1: none) and whether it is
+  // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
+  using InBcasts = fg::Table<fg::Bcast,
+                             /* x [..., D] (not read) */ fg::Bcast::Unread,
+                             /* weight [D] (not read) */ fg::Bcast::Unread,
+                             /* bias [D] (not read) */ fg::Bcast::Unread,
+                             /* _colsum0 [D] (compute type) */ fg::Bcast::TypedCol,
+                             /* _colm21 [D] (compute type) */ fg::Bcast::TypedCol>;
+  using InElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype,
+                            fg::Elem::Compute, fg::Elem::Compute>;
+  using InDims =
+      fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
+  using InMoves = fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None,
+                            fg::Move::None, fg::Move::None>;
+  using InRolls = fg::Table<int, -1, -1, -1, -1, -1>;
+  using InReaders = fg::Table<unsigned, 0u, 0u, 0u, 1u, 6u>;
+  using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
+  using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
+  using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
+  using InGuarded = fg::Table<bool, false, false, false, false, false>;
+  using OutKinds = fg::Table<fg::OutKind,
+                             /* _col2 [D] stored as the compute type */ fg::OutKind::Full,
+                             /* _col3 [D] stored as the compute type */ fg::OutKind::Full,
+                             /* _col4 [D] stored as the compute type */ fg::OutKind::Full>;
+  using OutElems = fg::Table<fg::Elem, fg::Elem::Compute, fg::Elem::Compute, fg::Elem::Compute>;
+  using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
+  using OutChunks = fg::Table<int, 0, 0, 0>;
+  using OutChunkCounts = fg::Table<int, 1, 1, 1>;
+  using OutResults = fg::Table<int, -1, -1, -1>;
+  using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum>;
+  using TotalPerRows = fg::Table<bool, false, false, false>;
+  using Reductions = fg::Table<int>;
+  using FirstReduction = fg::Table<int>;
+  using ReduceKinds = fg::Table<fg::Reduce>;
+  using Shifts = fg::Table<int>;
+  using PlainSums = fg::Table<bool>;
+  using Picks = fg::Table<bool>;
+  FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
+  FG_HD static constexpr fg::Elem inElem(int k) { return InElems::at(k); }
+  // The op's leading dims input k has (fg::kAllDims: all; fusegen_runtime.h mappedRow).
+  FG_HD static constexpr unsigned inDims(int k) { return InDims::at(k); }
+  // The columns input k is read at (fg::Move::None: its own; fusegen_runtime.h movedColumn).
+  FG_HD static constexpr fg::Move inMove(int k) { return InMoves::at(k); }
+  // The roll whose shift a rolled input k is read with (attr slot kRollAttr + inRoll(k)); -1: none.
+  FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
+  // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
+  FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
+  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
+  FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
+  // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
+  FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
+  FG_HD static constexpr int inChunks(int k) { return InChunkCounts::at(k); }
+  // An input read only under conditions on the column and the row (live() says where).
+  FG_HD static constexpr bool inGuarded(int k) { return InGuarded::at(k); }
+  FG_HD static constexpr fg::OutKind outKind(int m) { return OutKinds::at(m); }
+  FG_HD static constexpr fg::Elem outElem(int m) { return OutElems::at(m); }
+  // The leading dims the glue keeps of output m, summing the others (fg::kAllDims: all kept).
+  FG_HD static constexpr unsigned outKeep(int m) { return OutKeeps::at(m); }
+  // A chunk of a packed gradient, stored at columns outChunk(m) * D of rows of outChunks(m) * D
+  // of the tensor of output outResult(m) (-1: its own; the glue returns that one).
+  FG_HD static constexpr int outChunk(int m) { return OutChunks::at(m); }
+  FG_HD static constexpr int outChunks(int m) { return OutChunkCounts::at(m); }
+  FG_HD static constexpr int outResult(int m) { return OutResults::at(m); }
+  FG_HD static constexpr fg::Reduce outReduce(int m) { return OutReduces::at(m); }
+  // A Total output of a per-row value (rowOut's), not of an element value (elem's).
+  FG_HD static constexpr bool totalPerRow(int m) { return TotalPerRows::at(m); }
+  FG_HD static constexpr int reductions(int s) { return Reductions::at(s); }
+  FG_HD static constexpr fg::Reduce reduceKind(int s, int j) {
+    return ReduceKinds::at(FirstReduction::at(s) + j);
+  }
+  FG_HD static constexpr int shiftOf(int s, int j) { return Shifts::at(FirstReduction::at(s) + j); }
+  FG_HD static constexpr bool plainSum(int s, int j) {
+    return PlainSums::at(FirstReduction::at(s) + j);
+  }
+  FG_HD static constexpr bool pick(int s, int j) { return Picks::at(FirstReduction::at(s) + j); }
+
+  // The uniform conditions term, guards and elem branch on (U: fusegen_program.h Uniforms):
+  // how many, and their values at the attrs' defaults where those decide them (bits of
+  // kDefaultKnown).
+  static constexpr int kUniforms = 0;
+  static constexpr unsigned kDefaultKnown = 0u;
+  static constexpr unsigned kDefaultValue = 0u;
+
+  // The shifts of its rolls for a call (the host's, T = double), before their reduction mod D.
+  template <typename T, bool kFast> FG_HD static void rolls(const T* _attr, T _D, T* _s) {
+    (void)_attr;
+    (void)_D;
+    (void)_s;
+  }
+
+  // Per-row values that need no reduction (_rowIn: the [...] and [] inputs).
+  template <typename T, bool kFast>
+  FG_HD static void rowPre(const T* _rowIn, const T* _attr, T _D, T* _rv) {
+    (void)_rowIn;
+    (void)_attr;
+    (void)_D;
+    (void)_rv;
+  }
+
+  // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
+  // Per element (_j: its column): the terms the reductions of pass kPass combine.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    (void)_t;
+  }
+
+  // Whether input kInput, which inGuarded marks, is read at column _j of a row (_rv: the values
+  // rowPre computed): where it is not, its value reaches no output, and the row plan loads
+  // none of a vector whose columns all say so (fusegen's plan/Liveness.h).
+  template <int kInput, typename T, bool kFast>
+  FG_HD static bool live(const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+
+    return true;
+  }
+
+  // Per row, before pass kPass's terms: the column of each of its picks (Picks; fusegen_program.h).
+  template <int kPass, typename T, bool kFast>
+  FG_HD static void pickColumns(const T* _rv, const T* _attr, T _D, T* _c) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_c;
+  }
+
+  // Whether pass kPass's reductions are needed (_g, true unless the planner found a uniform
+  // condition guarding every use: Program::Stage::guard); the same for every element.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void guards(const T* _attr, T _D, bool* _g) {
+    (void)_attr;
+    (void)_D;
+    for (int _k = 0; _k < reductions(kPass); ++_k)
+      _g[_k] = true;
+  }
+
+  // Per row, after pass kPass: its reductions' results and the values that depend on them.
+  template <int kPass, typename T, bool kFast>
+  FG_HD static void rowAfter(const T* _red, const T* _attr, T _D, T* _rv) {
+    (void)_red;
+    (void)_attr;
+    (void)_D;
+    (void)_rv;
+  }
+
+  // Per element (_j: its column): the values of the [..., D] outputs and of the [D] and []
+  // sums.
+  template <typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void elem(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _out) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    const T _in__colsum0 = _in[3];
+    const T _t0 = fg::div<kFast>(_in__colsum0, _attr[kRowsAttr]);
+    const T _in__colm21 = _in[4];
+    const T _t1 = fg::div<kFast>(_in__colm21, _attr[kRowsAttr]);
+    const T _t2 = fg::div<kFast>(_in__colm21, _attr[kRowsAttr]);
+    const T _attr_eps = _attr[0];
+    const T _t3 = _t2 + _attr_eps;
+    const T _t4 = fg::rsqrt<kFast>(_t3);
+    _out[0] = _t0;
+    _out[1] = _t1;
+    _out[2] = _t4;
+  }
+
+  // Per row: the values of the [...] outputs and of the [] sums of per-row values.
+  template <typename T, bool kFast>
+  FG_HD static void rowOut(const T* _rv, const T* _attr, T _D, T* _out) {
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    _out[0] = T(0);
+    _out[1] = T(0);
+    _out[2] = T(0);
   }
 
   // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
@@ -943,8 +507,8 @@ struct Forward {
                              /* weight [D] */ fg::Bcast::Col,
                              /* bias [D] */ fg::Bcast::Col,
                              /* _colsum0 [D] (compute type) */ fg::Bcast::Unread,
-                             /* _col1 [D] (compute type) */ fg::Bcast::TypedCol,
-                             /* _colsum2 [D] (compute type) */ fg::Bcast::Unread,
+                             /* _colm21 [D] (compute type) */ fg::Bcast::Unread,
+                             /* _col2 [D] (compute type) */ fg::Bcast::TypedCol,
                              /* _col3 [D] (compute type) */ fg::Bcast::Unread,
                              /* _col4 [D] (compute type) */ fg::Bcast::TypedCol>;
   using InElems =
@@ -956,7 +520,7 @@ struct Forward {
       fg::Table<fg::Move, fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None,
                 fg::Move::None, fg::Move::None, fg::Move::None, fg::Move::None>;
   using InRolls = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1>;
-  using InReaders = fg::Table<unsigned, 1u, 1u, 1u, 0u, 1u, 0u, 0u, 1u>;
+  using InReaders = fg::Table<unsigned, 1u, 1u, 1u, 0u, 0u, 1u, 0u, 1u>;
   using InSources = fg::Table<int, -1, -1, -1, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1, 1, 1, 1>;
@@ -974,7 +538,7 @@ struct Forward {
       fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
   using OutChunks = fg::Table<int, 0, 0, 0, 0, 0>;
   using OutChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
-  using OutResults = fg::Table<int, -1, 1, 3, 1, 4>;
+  using OutResults = fg::Table<int, -1, 2, 3, 2, 4>;
   using OutReduces = fg::Table<fg::Reduce, fg::Reduce::Sum, fg::Reduce::Sum, fg::Reduce::Sum,
                                fg::Reduce::Sum, fg::Reduce::Sum>;
   using TotalPerRows = fg::Table<bool, false, false, false, false, false>;
@@ -1118,8 +682,8 @@ struct Forward {
     (void)_D;
     (void)_j;
     const T _in_x = _in[0];
-    const T _in__col1 = _in[4];
-    const T _t0 = _in_x - _in__col1;
+    const T _in__col2 = _in[5];
+    const T _t0 = _in_x - _in__col2;
     const T _in__col4 = _in[7];
     const T _t1 = _t0 * _in__col4;
     const T _in_weight = _in[1];
@@ -1901,12 +1465,6 @@ void forward0Cuda(const Forward0::Args& a, void* stream);
 void forward1Cpu(const Forward1::Args& a);
 size_t forward1CudaWorkspace(const Forward1::Args& a);
 void forward1Cuda(const Forward1::Args& a, void* stream);
-void forward2Cpu(const Forward2::Args& a);
-size_t forward2CudaWorkspace(const Forward2::Args& a);
-void forward2Cuda(const Forward2::Args& a, void* stream);
-void forward3Cpu(const Forward3::Args& a);
-size_t forward3CudaWorkspace(const Forward3::Args& a);
-void forward3Cuda(const Forward3::Args& a, void* stream);
 void forwardCpu(const Forward::Args& a);
 size_t forwardCudaWorkspace(const Forward::Args& a);
 void forwardCuda(const Forward::Args& a, void* stream);

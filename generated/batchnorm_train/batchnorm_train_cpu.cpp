@@ -13,12 +13,6 @@ void forward0Cpu(const Forward0::Args& a) {
 void forward1Cpu(const Forward1::Args& a) {
   fg::cpu::run<Forward1>(a);
 }
-void forward2Cpu(const Forward2::Args& a) {
-  fg::cpu::run<Forward2>(a);
-}
-void forward3Cpu(const Forward3::Args& a) {
-  fg::cpu::run<Forward3>(a);
-}
 void forwardCpu(const Forward::Args& a) {
   fg::cpu::run<Forward>(a);
 }

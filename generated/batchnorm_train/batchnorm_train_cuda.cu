@@ -20,18 +20,6 @@ size_t forward1CudaWorkspace(const Forward1::Args& a) {
 void forward1Cuda(const Forward1::Args& a, void* stream) {
   fg::cuda::run<Forward1>(a, stream);
 }
-size_t forward2CudaWorkspace(const Forward2::Args& a) {
-  return fg::cuda::workspace<Forward2>(a);
-}
-void forward2Cuda(const Forward2::Args& a, void* stream) {
-  fg::cuda::run<Forward2>(a, stream);
-}
-size_t forward3CudaWorkspace(const Forward3::Args& a) {
-  return fg::cuda::workspace<Forward3>(a);
-}
-void forward3Cuda(const Forward3::Args& a, void* stream) {
-  fg::cuda::run<Forward3>(a, stream);
-}
 size_t forwardCudaWorkspace(const Forward::Args& a) {
   return fg::cuda::workspace<Forward>(a);
 }

@@ -19,12 +19,6 @@ constexpr glue::CudaEntry kForward0Cuda = &glue::cudaEntry<Forward0::Args, &forw
 constexpr glue::CudaWorkspaceEntry kForward1CudaWorkspace =
     &glue::cudaWorkspaceEntry<Forward1::Args, &forward1CudaWorkspace>;
 constexpr glue::CudaEntry kForward1Cuda = &glue::cudaEntry<Forward1::Args, &forward1Cuda>;
-constexpr glue::CudaWorkspaceEntry kForward2CudaWorkspace =
-    &glue::cudaWorkspaceEntry<Forward2::Args, &forward2CudaWorkspace>;
-constexpr glue::CudaEntry kForward2Cuda = &glue::cudaEntry<Forward2::Args, &forward2Cuda>;
-constexpr glue::CudaWorkspaceEntry kForward3CudaWorkspace =
-    &glue::cudaWorkspaceEntry<Forward3::Args, &forward3CudaWorkspace>;
-constexpr glue::CudaEntry kForward3Cuda = &glue::cudaEntry<Forward3::Args, &forward3Cuda>;
 constexpr glue::CudaWorkspaceEntry kForwardCudaWorkspace =
     &glue::cudaWorkspaceEntry<Forward::Args, &forwardCudaWorkspace>;
 constexpr glue::CudaEntry kForwardCuda = &glue::cudaEntry<Forward::Args, &forwardCuda>;
@@ -42,10 +36,6 @@ constexpr glue::CudaWorkspaceEntry kForward0CudaWorkspace = nullptr;
 constexpr glue::CudaEntry kForward0Cuda = nullptr;
 constexpr glue::CudaWorkspaceEntry kForward1CudaWorkspace = nullptr;
 constexpr glue::CudaEntry kForward1Cuda = nullptr;
-constexpr glue::CudaWorkspaceEntry kForward2CudaWorkspace = nullptr;
-constexpr glue::CudaEntry kForward2Cuda = nullptr;
-constexpr glue::CudaWorkspaceEntry kForward3CudaWorkspace = nullptr;
-constexpr glue::CudaEntry kForward3Cuda = nullptr;
 constexpr glue::CudaWorkspaceEntry kForwardCudaWorkspace = nullptr;
 constexpr glue::CudaEntry kForwardCuda = nullptr;
 constexpr glue::CudaWorkspaceEntry kBackward0CudaWorkspace = nullptr;
@@ -68,29 +58,15 @@ constexpr glue::TensorInfo kForward1Tensors[] = {
     {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, false, fg::kAllDims, 1},
     {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, false, fg::kAllDims, 1},
     {"_colsum0", fg::Bcast::Col, 3, fg::Elem::Compute, true, fg::kAllDims, 1},
-};
-constexpr glue::TensorInfo kForward2Tensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
-    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, false, fg::kAllDims, 1},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, false, fg::kAllDims, 1},
-    {"_colsum0", fg::Bcast::Col, 3, fg::Elem::Compute, false, fg::kAllDims, 1},
-    {"_col1", fg::Bcast::Col, 4, fg::Elem::Compute, true, fg::kAllDims, 1},
-};
-constexpr glue::TensorInfo kForward3Tensors[] = {
-    {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, false, fg::kAllDims, 1},
-    {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, false, fg::kAllDims, 1},
-    {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, false, fg::kAllDims, 1},
-    {"_colsum0", fg::Bcast::Col, 3, fg::Elem::Compute, false, fg::kAllDims, 1},
-    {"_col1", fg::Bcast::Col, 4, fg::Elem::Compute, false, fg::kAllDims, 1},
-    {"_colsum2", fg::Bcast::Col, 5, fg::Elem::Compute, true, fg::kAllDims, 1},
+    {"_colm21", fg::Bcast::Col, 4, fg::Elem::Compute, true, fg::kAllDims, 1},
 };
 constexpr glue::TensorInfo kForwardTensors[] = {
     {"x", fg::Bcast::Full, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
     {"weight", fg::Bcast::Col, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
     {"bias", fg::Bcast::Col, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
     {"_colsum0", fg::Bcast::Col, 3, fg::Elem::Compute, false, fg::kAllDims, 1},
-    {"_col1", fg::Bcast::Col, 4, fg::Elem::Compute, true, fg::kAllDims, 1},
-    {"_colsum2", fg::Bcast::Col, 5, fg::Elem::Compute, false, fg::kAllDims, 1},
+    {"_colm21", fg::Bcast::Col, 4, fg::Elem::Compute, false, fg::kAllDims, 1},
+    {"_col2", fg::Bcast::Col, 5, fg::Elem::Compute, true, fg::kAllDims, 1},
     {"_col3", fg::Bcast::Col, 6, fg::Elem::Compute, false, fg::kAllDims, 1},
     {"_col4", fg::Bcast::Col, 7, fg::Elem::Compute, true, fg::kAllDims, 1},
 };
@@ -162,12 +138,6 @@ constexpr glue::PlanInfo kForwardBefore[] = {
     glue::plan<Forward1>("fusegen::batchnorm_train", kForward1Tensors, /*full=*/0, kDtypes,
                          &glue::cpuEntry<Forward1::Args, &forward1Cpu>, kForward1CudaWorkspace,
                          kForward1Cuda, kDimNames),
-    glue::plan<Forward2>("fusegen::batchnorm_train", kForward2Tensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Forward2::Args, &forward2Cpu>, kForward2CudaWorkspace,
-                         kForward2Cuda, kDimNames),
-    glue::plan<Forward3>("fusegen::batchnorm_train", kForward3Tensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Forward3::Args, &forward3Cpu>, kForward3CudaWorkspace,
-                         kForward3Cuda, kDimNames),
 };
 // The programs the backward runs first, in order.
 constexpr glue::PlanInfo kBackwardBefore[] = {

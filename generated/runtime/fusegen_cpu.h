@@ -251,10 +251,13 @@ template <class P, typename S> struct Runner {
     }
   }
 
-  // Runs rows [r0, r1); ColSum values go to colPartial[slot * D + c], Total values (elem's
-  // combined per row first, or rowOut's) to totalPartial[slot].
+  // Runs rows [r0, r1); ColSum values go to colPartial[slot * D + c], ColM2 values' running
+  // mean (of the values less the first row's, kept in the third slot: fusegen_cuda.cuh's
+  // colwiseBody says why) and sum of squared deviations (Welford) to three slots, Total values
+  // (elem's combined per row first, or rowOut's) to totalPartial[slot].
   void rows(int64_t r0, int64_t r1, T* colPartial, T* totalPartial) const {
     for (int64_t row = r0; row < r1; ++row) {
+      const T inv = T(1) / static_cast<T>(row - r0 + 1); // ColM2: Welford's weight of the row
       T rv[atLeastOne<P::kRowValues>()];
       T rowTotal[atLeastOne<totalOutputs<P>()>()];
       for (int j = 0; j < totalOutputs<P>(); ++j)
@@ -282,6 +285,16 @@ template <class P, typename S> struct Runner {
                               out[m]);
           if (P::outKind(m) == OutKind::ColSum)
             colPartial[static_cast<int64_t>(slot++) * a.D + c] += out[m];
+          if (P::outKind(m) == OutKind::ColM2) {
+            T* at = colPartial + static_cast<int64_t>(slot) * a.D + c;
+            if (row == r0)
+              at[2 * a.D] = out[m];
+            const T value = out[m] - at[2 * a.D];
+            const T delta = value - at[0];
+            at[0] += delta * inv;
+            at[a.D] += delta * (value - at[0]);
+            slot += 3;
+          }
           if (P::outKind(m) == OutKind::Total && !P::totalPerRow(m))
             rowTotal[totalSlot<P>(m)] = reduceCombine(P::outReduce(m), rowTotal[totalSlot<P>(m)], out[m]);
         }
@@ -305,9 +318,9 @@ template <class P, typename S> struct Runner {
 template <class P, typename S> void runTyped(const typename P::Args& a) {
   using T = compute_t<S>;
   Runner<P, S> runner(a);
-  int colSums = 0;
+  int colSums = 0; // partial rows per chunk: one per ColSum output, three per ColM2
   for (int m = 0; m < P::kOutputs; ++m)
-    colSums += P::outKind(m) == OutKind::ColSum;
+    colSums += P::outKind(m) == OutKind::ColSum ? 1 : P::outKind(m) == OutKind::ColM2 ? 3 : 0;
   constexpr int totals = atLeastOne<totalOutputs<P>()>();
   // Fixed chunks of rows, each with its own partial ColSum rows and Total values, added in
   // chunk order.
@@ -337,6 +350,19 @@ template <class P, typename S> void runTyped(const typename P::Args& a) {
           storeOutput<P, S>(m, a.out[m], c, s);
         }
       ++slot;
+    } else if (P::outKind(m) == OutKind::ColM2) { // the chunks merged in chunk order (Chan)
+      if (a.need[m])
+        for (int64_t c = 0; c < a.D; ++c) {
+          T n = T(0), mean = T(0), m2 = T(0);
+          for (int64_t j = 0; j < chunks; ++j) {
+            const size_t at = (static_cast<size_t>(j) * std::max(colSums, 1) + slot) * a.D + c;
+            const int64_t inChunk = std::min(a.rows, (j + 1) * rowsPerChunk) - j * rowsPerChunk;
+            chanMerge(n, mean, m2, static_cast<T>(inChunk), partials[at + 2 * a.D] + partials[at],
+                      partials[at + a.D]);
+          }
+          storeOutput<P, S>(m, a.out[m], c, m2);
+        }
+      slot += 3;
     }
   }
   // The Total outputs: the chunks' partials combined in chunk order; then the [] outputs

@@ -201,8 +201,11 @@ template <class P, typename S, class U> struct PointwiseSetup {
   }
 };
 
-// Outputs that are sums over rows (ColSum, Total), and output m's slot among them.
-template <class P> FG_HD constexpr int sumSlot(int m) { return colSumSlot<P>(m) + totalSlot<P>(m); }
+// Outputs that are sums over rows (ColSum, Total, ColM2), and output m's first slot of partials
+// among them: a ColM2 output has two, its chunks' means and sums of squared deviations.
+template <class P> FG_HD constexpr int sumSlot(int m) {
+  return colSumSlot<P>(m) + totalSlot<P>(m) + 2 * colM2Slot<P>(m);
+}
 template <class P> constexpr int sumOutputs() { return sumSlot<P>(P::kOutputs); }
 
 // ---------------------------------------------------------------- flat plan
@@ -331,6 +334,23 @@ template <class P> constexpr int colwiseRows() {
   return randomStreams<P>() == 0 && inputsOf<P>(Bcast::Full) * 4 * 2 <= 8 ? 2 : 1;
 }
 
+// How a colwise call's rows fall to its threads: thread row t (blockIdx.y * blockDim.y +
+// threadIdx.y, of `stride` = gridDim.y * blockDim.y) takes rows t, t + stride, ... So thread row
+// t has rows / stride of them, one more where t < rows % stride; block row (chunk) j the sum over
+// its blockDim.y thread rows. (ColM2's merges weigh each partial by these counts.)
+struct RowSplit {
+  int64_t each, rest, perChunk;
+  FG_HD int64_t ofThread(int64_t t) const { return each + (t < rest ? 1 : 0); }
+  FG_HD int64_t ofChunk(int64_t j) const {
+    const int64_t extra = rest - j * perChunk;
+    return each * perChunk + (extra < 0 ? 0 : extra > perChunk ? perChunk : extra);
+  }
+};
+FG_HD RowSplit rowSplit(int64_t rows, int64_t chunks, int64_t threadRowsPerChunk) {
+  const int64_t stride = chunks * threadRowsPerChunk;
+  return RowSplit{rows / stride, rows % stride, threadRowsPerChunk};
+}
+
 template <class P, typename S, int V, bool kSums, class U>
 __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t<S>* partials) {
   using T = compute_t<S>;
@@ -340,7 +360,14 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
     return;
   const PointwiseSetup<P, S, U> setup(a);
   T fixed[P::kInputs][V]; // [D] inputs: loaded once, reused for every row
-  T acc[P::kOutputs][V];
+  T acc[P::kOutputs][V];   // ColM2: the sum of squared deviations from `mean`
+  // ColM2: the value of the thread's first row (a shift: the running mean is of the values less
+  // it, small where the values' spread is, so an update adds more than the mean's last bit; float
+  // values near 1e4 with a spread of 0.01 left the unshifted mean stuck, the variance 18% high),
+  // the running mean of the shifted values, and how many rows the thread has added.
+  T shift[atLeastOne<colM2Outputs<P>()>()][V];
+  T mean[atLeastOne<colM2Outputs<P>()>()][V];
+  T added = T(0);
 #pragma unroll
   for (int k = 0; k < P::kInputs; ++k)
 #pragma unroll
@@ -354,6 +381,11 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
 #pragma unroll
     for (int l = 0; l < V; ++l)
       acc[m][l] = T(0);
+#pragma unroll
+  for (int m = 0; m < colM2Outputs<P>(); ++m)
+#pragma unroll
+    for (int l = 0; l < V; ++l)
+      shift[m][l] = mean[m][l] = T(0);
   if (active) {
     // kRows rows per iteration, their vectors all loaded before the first is used: the stores
     // may alias the inputs, so with one row per iteration each thread kept one load per input
@@ -380,6 +412,11 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
         T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
         T rnd[atLeastOne<randomStreams<P>()>()][V];
         setup.draw(off, rnd);
+        T inv = T(0); // ColM2: Welford's weight of this row, 1 / (rows added)
+        if constexpr (kSums && colM2Outputs<P>() > 0) {
+          added += T(1);
+          inv = T(1) / added;
+        }
 #pragma unroll
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs], out[P::kOutputs];
@@ -392,12 +429,21 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
           setup.elem(in, static_cast<T>(c + l), out);
 #pragma unroll
           for (int m = 0; m < P::kOutputs; ++m) {
-            if (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype)
+            if (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
               y[m].v[l] = fromCompute<S>(out[m]);
-            else if (P::outKind(m) == OutKind::Full)
+            } else if (P::outKind(m) == OutKind::Full) {
               typed[typedSlot<P>(m)][l] = out[m];
-            else if (kSums)
+            } else if (kSums && P::outKind(m) == OutKind::ColM2) {
+              if (added == T(1))
+                shift[colM2Slot<P>(m)][l] = out[m];
+              const T value = out[m] - shift[colM2Slot<P>(m)][l];
+              T& mu = mean[colM2Slot<P>(m)][l];
+              const T delta = value - mu;
+              mu += delta * inv;
+              acc[m][l] += delta * (value - mu);
+            } else if (kSums) {
               acc[m][l] += out[m];
+            }
           }
         }
 #pragma unroll
@@ -412,27 +458,44 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
     }
   }
   if constexpr (kSums) {
-    // Sum each thread column's partial over threadIdx.y, in a fixed order.
+    // Sum each thread column's partial over threadIdx.y, in a fixed order (ColM2: merge the
+    // threads' means and sums of squared deviations, `shared`'s second half holding the means).
     extern __shared__ unsigned char sharedRaw[];
     T* shared = reinterpret_cast<T*>(sharedRaw);
     const int width = blockDim.x * V;
+    T* sharedMean = shared + static_cast<int64_t>(blockDim.y) * width;
+    const RowSplit split = rowSplit(a.rows, gridDim.y, blockDim.y);
 #pragma unroll
     for (int m = 0; m < P::kOutputs; ++m) {
       if (P::outKind(m) == OutKind::Full || !a.need[m])
         continue;
 #pragma unroll
-      for (int l = 0; l < V; ++l)
+      for (int l = 0; l < V; ++l) {
         shared[threadIdx.y * width + threadIdx.x * V + l] = acc[m][l];
+        if (P::outKind(m) == OutKind::ColM2)
+          sharedMean[threadIdx.y * width + threadIdx.x * V + l] =
+              shift[colM2Slot<P>(m)][l] + mean[colM2Slot<P>(m)][l];
+      }
       __syncthreads();
       if (threadIdx.y == 0 && active) {
         T* out = partials + static_cast<int64_t>(sumSlot<P>(m)) * gridDim.y * a.D +
                  static_cast<int64_t>(blockIdx.y) * a.D;
 #pragma unroll
         for (int l = 0; l < V; ++l) {
-          T s = T(0);
-          for (unsigned y = 0; y < blockDim.y; ++y)
-            s += shared[y * width + threadIdx.x * V + l];
-          out[c + l] = s;
+          if (P::outKind(m) == OutKind::ColM2) {
+            T n = T(0), mu = T(0), m2 = T(0);
+            for (unsigned y = 0; y < blockDim.y; ++y)
+              chanMerge(n, mu, m2, static_cast<T>(split.ofThread(blockIdx.y * blockDim.y + y)),
+                        sharedMean[y * width + threadIdx.x * V + l],
+                        shared[y * width + threadIdx.x * V + l]);
+            out[c + l] = mu;
+            out[static_cast<int64_t>(gridDim.y) * a.D + c + l] = m2;
+          } else {
+            T s = T(0);
+            for (unsigned y = 0; y < blockDim.y; ++y)
+              s += shared[y * width + threadIdx.x * V + l];
+            out[c + l] = s;
+          }
         }
       }
       __syncthreads();
@@ -504,6 +567,53 @@ void launchFinalizeCol(const compute_t<S>* partials, int chunks, int64_t D, void
   else
     finalizeCol<S, S><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(partials, chunks, D,
                                                                      static_cast<S*>(out));
+}
+
+// A ColM2 output from its chunks' partial means and sums of squared deviations (`partials`:
+// [chunks][D] of means, then [chunks][D] of sums), merged in a fixed order as finalizeCol adds:
+// thread row y merges chunks y, y + kFinalizeRows, ..., then row 0 merges those in row order.
+template <typename S, typename O>
+__global__ void __launch_bounds__(32 * kFinalizeRows)
+    finalizeM2(const compute_t<S>* partials, int chunks, int64_t D, RowSplit split, O* out) {
+  using T = compute_t<S>;
+  __shared__ T n[kFinalizeRows][33], mean[kFinalizeRows][33], m2[kFinalizeRows][33];
+  const compute_t<S>* m2s = partials + static_cast<int64_t>(chunks) * D;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * 32; base < D;
+       base += static_cast<int64_t>(gridDim.x) * 32) {
+    const int64_t c = base + threadIdx.x;
+    T cn = 0, cmean = 0, cm2 = 0;
+    if (c < D)
+      for (int j = threadIdx.y; j < chunks; j += kFinalizeRows)
+        chanMerge(cn, cmean, cm2, static_cast<T>(split.ofChunk(j)),
+                  partials[static_cast<int64_t>(j) * D + c], m2s[static_cast<int64_t>(j) * D + c]);
+    n[threadIdx.y][threadIdx.x] = cn;
+    mean[threadIdx.y][threadIdx.x] = cmean;
+    m2[threadIdx.y][threadIdx.x] = cm2;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < D) {
+      T tn = 0, tmean = 0, tm2 = 0;
+      for (int y = 0; y < kFinalizeRows; ++y)
+        chanMerge(tn, tmean, tm2, n[y][threadIdx.x], mean[y][threadIdx.x], m2[y][threadIdx.x]);
+      if constexpr (std::is_same_v<O, T>) // a [D] statistic in the compute type
+        out[c] = tm2;
+      else
+        out[c] = fromCompute<S>(tm2);
+    }
+    __syncthreads();
+  }
+}
+
+template <typename S>
+void launchFinalizeM2(const compute_t<S>* partials, int chunks, int64_t D, RowSplit split,
+                      void* out, Elem elem, cudaStream_t stream) {
+  const int64_t blocks = (D + 31) / 32;
+  const dim3 grid(static_cast<unsigned>(blocks > 65535 ? 65535 : blocks < 1 ? 1 : blocks));
+  if (elem == Elem::Compute)
+    finalizeM2<S, compute_t<S>><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(
+        partials, chunks, D, split, static_cast<compute_t<S>*>(out));
+  else
+    finalizeM2<S, S><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(partials, chunks, D, split,
+                                                                   static_cast<S*>(out));
 }
 
 // Row 0 of `partials` ([chunks][D]) becomes the sum of all chunks, column by column, in
@@ -677,8 +787,9 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
   if constexpr (P::kPlan == Plan::Colwise) {
     const ColGeometry g = pointwiseColGeometry<P, S>(a, call);
     auto* partials = static_cast<compute_t<S>*>(a.workspace);
-    const size_t shared =
-        call.sums ? sizeof(compute_t<S>) * g.block.x * g.block.y * (call.vec ? V : 1) : 0;
+    const size_t shared = call.sums ? sizeof(compute_t<S>) * g.block.x * g.block.y *
+                                          (call.vec ? V : 1) * (colM2Outputs<P>() > 0 ? 2 : 1)
+                                    : 0;
     auto launch = [&](auto width) {
       constexpr int W = decltype(width)::value;
       if constexpr (sumOutputs<P>() > 0)
@@ -700,6 +811,9 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
       compute_t<S>* p = partials + static_cast<int64_t>(sumSlot<P>(m)) * g.grid.y * a.D;
       if (P::outKind(m) == OutKind::ColSum) {
         launchFinalizeCol<S>(p, static_cast<int>(g.grid.y), a.D, a.out[m], P::outElem(m), stream);
+      } else if (P::outKind(m) == OutKind::ColM2) {
+        launchFinalizeM2<S>(p, static_cast<int>(g.grid.y), a.D,
+                            rowSplit(a.rows, g.grid.y, g.block.y), a.out[m], P::outElem(m), stream);
       } else { // two stages: the chunks of each column (in place), then one block over D
         sumChunksInPlace<compute_t<S>><<<columnBlocks(a.D), kThreads, 0, stream>>>(
             p, static_cast<int>(g.grid.y), a.D);

@@ -244,6 +244,7 @@ template <class P, typename S> bool groupsApply(const typename P::Args& a) {
 }
 
 template <class P, typename S> void groupRun(const typename P::Args& a, cudaStream_t stream) {
+  static_assert(colM2Outputs<P>() == 0, "the planner gives ColM2 outputs the colwise plan");
   constexpr int V = vecWidth<S>();
   const int64_t G = groupRows<P>(a);
   const int64_t groups = a.rows / G;

@@ -315,6 +315,8 @@ template <class P> FG_HD constexpr int typedOutputs() { return typedSlot<P>(P::k
 
 template <class P> FG_HD constexpr int colSumSlot(int m) { return outputSlot<P>(m, OutKind::ColSum); }
 template <class P> FG_HD constexpr int colSumOutputs() { return colSumSlot<P>(P::kOutputs); }
+template <class P> FG_HD constexpr int colM2Slot(int m) { return outputSlot<P>(m, OutKind::ColM2); }
+template <class P> FG_HD constexpr int colM2Outputs() { return colM2Slot<P>(P::kOutputs); }
 template <class P> FG_HD constexpr int totalSlot(int m) { return outputSlot<P>(m, OutKind::Total); }
 template <class P> FG_HD constexpr int totalOutputs() { return totalSlot<P>(P::kOutputs); }
 // How Total slot j combines (P::outReduce of its output).

@@ -458,7 +458,8 @@ inline std::vector<at::Tensor> runPlan(const PlanInfo& plan, c10::ArrayRef<Tenso
     } else if (plan.keeps[m] != kAllDims) { // summed over the dims not kept, below
       const auto shape = plan.kinds[m] == OutKind::Row ? rowShape : p.fullShape;
       t = empty ? at::zeros(shape, options) : at::empty(shape, options);
-    } else if (plan.kinds[m] == OutKind::ColSum) { // a sum over no rows is zero
+    } else if (plan.kinds[m] == OutKind::ColSum || plan.kinds[m] == OutKind::ColM2) {
+      // (a sum over no rows is zero)
       t = empty ? at::zeros({p.D}, options) : at::empty({p.D}, options);
     } else if (plan.kinds[m] == OutKind::Total || plan.kinds[m] == OutKind::Scalar) {
       t = empty ? at::zeros({}, options) : at::empty({}, options);

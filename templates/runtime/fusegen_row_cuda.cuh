@@ -1380,6 +1380,7 @@ template <class P, typename S> size_t rowWorkspaceTyped(const typename P::Args& 
 }
 
 template <class P, typename S> void rowRunTyped(const typename P::Args& a, cudaStream_t stream) {
+  static_assert(colM2Outputs<P>() == 0, "the planner gives ColM2 outputs the colwise plan");
   if (a.rows == 0) { // with D == 0 rows still get their (empty) reductions
     if constexpr (scalarOutputs<P>() > 0) { // the [] outputs of no rows
       finishTotals<P, S><<<1, kThreads, 0, stream>>>(a, nullptr, 0);

@@ -332,7 +332,33 @@ enum class Plan : int { Flat = 0, Colwise = 1, Row = 2, Groups = 3 };
 //          (P::finish)
 //   Passed a result of a program run before this one (a [D] batch statistic): the glue
 //          returns it, the program does not write it
-enum class OutKind : int { Full = 0, Row = 1, ColSum = 2, Total = 3, Stat = 4, Scalar = 5, Passed = 6 };
+//   ColM2  the sum over rows of the squared deviations of an element value from its column
+//          mean, in one pass (a variance's numerator: fusegen's plan/ColumnPasses.h): a running
+//          mean and sum per thread (Welford's update), merged across threads and chunks with
+//          Chan et al.'s formula in a fixed order; colwise plan and CPU only
+enum class OutKind : int {
+  Full = 0,
+  Row = 1,
+  ColSum = 2,
+  Total = 3,
+  Stat = 4,
+  Scalar = 5,
+  Passed = 6,
+  ColM2 = 7
+};
+
+// (n, mean, m2) += (nb, meanb, m2b): two sets of values' counts, means and sums of squared
+// deviations from their mean, merged (Chan, Golub and LeVeque, "Updating formulae and a pairwise
+// algorithm for computing sample variances", 1979). An empty set (nb = 0) changes nothing.
+template <typename T> FG_HD void chanMerge(T& n, T& mean, T& m2, T nb, T meanb, T m2b) {
+  if (nb == T(0))
+    return;
+  const T total = n + nb;
+  const T delta = meanb - mean;
+  mean += delta * (nb / total);
+  m2 += m2b + delta * delta * (n * (nb / total));
+  n = total;
+}
 
 // ---- random numbers: Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1,
 // 2, 3", SC 2011), counter-based, so a value depends on (seed, offset, stream, element) alone

@@ -18,6 +18,44 @@ std::vector<ir::Expr> programRoots(const Program& p) {
   return roots;
 }
 
+bool calls(const ir::Node* n, const char* prim) {
+  return n->kind() == ir::NodeKind::Call && n->prim()->name == prim;
+}
+
+// e, where n sums over rows the squared deviations of an element value e from its column mean:
+// colsum(square(s)), colsum(s * s) or colsum(pow(s, 2)) with s = e - colsum(e) / rows (either
+// order of the subtraction); null otherwise.
+ir::Expr centeredValue(const ir::Node* n) {
+  if (!calls(n, "colsum")) return nullptr;
+  const ir::Node* sq = n->args()[0].get();
+  ir::Expr s;
+  if (calls(sq, "square") || (calls(sq, "mul") && sq->args()[0] == sq->args()[1]))
+    s = sq->args()[0];
+  else if (calls(sq, "pow") && sq->args()[1]->kind() == ir::NodeKind::Const &&
+           sq->args()[1]->value() == 2.0)
+    s = sq->args()[0];
+  if (!s || !calls(s.get(), "sub")) return nullptr;
+  for (int side = 0; side < 2; ++side) {
+    const ir::Expr& e = s->args()[side];
+    const ir::Node* mean = s->args()[1 - side].get();
+    if (calls(mean, "div") && mean->args()[1]->kind() == ir::NodeKind::Rows &&
+        calls(mean->args()[0].get(), "colsum") && mean->args()[0]->args()[0] == e &&
+        e->shape() == ir::ShapeClass::Full)
+      return e;
+  }
+  return nullptr;
+}
+
+// Whether every input of p is one the colwise plan reads (ColM2 outputs run there only):
+// element, [D] and [] inputs of all the op's dims, unmoved, unpacked.
+bool colwiseInputs(const Program& p) {
+  for (const Program::Input& in : p.inputs)
+    if (in.random || in.position || in.shape == ir::ShapeClass::Row || in.dims != ~0u ||
+        in.move != prims::Move::None || in.chunks > 1)
+      return false;
+  return true;
+}
+
 } // namespace
 
 std::vector<Program> splitColumnPasses(Program& main, const std::vector<ir::Expr>& keep,
@@ -25,14 +63,24 @@ std::vector<Program> splitColumnPasses(Program& main, const std::vector<ir::Expr
                                        std::unordered_map<const ir::Node*, int>& results) {
   std::vector<ir::Expr> roots = programRoots(main);
   roots.insert(roots.end(), keep.begin(), keep.end());
-  // Column depth: the column reductions on the longest path to a leaf.
+  // Column depth: the column reductions on the longest path to a leaf. A sum of squared
+  // deviations from a column mean (centeredValue) is of its mean's depth: it runs in its
+  // mean's pass (OutKind::ColM2), where the colwise plan runs the pass.
+  const bool center = colwiseInputs(main);
+  std::unordered_map<const ir::Node*, ir::Expr> centered;
   std::unordered_map<const ir::Node*, int> depth;
   int maxDepth = 0;
   const std::vector<const ir::Node*> order = ir::topoOrder(roots);
   for (const ir::Node* n : order) {
     int d = 0;
-    for (const ir::Expr& a : n->args())
-      d = std::max(d, depth.at(a.get()));
+    const ir::Expr e = center ? centeredValue(n) : nullptr;
+    if (e) {
+      centered[n] = e;
+      d = depth.at(e.get());
+    } else {
+      for (const ir::Expr& a : n->args())
+        d = std::max(d, depth.at(a.get()));
+    }
     depth[n] = d + (ir::isColumnReduction(n) ? 1 : 0);
     maxDepth = std::max(maxDepth, depth[n]);
   }
@@ -74,8 +122,12 @@ std::vector<Program> splitColumnPasses(Program& main, const std::vector<ir::Expr
     for (const ir::Node* n : order)
       if (ir::isColumnReduction(n) && depth.at(n) == k + 1) {
         sums.push_back(n);
-        Program::Output o{prefix + "_colsum" + std::to_string(nextResult + pass.outputs.size()),
-                          OutKind::ColSum, ir::substitute(n->args()[0], replace),
+        const auto c = centered.find(n);
+        const bool m2 = c != centered.end();
+        Program::Output o{prefix + (m2 ? "_colm2" : "_colsum") +
+                              std::to_string(nextResult + pass.outputs.size()),
+                          m2 ? OutKind::ColM2 : OutKind::ColSum,
+                          ir::substitute(m2 ? c->second : n->args()[0], replace),
                           Program::TotalOf::Elements, spec::OutputType::Compute};
         pass.outputs.push_back(o);
       }

@@ -7,7 +7,13 @@
 //   columns k   the [D] values made of them that later programs or the op's outputs read
 //               (mean, rsqrt(var + eps)), computed once per column: a program over one row of
 //               D (Program::columns), its outputs [D] in the compute type;
-// then the direction's main program, which reads those [D] values as inputs. Each program's
+// A sum of the squared deviations of an element value from its column mean (a variance:
+// colsum(square(e - colmean(e)))) runs in the pass of the mean, not one after it: each thread
+// keeps a running mean and sum of squared deviations over its rows (Welford), merged across
+// threads and chunks with Chan et al.'s formula in a fixed order (OutKind::ColM2; the colwise
+// plan's, so only where every input is one the colwise plan reads). BatchNorm's forward reads x
+// twice, not three times.
+// Then the direction's main program, which reads those [D] values as inputs. Each program's
 // results are numbered in run order across the list (Program::Input::passed and
 // Program::Output::passed name them); the glue runs the list and hands them on.
 #pragma once

@@ -460,7 +460,8 @@ RuntimePlan runtimePlanOf(const Program& p) {
         (o.kind == OutKind::Total &&
          (o.totalOf != Program::TotalOf::Elements || o.combine != prims::Combine::Sum)))
       return RuntimePlan::Row;
-    colwise = colwise || o.kind == OutKind::ColSum || o.kind == OutKind::Total;
+    colwise = colwise || o.kind == OutKind::ColSum || o.kind == OutKind::ColM2 ||
+              o.kind == OutKind::Total;
   }
   if (!p.stages.empty()) return RuntimePlan::Row;
   return colwise || p.usesColumn ? RuntimePlan::Colwise : RuntimePlan::Flat;
@@ -923,6 +924,9 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
               : o.kind == OutKind::Row               ? "[...]"
               : o.kind == OutKind::Stat              ? "[...] in the compute type, for the backward"
               : o.kind == OutKind::ColSum            ? "[D] sum over rows (partials + finalize)"
+              : o.kind == OutKind::ColM2
+                  ? "[D] sum over rows of squared deviations from the column mean, one pass "
+                    "(Welford partials + Chan's merge)"
               : o.kind == OutKind::Scalar
                   ? "[] computed once from the whole-tensor values, after every row (finish)"
               : o.totalOf == Program::TotalOf::Rows

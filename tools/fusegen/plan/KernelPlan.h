@@ -39,8 +39,10 @@ enum class RuntimePlan { Flat, Colwise, Row, Groups };
 // what the forward computed), or a [] output computed once from the Total outputs after every
 // row (Scalar: the program's finish), or a result an earlier program of the direction computed
 // (Passed: a [D] output or statistic from the column programs, ColumnPasses.h; the kernel does
-// not write it, the glue returns that program's result converted to the output's type).
-enum class OutKind { Full, Row, ColSum, Total, Stat, Scalar, Passed };
+// not write it, the glue returns that program's result converted to the output's type), or
+// the sum over rows of the squared deviations of an element value from its column mean, in one
+// pass with the mean (ColM2: a variance's numerator, ColumnPasses.h).
+enum class OutKind { Full, Row, ColSum, Total, Stat, Scalar, Passed, ColM2 };
 
 // One direction (forward or backward) of an op.
 struct Program {

@@ -113,6 +113,8 @@ const char* outKindEnumerator(plan::OutKind k) {
     return "fg::OutKind::Scalar";
   case plan::OutKind::Passed:
     return "fg::OutKind::Passed";
+  case plan::OutKind::ColM2:
+    return "fg::OutKind::ColM2";
   case plan::OutKind::Stat:
     break;
   }
