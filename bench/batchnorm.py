@@ -5,9 +5,11 @@ torch.compile of it, bf16, forward and forward+backward (the gradients of x, wei
 with the device-to-device copy bandwidth of the same run. Bandwidth counts the minimum bytes:
 the forward reads x and writes y (2 x rows x C), the backward reads x and the output gradient
 and writes the gradient of x (3 x); the [C] vectors are negligible. Also checks the batch
-statistics against torch's. Writes bench.json and bench.md.
+statistics against torch's. With --kernels, also fusegen's kernels one by one (torch.profiler,
+the mean over 20 calls) at the first shape: where the time of each pass over x goes. Writes
+bench.json and bench.md.
 
-    python3 bench/batchnorm.py --out bench/results/DIR [--shapes 65536x1024]
+    python3 bench/batchnorm.py --out bench/results/DIR [--shapes 65536x1024] [--kernels]
 """
 import argparse
 import datetime
@@ -29,6 +31,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", default="65536x1024,16384x4096,262144x256")
+    p.add_argument("--kernels", action="store_true", help="fusegen's kernels one by one")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
@@ -65,11 +68,12 @@ def main():
             rows_out.append(r)
             print(f"{shape:>12} {name:14} fwd {fwd:7.3f} ms {r['fwd_copy_pct']:5.1f}%  "
                   f"f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}%  err {err:.2e}", flush=True)
+    kernels = kernel_times(args.shapes.split(",")[0]) if args.kernels else []
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "copy_GBps": copy, "dtype": "bfloat16"}
     with open(os.path.join(args.out, "bench.json"), "w") as f:
-        json.dump({"meta": meta, "results": rows_out}, f, indent=1)
+        json.dump({"meta": meta, "results": rows_out, "kernels": kernels}, f, indent=1)
     with open(os.path.join(args.out, "bench.md"), "w") as f:
         f.write(f"# batchnorm_train, {meta['gpu']}, torch {meta['torch']}, {meta['date']}\n\n"
                 f"bf16 x [rows, C] (shape rows x C), statistics per column; copy {copy:.0f} GB/s. "
@@ -81,6 +85,40 @@ def main():
             f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} | "
                     f"{r['fwd_copy_pct']:.1f} | {r['fwd_bwd_ms']:.3f} | "
                     f"{r['fwd_bwd_copy_pct']:.1f} |\n")
+        if kernels:
+            f.write(f"\nfusegen's kernels at {args.shapes.split(',')[0]} (torch.profiler, mean "
+                    "of 20 calls of the forward and the backward):\n\n"
+                    "| direction | kernel | us |\n|---|---|---:|\n")
+            for k in kernels:
+                f.write(f"| {k['direction']} | `{k['kernel'][:90]}` | {k['us']:.1f} |\n")
+
+
+def kernel_times(shape, calls=20):
+    """fusegen's CUDA kernels in the forward and in the backward at `shape`, by name, in us
+    per call (the mean over `calls`)."""
+    rows, C = (int(v) for v in shape.split("x"))
+    x = torch.randn(rows, C, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(C, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(C, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    gy = torch.randn(rows, C, device="cuda", dtype=torch.bfloat16)
+    out = []
+    for direction in ("forward", "backward"):
+        y = batchnorm_train(x, w, b)[0]
+        torch.autograd.grad(y, (x, w, b), gy, retain_graph=True)  # warm
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                if direction == "forward":
+                    batchnorm_train(x.detach(), w.detach(), b.detach())
+                else:
+                    torch.autograd.grad(y, (x, w, b), gy, retain_graph=True)
+            torch.cuda.synchronize()
+        for e in prof.key_averages():
+            if e.device_type == torch.autograd.DeviceType.CUDA or getattr(e, "device_time_total", 0):
+                us = getattr(e, "device_time_total", 0) / calls
+                if us > 0:
+                    out.append({"direction": direction, "kernel": e.key, "us": us})
+                    print(f"  {direction:8} {us:8.1f} us  {e.key[:100]}", flush=True)
+    return out
 
 
 if __name__ == "__main__":

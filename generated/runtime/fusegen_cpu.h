@@ -252,9 +252,10 @@ template <class P, typename S> struct Runner {
   }
 
   // Runs rows [r0, r1); ColSum values go to colPartial[slot * D + c], ColM2 values' running
-  // mean (of the values less the first row's, kept in the third slot: fusegen_cuda.cuh's
-  // colwiseBody says why) and sum of squared deviations (Welford) to three slots, Total values
-  // (elem's combined per row first, or rowOut's) to totalPartial[slot].
+  // mean (of the values less the shift in the third slot: the values of row 0, set here when
+  // r0 is 0, else given; fusegen_cuda.cuh's colwiseBody says why) and sum of squared deviations
+  // (Welford) to three slots, Total values (elem's combined per row first, or rowOut's) to
+  // totalPartial[slot].
   void rows(int64_t r0, int64_t r1, T* colPartial, T* totalPartial) const {
     for (int64_t row = r0; row < r1; ++row) {
       const T inv = T(1) / static_cast<T>(row - r0 + 1); // ColM2: Welford's weight of the row
@@ -287,7 +288,7 @@ template <class P, typename S> struct Runner {
             colPartial[static_cast<int64_t>(slot++) * a.D + c] += out[m];
           if (P::outKind(m) == OutKind::ColM2) {
             T* at = colPartial + static_cast<int64_t>(slot) * a.D + c;
-            if (row == r0)
+            if (row == 0)
               at[2 * a.D] = out[m];
             const T value = out[m] - at[2 * a.D];
             const T delta = value - at[0];
@@ -333,7 +334,22 @@ template <class P, typename S> void runTyped(const typename P::Args& a) {
   for (int64_t j = 0; j < chunks; ++j)
     for (int t = 0; t < totals; ++t)
       totalPartials[static_cast<size_t>(j) * totals + t] = reduceIdentity<T>(totalReduce<P>(t));
-  at::parallel_for(0, chunks, 1, [&](int64_t j0, int64_t j1) {
+  // ColM2 outputs: chunk 0 first, whose row 0 gives every chunk its shift (rows()).
+  int64_t first = 0;
+  if constexpr (colM2Outputs<P>() > 0)
+    if (chunks > 0) {
+      const size_t width = static_cast<size_t>(std::max(colSums, 1)) * a.D;
+      runner.rows(0, std::min(a.rows, rowsPerChunk), partials.data(), totalPartials.data());
+      for (int m = 0, slot = 0; m < P::kOutputs; ++m) {
+        if (P::outKind(m) == OutKind::ColM2)
+          for (int64_t j = 1; j < chunks; ++j)
+            std::copy_n(partials.data() + (slot + 2) * a.D, a.D,
+                        partials.data() + j * width + (slot + 2) * a.D);
+        slot += P::outKind(m) == OutKind::ColSum ? 1 : P::outKind(m) == OutKind::ColM2 ? 3 : 0;
+      }
+      first = 1;
+    }
+  at::parallel_for(first, chunks, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j)
       runner.rows(j * rowsPerChunk, std::min(a.rows, (j + 1) * rowsPerChunk),
                   partials.data() + static_cast<size_t>(j) * std::max(colSums, 1) * a.D,
@@ -357,8 +373,7 @@ template <class P, typename S> void runTyped(const typename P::Args& a) {
           for (int64_t j = 0; j < chunks; ++j) {
             const size_t at = (static_cast<size_t>(j) * std::max(colSums, 1) + slot) * a.D + c;
             const int64_t inChunk = std::min(a.rows, (j + 1) * rowsPerChunk) - j * rowsPerChunk;
-            chanMerge(n, mean, m2, static_cast<T>(inChunk), partials[at + 2 * a.D] + partials[at],
-                      partials[at + a.D]);
+            chanMerge(n, mean, m2, static_cast<T>(inChunk), partials[at], partials[at + a.D]);
           }
           storeOutput<P, S>(m, a.out[m], c, m2);
         }

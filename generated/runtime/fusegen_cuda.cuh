@@ -361,10 +361,12 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
   const PointwiseSetup<P, S, U> setup(a);
   T fixed[P::kInputs][V]; // [D] inputs: loaded once, reused for every row
   T acc[P::kOutputs][V];   // ColM2: the sum of squared deviations from `mean`
-  // ColM2: the value of the thread's first row (a shift: the running mean is of the values less
-  // it, small where the values' spread is, so an update adds more than the mean's last bit; float
-  // values near 1e4 with a spread of 0.01 left the unshifted mean stuck, the variance 18% high),
-  // the running mean of the shifted values, and how many rows the thread has added.
+  // ColM2: the column's value at row 0, the same for every thread (a shift: the running means
+  // and the partials are of the values less it, small where the values' spread is, so an update
+  // adds more than a mean's last bit and merges subtract nearby means; float values near 1e4
+  // with a spread of 0.01 left an unshifted mean stuck, the variance 18% high, and per-thread
+  // shifts left the merges' means at 1e4's resolution, 2% off), the running mean of the shifted
+  // values, and how many rows the thread has added.
   T shift[atLeastOne<colM2Outputs<P>()>()][V];
   T mean[atLeastOne<colM2Outputs<P>()>()][V];
   T added = T(0);
@@ -386,6 +388,36 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
 #pragma unroll
     for (int l = 0; l < V; ++l)
       shift[m][l] = mean[m][l] = T(0);
+  // The program's inputs at element l of a vector at `off` (x: its full inputs' vectors there).
+  auto elementInputs = [&](const Vec<S, V>(&x)[P::kInputs], int64_t off, T(*rnd)[V], int l,
+                           T* in) {
+#pragma unroll
+    for (int k = 0; k < P::kInputs; ++k)
+      in[k] = P::inBcast(k) == Bcast::Full        ? toCompute(x[k].v[l])
+              : P::inBcast(k) == Bcast::Random    ? rnd[inputSlot<P>(k, Bcast::Random)][l]
+              : P::inBcast(k) == Bcast::TypedFull ? loadTyped<T>(P::inElem(k), a.in[k], off + l)
+                                                  : fixed[k][l];
+  };
+  if constexpr (kSums && colM2Outputs<P>() > 0) {
+    static_assert(randomStreams<P>() == 0, "reductions over rows draw no random numbers");
+    if (active && a.rows > 0) {
+      Vec<S, V> x0[P::kInputs];
+#pragma unroll
+      for (int k = 0; k < P::kInputs; ++k)
+        if (P::inBcast(k) == Bcast::Full)
+          x0[k] = loadVec<S, V>(a.in[k], c);
+#pragma unroll
+      for (int l = 0; l < V; ++l) {
+        T in[P::kInputs], out[P::kOutputs];
+        elementInputs(x0, c, nullptr, l, in);
+        setup.elem(in, static_cast<T>(c + l), out);
+#pragma unroll
+        for (int m = 0; m < P::kOutputs; ++m)
+          if (P::outKind(m) == OutKind::ColM2)
+            shift[colM2Slot<P>(m)][l] = out[m];
+      }
+    }
+  }
   if (active) {
     // kRows rows per iteration, their vectors all loaded before the first is used: the stores
     // may alias the inputs, so with one row per iteration each thread kept one load per input
@@ -420,12 +452,7 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
 #pragma unroll
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs], out[P::kOutputs];
-#pragma unroll
-          for (int k = 0; k < P::kInputs; ++k)
-            in[k] = P::inBcast(k) == Bcast::Full        ? toCompute(x[k].v[l])
-                    : P::inBcast(k) == Bcast::Random    ? rnd[inputSlot<P>(k, Bcast::Random)][l]
-                    : P::inBcast(k) == Bcast::TypedFull ? loadTyped<T>(P::inElem(k), a.in[k], off + l)
-                                                        : fixed[k][l];
+          elementInputs(x, off, rnd, l, in);
           setup.elem(in, static_cast<T>(c + l), out);
 #pragma unroll
           for (int m = 0; m < P::kOutputs; ++m) {
@@ -434,8 +461,6 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
             } else if (P::outKind(m) == OutKind::Full) {
               typed[typedSlot<P>(m)][l] = out[m];
             } else if (kSums && P::outKind(m) == OutKind::ColM2) {
-              if (added == T(1))
-                shift[colM2Slot<P>(m)][l] = out[m];
               const T value = out[m] - shift[colM2Slot<P>(m)][l];
               T& mu = mean[colM2Slot<P>(m)][l];
               const T delta = value - mu;
@@ -473,8 +498,7 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
       for (int l = 0; l < V; ++l) {
         shared[threadIdx.y * width + threadIdx.x * V + l] = acc[m][l];
         if (P::outKind(m) == OutKind::ColM2)
-          sharedMean[threadIdx.y * width + threadIdx.x * V + l] =
-              shift[colM2Slot<P>(m)][l] + mean[colM2Slot<P>(m)][l];
+          sharedMean[threadIdx.y * width + threadIdx.x * V + l] = mean[colM2Slot<P>(m)][l];
       }
       __syncthreads();
       if (threadIdx.y == 0 && active) {
@@ -569,9 +593,13 @@ void launchFinalizeCol(const compute_t<S>* partials, int chunks, int64_t D, void
                                                                      static_cast<S*>(out));
 }
 
-// A ColM2 output from its chunks' partial means and sums of squared deviations (`partials`:
-// [chunks][D] of means, then [chunks][D] of sums), merged in a fixed order as finalizeCol adds:
-// thread row y merges chunks y, y + kFinalizeRows, ..., then row 0 merges those in row order.
+// A ColM2 output from its chunks' partial means (of the values less the shift) and sums of
+// squared deviations (`partials`: [chunks][D] of means, then [chunks][D] of sums), merged in a
+// fixed order as finalizeCol adds: thread row y merges chunks y, y + kFinalizeRows, ..., then row
+// 0 merges those in row order. Each thread loads kFinalizeAhead chunks before merging them (one
+// at a time, each merge waiting on its loads, took 21 us of BatchNorm's 211 at 65536 x 1024).
+constexpr int kFinalizeAhead = 8;
+
 template <typename S, typename O>
 __global__ void __launch_bounds__(32 * kFinalizeRows)
     finalizeM2(const compute_t<S>* partials, int chunks, int64_t D, RowSplit split, O* out) {
@@ -582,10 +610,23 @@ __global__ void __launch_bounds__(32 * kFinalizeRows)
        base += static_cast<int64_t>(gridDim.x) * 32) {
     const int64_t c = base + threadIdx.x;
     T cn = 0, cmean = 0, cm2 = 0;
+    constexpr int kAhead = kFinalizeAhead;
     if (c < D)
-      for (int j = threadIdx.y; j < chunks; j += kFinalizeRows)
-        chanMerge(cn, cmean, cm2, static_cast<T>(split.ofChunk(j)),
-                  partials[static_cast<int64_t>(j) * D + c], m2s[static_cast<int64_t>(j) * D + c]);
+      for (int j0 = threadIdx.y; j0 < chunks; j0 += kAhead * kFinalizeRows) {
+        T means[kAhead], sums[kAhead];
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) {
+          const int64_t j = j0 + u * kFinalizeRows;
+          means[u] = j < chunks ? partials[j * D + c] : T(0);
+          sums[u] = j < chunks ? m2s[j * D + c] : T(0);
+        }
+#pragma unroll
+        for (int u = 0; u < kAhead; ++u) {
+          const int j = j0 + u * kFinalizeRows;
+          if (j < chunks)
+            chanMerge(cn, cmean, cm2, static_cast<T>(split.ofChunk(j)), means[u], sums[u]);
+        }
+      }
     n[threadIdx.y][threadIdx.x] = cn;
     mean[threadIdx.y][threadIdx.x] = cmean;
     m2[threadIdx.y][threadIdx.x] = cm2;

@@ -2,8 +2,9 @@
 deviations from a column mean, colsum(square(e - colmean(e))), is computed in the pass of the
 mean (Welford per thread over shifted values, Chan's merge in a fixed order). Checked against
 float64 on the float32-rounded input, at offsets where an unshifted Welford mean stalls (values
-near 1e4 with a spread of 0.01: its variance came out 18% high) and where summing first and
-subtracting after cancels; every spelling of the square, row counts around the plan's chunks,
+near 1e4 with a spread of 0.01: its variance came out 18% high), where shifting each thread by
+its own first value left the merges 2% off on CUDA, and where summing first and subtracting
+after cancels: within 1e-5 of the variance at every offset (the shift is the column's row 0); every spelling of the square, row counts around the plan's chunks,
 and the same bits on every call. CPU here (ctest python.load); the CUDA case runs where a GPU is.
 Run by ctest with FUSEGEN, FUSEGEN_TEMPLATES and PYTHONPATH set (conftest.py)."""
 import subprocess
@@ -47,8 +48,10 @@ def _reference(x, b):
 
 
 @pytest.mark.parametrize("device", _devices())
-@pytest.mark.parametrize("offset,bound", [(0.0, 1e-5), (1.0e3, 1e-3), (1.0e4, 1e-2)])
-def test_variance_at_an_offset(ops, device, offset, bound):
+@pytest.mark.parametrize("offset", [0.0, 1.0e3, 1.0e4, 1.0e5])
+def test_variance_at_an_offset(ops, device, offset):
+    # (torch's own float32 batch_norm statistics: 1e-3 off at 1e3 and 1e4 on the CPU)
+    bound = 1e-5
     g = torch.Generator().manual_seed(0)
     x = (torch.randn(4099, 37, generator=g, dtype=torch.float64) * 0.01 + offset).float()
     b = torch.zeros(37)
