@@ -834,17 +834,22 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
   // The block's partial of each Total output (after the ColSum partials): the threads' values
   // combined (sums, maxima, minima) in a fixed order, butterflies within each warp, then the
   // warps' values (at most 32, in shared memory) by warp 0. Every thread of the block calls it.
+  // A block of fewer than 32 threads (a power of 2: a short row of a ColSum program, one row
+  // per block) is one partial warp: its butterflies span its lanes only (counting its warps
+  // as threads / 32 = 0 dropped every value: difffuzz fz578_21, a [] gradient 0 on CUDA).
   __device__ void writeTotals(T* shared, T* partials) {
     constexpr int N = totalOutputs<P>();
     __syncthreads(); // the last groupReduce's readers are done with `shared`
+    const int threads = blockDim.x * blockDim.y;
     const int thread = threadIdx.y * blockDim.x + threadIdx.x;
-    const int lane = thread % 32, warp = thread / 32, warps = blockDim.x * blockDim.y / 32;
+    const int lane = thread % 32, warp = thread / 32, warps = (threads + 31) / 32;
+    const int width = threads < 32 ? threads : 32;
+    const unsigned lanes = width == 32 ? 0xffffffffu : (1u << width) - 1u;
 #pragma unroll
     for (int j = 0; j < N; ++j)
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2)
+      for (int offset = width / 2; offset > 0; offset /= 2)
         totalAcc[j] = reduceCombine(totalReduce<P>(j), totalAcc[j],
-                                    __shfl_xor_sync(0xffffffffu, totalAcc[j], offset));
+                                    __shfl_xor_sync(lanes, totalAcc[j], offset));
     if (lane == 0)
 #pragma unroll
       for (int j = 0; j < N; ++j)
@@ -856,9 +861,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
 #pragma unroll
       for (int j = 0; j < N; ++j) {
         T r = lane < warps ? shared[lane * N + j] : reduceIdentity<T>(totalReduce<P>(j));
-#pragma unroll
-        for (int offset = 16; offset > 0; offset /= 2)
-          r = reduceCombine(totalReduce<P>(j), r, __shfl_xor_sync(0xffffffffu, r, offset));
+        for (int offset = width / 2; offset > 0; offset /= 2)
+          r = reduceCombine(totalReduce<P>(j), r, __shfl_xor_sync(lanes, r, offset));
         if (lane == 0)
           totals[static_cast<int64_t>(j) * gridDim.x + blockIdx.x] = r;
       }
@@ -1335,7 +1339,8 @@ template <class P, typename S> RowGeometry rowGeometry(const typename P::Args& a
     if (P::inBcast(k) == Bcast::Full || P::inBcast(k) == Bcast::Col)
       aligned = aligned && aligned16(a.in[k]);
     else if (P::inBcast(k) == Bcast::TypedFull || P::inBcast(k) == Bcast::TypedCol)
-      aligned = aligned && reinterpret_cast<uintptr_t>(a.in[k]) % (V * elemBytes(P::inElem(k))) == 0;
+      aligned = aligned && reinterpret_cast<uintptr_t>(a.in[k]) %
+                                   (V * elemBytes<compute_t<S>>(P::inElem(k))) == 0;
   for (int m = 0; m < P::kOutputs; ++m)
     if (P::outKind(m) == OutKind::Full && a.need[m])
       aligned = aligned && outputAligned<P, S>(m, a.out[m], V);

@@ -245,9 +245,13 @@ template <typename T> FG_HD T loadTyped(Elem e, const void* p, int64_t i) {
   }
 }
 
-// Bytes per element of an integer or bool input, or of an output of its own type.
-FG_HD constexpr int elemBytes(Elem e) {
-  return e == Elem::Int64 ? 8 : e == Elem::Int32 || e == Elem::Float32 ? 4 : 1;
+// Bytes per element of an integer or bool input, or of an output of its own type; T: the
+// compute type (Elem::Compute's).
+template <typename T = float> FG_HD constexpr int elemBytes(Elem e) {
+  return e == Elem::Compute ? static_cast<int>(sizeof(T))
+         : e == Elem::Int64 ? 8
+         : e == Elem::Int32 || e == Elem::Float32 ? 4
+                                                 : 1;
 }
 
 // The largest finite value of an FP8 output type: what saturation clamps to.
@@ -271,6 +275,8 @@ template <typename T, int N> FG_HD void loadTypedVec(Elem e, const void* p, int6
     return loadPack<T, int64_t, N>(p, i, out);
   case Elem::Int32:
     return loadPack<T, int32_t, N>(p, i, out);
+  case Elem::Compute: // a statistic or an earlier program's [D] result (difffuzz found them read
+    return loadPack<T, T, N>(p, i, out); // as bools by the row plan on CUDA)
   default:
     return loadPack<T, bool, N>(p, i, out);
   }

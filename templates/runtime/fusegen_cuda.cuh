@@ -145,9 +145,8 @@ __device__ __forceinline__ void storeOutput(int m, void* p, int64_t i, T x) {
 // Whether output m's vectors of V elements can be stored whole (p aligned to their bytes).
 template <class P, typename S>
 inline bool outputAligned(int m, const void* p, int V) {
-  const int bytes = P::outElem(m) == Elem::Dtype     ? static_cast<int>(sizeof(S))
-                    : P::outElem(m) == Elem::Compute ? static_cast<int>(sizeof(compute_t<S>))
-                                                     : elemBytes(P::outElem(m));
+  const int bytes = P::outElem(m) == Elem::Dtype ? static_cast<int>(sizeof(S))
+                                                 : elemBytes<compute_t<S>>(P::outElem(m));
   return reinterpret_cast<uintptr_t>(p) % (static_cast<uintptr_t>(bytes) * V) == 0;
 }
 

@@ -166,7 +166,7 @@ class SpecChecker:
         # lose results there (silu(-720) = -720 / (1 + e^720) = -0 in torch, -1.58e-310 in
         # fusegen and in fact; its gradient 1.2e-307 becomes 0).
         tol = (K * dev + (4 * model.u_compute + 2 * model.u_store) * w.abs() + 4 * model.tiny_store
-               + REF_UNDERFLOW)
+               + model.fast_tiny + REF_UNDERFLOW)
         if extra_tol is not None:
             tol = tol + extra_tol.double().cpu()
         finite_w = torch.isfinite(w) & (w.abs() <= model.max_store)  # beyond the dtype: unchecked

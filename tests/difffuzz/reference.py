@@ -221,7 +221,7 @@ def _with_grad(value, *pairs):
 
 class Exact:
     u_compute = u_store = 0.0
-    tiny_store = 0.0
+    tiny_store = fast_tiny = 0.0
 
     def __init__(self, device="cpu"):
         self.device = device
@@ -515,6 +515,10 @@ class MonteCarlo(Exact):
         self.u_compute = (HALF_COMPUTE_U if half else DTYPE_INFO[cdt][0]) * u_scale
         self.max_compute = DTYPE_INFO[cdt][1] if emulate_range else math.inf
         self.tiny_compute = DTYPE_INFO[cdt][2] * u_scale
+        # Half types compute with approximate math (fusegen_runtime.h kFast): its division
+        # returns 0 where the divisor passes 2^126, so a quotient below |numerator| x 2^-126
+        # (silu(-88) = -88 / (1 + e^88): -5e-37) may come out 0 (difffuzz fz518_41, on CUDA).
+        self.fast_tiny = 2.0 ** -119 if half else 0.0
         u_store, max_store, tiny_store = DTYPE_INFO[dtype]
         self.u_store, self.tiny_store = u_store * u_scale, tiny_store * u_scale
         self.max_store = max_store if emulate_range else math.inf
