@@ -784,8 +784,9 @@ template <class P, typename S> PointwiseCall pointwiseCall(const typename P::Arg
       call.vec = call.vec && outputAligned<P, S>(m, a.out[m], vecWidth<S>());
     call.sums = call.sums || (P::outKind(m) != OutKind::Full && a.need[m]);
   }
-  // A colwise program that sums nothing in this call and has no [D] inputs runs flat.
-  call.colwise = P::kPlan == Plan::Colwise && (colInputs<P>() > 0 || call.sums);
+  // A colwise program that sums nothing in this call, has no [D] inputs and does not read
+  // the column index j runs flat.
+  call.colwise = P::kPlan == Plan::Colwise && (colInputs<P>() > 0 || P::kColumn || call.sums);
   if (call.colwise && a.D % vecWidth<S>() != 0)
     call.vec = false;
   return call;
@@ -807,14 +808,14 @@ template <class P, typename S> size_t pointwiseWorkspace(const typename P::Args&
 }
 
 // Only the kernel variants a program can launch are instantiated: a flat program has no
-// colwise ones, one with [D] inputs no flat ones, one without sums none that sum.
+// colwise ones, one with [D] inputs or reading j no flat ones, one without sums none that sum.
 template <class P, typename S> void pointwiseRun(const typename P::Args& a, cudaStream_t stream) {
   const int64_t n = a.rows * a.D;
   if (n == 0)
     return;
   constexpr int V = vecWidth<S>();
   const PointwiseCall call = pointwiseCall<P, S>(a);
-  if constexpr (colInputs<P>() == 0) {
+  if constexpr (colInputs<P>() == 0 && !P::kColumn) {
     if (!call.colwise) {
       withFlatVariant<S>(n, call.vec, [&](auto width, auto index) {
         constexpr int W = decltype(width)::value;
@@ -837,7 +838,7 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
           colwiseProgram<P, S, W, true><<<g.grid, g.block, shared, stream>>>(a, partials);
           return;
         }
-      if constexpr (colInputs<P>() > 0)
+      if constexpr (colInputs<P>() > 0 || P::kColumn)
         colwiseProgram<P, S, W, false><<<g.grid, g.block, shared, stream>>>(a, partials);
     };
     if (call.vec)
