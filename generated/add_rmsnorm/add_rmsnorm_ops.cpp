@@ -87,7 +87,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::add_rmsnorm_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::add_rmsnorm

@@ -198,7 +198,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::batchnorm_train_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/3,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::batchnorm_train

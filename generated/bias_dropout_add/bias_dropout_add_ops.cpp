@@ -86,7 +86,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::bias_dropout_add_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/true, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::bias_dropout_add

@@ -84,7 +84,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::bias_gelu_fp8_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::bias_gelu_fp8

@@ -86,7 +86,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::cross_entropy_backward", /*inputs=*/2, /*attrs=*/4, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::cross_entropy

@@ -96,7 +96,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::dropout_add_layernorm_backward", /*inputs=*/4, /*attrs=*/2, /*outputs=*/2,
      /*generator=*/true, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::dropout_add_layernorm

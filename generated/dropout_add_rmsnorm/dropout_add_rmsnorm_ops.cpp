@@ -91,7 +91,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::dropout_add_rmsnorm_backward", /*inputs=*/3, /*attrs=*/2, /*outputs=*/2,
      /*generator=*/true, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::dropout_add_rmsnorm

@@ -86,7 +86,7 @@ constexpr glue::OpInfo kOp{__FILE__,
                            {"fusegen::dyt_backward", /*inputs=*/4, /*attrs=*/0, /*outputs=*/1,
                             /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::dyt

@@ -78,7 +78,7 @@ constexpr glue::OpInfo kOp{__FILE__,
                            {"fusegen::jsd_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
                             /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::jsd

@@ -85,7 +85,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::layernorm_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::layernorm

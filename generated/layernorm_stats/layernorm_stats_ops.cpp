@@ -88,7 +88,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::layernorm_stats_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/3,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::layernorm_stats

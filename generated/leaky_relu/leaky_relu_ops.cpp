@@ -74,7 +74,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::leaky_relu_backward", /*inputs=*/1, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::leaky_relu

@@ -76,7 +76,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::log_softmax_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::log_softmax

@@ -82,7 +82,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::masked_softmax_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::masked_softmax

@@ -87,7 +87,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::polynorm_backward", /*inputs=*/5, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::polynorm

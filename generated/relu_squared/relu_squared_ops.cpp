@@ -74,7 +74,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::relu_squared_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::relu_squared

@@ -82,7 +82,7 @@ constexpr glue::OpInfo kOp{__FILE__,
                            {"fusegen::rezero_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/1,
                             /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::rezero

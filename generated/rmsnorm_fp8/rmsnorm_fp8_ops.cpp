@@ -78,7 +78,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::rmsnorm_fp8_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::rmsnorm_fp8

@@ -85,7 +85,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::rmsnorm_fp8_tensor_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::rmsnorm_fp8_tensor

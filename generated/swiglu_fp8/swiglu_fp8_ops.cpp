@@ -83,7 +83,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::swiglu_fp8_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::swiglu_fp8

@@ -81,7 +81,7 @@ constexpr glue::OpInfo kOp{
     {"fusegen::token_shift_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
-const glue::Registrar kRegistrar(kOp);
+const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 
 } // namespace
 } // namespace fusegen_ops::token_shift
