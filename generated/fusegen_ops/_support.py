@@ -685,9 +685,9 @@ def register_forward_autograd(spec: OpInfo, n_attrs: int) -> None:
     op = getattr(op_namespace(), spec.name).default
     backward_op = getattr(op_namespace(), spec.name + "_backward").default
     n_in, n_out = len(spec.inputs), len(spec.outputs)
+    # (An op writing only FP8 and statistics records no history; its kernel still refuses
+    # forward-mode AD, as the C++ one does.)
     differentiable = [o.differentiable for o in spec.outputs]
-    if not any(differentiable):  # (an op writing only FP8 and statistics has no node)
-        return
 
     # The dispatcher hands a Python kernel the keyword-only arguments (the attrs) as keywords,
     # leaving out those at their defaults; the Function takes them all in schema order.
