@@ -1,6 +1,6 @@
 """Shared Python runtime of the generated ops: op metadata (OpInfo), the fake (meta)
 implementations used by torch.compile and opcheck, and the argument checks they share
-with the C++ glue (templates/runtime/fusegen_torch.h) -- same rules, same messages, so a
+with the C++ glue (templates/runtime/fusegen_run.h) -- same rules, same messages, so a
 mistake is reported the same way in eager mode and while tracing -- the batching rules
 of torch.vmap (register_vmap) and the sharding rules of DTensor (register_sharding)."""
 import dataclasses
@@ -182,7 +182,7 @@ def random_typed(a: Arg, shape: Sequence[int], D: int, device="cpu", generator=N
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the kernels compute in and store the saved statistics in (computeType in
-    fusegen_torch.h): float32 for the half types."""
+    fusegen_run.h): float32 for the half types."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
