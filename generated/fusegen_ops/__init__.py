@@ -39,8 +39,9 @@ def _check_build():
     stable = getattr(built, "STABLE_ABI", False)
     have, want = _release(torch.__version__), _release(built.TORCH_VERSION)
     if stable:
+        cuda_major = (cuda or "").split(".")[0]
         ok = have[0] == want[0] and have >= want and (
-            not built.CUDA_VERSION or (cuda or "").split(".")[0] == built.CUDA_VERSION.split(".")[0])
+            not built.CUDA_VERSION or cuda_major == built.CUDA_VERSION.split(".")[0])
     else:
         ok = built.TORCH_VERSION == torch.__version__ and (
             not built.CUDA_VERSION or built.CUDA_VERSION == cuda)

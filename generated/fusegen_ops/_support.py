@@ -702,7 +702,8 @@ def register_forward_autograd(spec: OpInfo, n_attrs: int) -> None:
 
     def setup_context(ctx, inputs, output):
         outs = output if isinstance(output, tuple) else (output,)
-        saved = [t if spec.save_inputs[k] or _under_transform(t) else t.new_zeros(()).expand(t.shape)
+        saved = [t if spec.save_inputs[k] or _under_transform(t)
+                 else t.new_zeros(()).expand(t.shape)  # (a placeholder of its shape)
                  for k, t in enumerate(inputs[:n_in])]
         ctx.save_for_backward(*saved, *outs[n_out:])
         ctx.attrs = inputs[n_in:n_in + n_attrs]  # (not the generator)
