@@ -749,14 +749,15 @@ def register_forward_autograd(spec: OpInfo, n_attrs: int) -> None:
     apply = super(torch.autograd.Function, function).apply
 
     def kernel(*args, **kwargs):
+        if not torch.is_grad_enabled() and torch._C._functorch.get_interpreter_stack() is None:
+            with torch._C._AutoDispatchBelowAutograd():  # (no_grad, inference: the op alone)
+                return op(*args, **kwargs)
         args, kwargs = torch._library.utils.fill_defaults(op._schema, args, kwargs)
         args = (*args, *(kwargs[n] for n in names[len(args):]))
         if torch._C._functorch.get_interpreter_stack() is not None:
             with enable_single_level_autograd_function():
                 return apply(*args)
-        if torch.is_grad_enabled():
-            return apply(*args)
-        return forward(*args)
+        return apply(*args)
 
     lib = torch.library.Library(NAMESPACE, "IMPL")
     lib.impl(spec.name, kernel, "Autograd")
