@@ -5,7 +5,8 @@
 # clang-14), with a 60 s seeded run of the fuzz target (tests/fuzz); then the generated ops
 # of every shipped spec built and installed (their CUDA kernels compiled too when a CUDA
 # toolkit is present) and tested on CPU (pytest; on a GPU machine also on CUDA), and 6 of
-# them under a second torch (2.9.1); then a
+# them under a second torch (2.9.1); 5 built under torch 2.10.0 on the stable ABI and tested
+# under this machine's later torch (one wheel, two torch versions); then a
 # differential fuzzer's kept findings and a bounded seeded batch (tests/difffuzz, README "CI":
 # 12 random specs built into one package and checked against the fuzzer's own reference). Prints each
 # runner's closing line; exits non-zero on failure.
@@ -40,6 +41,9 @@ python3 -m pytest --pyargs fusegen_ops -q -p no:cacheprovider -W ignore::Depreca
 
 echo "== a second torch (tests/packaging/other_torch.sh): the generated ops of 6 specs built and tested under torch 2.9.1"
 (cd "$ROOT" && bash tests/packaging/other_torch.sh build/fusegen)
+
+echo "== the stable ABI (tests/packaging/stable_abi.sh): 5 specs built into a wheel under torch 2.10.0, installed unchanged and tested under this machine's torch"
+(cd "$ROOT" && bash tests/packaging/stable_abi.sh build/fusegen)
 
 echo "== difffuzz: every kept finding (tests/difffuzz/regressions), then seed 1, 12 random specs"
 python3 "$ROOT/tests/difffuzz/run.py" --regressions --jobs "${FUSEGEN_JOBS:-2}" \

@@ -30,6 +30,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="add_rmsnorm(Tensor x, Tensor residual, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor, Tensor)",
     backward_schema="add_rmsnorm_backward(Tensor _grad_y, Tensor _grad_residual_out, Tensor x, Tensor residual, Tensor weight, Tensor _saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+    save_inputs=[True, True, True, ],
+    passthrough=[-1, -1, -1, ],
 )
 
 
@@ -230,6 +232,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

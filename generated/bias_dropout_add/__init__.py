@@ -28,6 +28,8 @@ SPEC = _support.OpInfo(
     schema="bias_dropout_add(Tensor x, Tensor bias, Tensor residual, *, float p=0.10000000000000001, Generator? generator=None) -> (Tensor, Tensor)",
     backward_schema="bias_dropout_add_backward(Tensor _grad_y, Tensor x, Tensor bias, Tensor residual, Tensor _saved_rng, float p, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     random=1,
+    save_inputs=[False, False, False, ],
+    passthrough=[-1, -1, 0, ],
     columns_independent=True,
 )
 
@@ -157,6 +159,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -29,6 +29,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="bias_gelu_fp8(Tensor x, Tensor bias, Tensor scale) -> (Tensor, Tensor)",
     backward_schema="bias_gelu_fp8_backward(Tensor _grad_out, Tensor x, Tensor bias, Tensor scale, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+    save_inputs=[True, True, False, ],
+    passthrough=[-1, -1, -1, ],
 )
 
 
@@ -180,6 +182,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=0)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

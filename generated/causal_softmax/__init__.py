@@ -32,6 +32,8 @@ SPEC = _support.OpInfo(
     backward_schema="causal_softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor _saved_stat1, float scale, bool[1] output_mask) -> Tensor",
     column=True,
     dims=["S", ],
+    save_inputs=[True, ],
+    passthrough=[-1, ],
     positions=["S", ],
 )
 
@@ -226,6 +228,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -36,6 +36,8 @@ SPEC = _support.OpInfo(
     schema="cross_entropy_mean(Tensor logits, Tensor target, *, int ignore_index=-100, float label_smoothing=0., float z_loss=0., float softcap=0.) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)",
     backward_schema="cross_entropy_mean_backward(Tensor _grad_loss, Tensor logits, Tensor target, Tensor _saved_m, Tensor _saved_stat1, Tensor _saved_lse, Tensor _saved_stat3, Tensor _saved_total0, Tensor _saved_total1, int ignore_index, float label_smoothing, float z_loss, float softcap, bool[2] output_mask) -> (Tensor, Tensor)",
     column=True,
+    save_inputs=[True, True, ],
+    passthrough=[-1, -1, ],
 )
 
 
@@ -365,6 +367,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=4)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -33,6 +33,8 @@ SPEC = _support.OpInfo(
     schema="dropout_add_layernorm(Tensor x0, Tensor residual, Tensor weight, Tensor bias, *, float p=0.10000000000000001, float eps=1.0000000000000001e-05, Generator? generator=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
     backward_schema="dropout_add_layernorm_backward(Tensor _grad_y, Tensor _grad_residual_out, Tensor x0, Tensor residual, Tensor weight, Tensor bias, Tensor _saved_mu, Tensor _saved_rstd, Tensor _saved_rng, float p, float eps, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)",
     random=1,
+    save_inputs=[True, True, True, False, ],
+    passthrough=[-1, -1, -1, -1, ],
 )
 
 
@@ -331,6 +333,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=2)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -31,6 +31,8 @@ SPEC = _support.OpInfo(
     schema="dropout_add_rmsnorm(Tensor x0, Tensor residual, Tensor weight, *, float p=0.10000000000000001, float eps=9.9999999999999995e-07, Generator? generator=None) -> (Tensor, Tensor, Tensor, Tensor)",
     backward_schema="dropout_add_rmsnorm_backward(Tensor _grad_y, Tensor _grad_residual_out, Tensor x0, Tensor residual, Tensor weight, Tensor _saved_rstd, Tensor _saved_rng, float p, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     random=1,
+    save_inputs=[True, True, True, ],
+    passthrough=[-1, -1, -1, ],
 )
 
 
@@ -260,6 +262,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=2)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

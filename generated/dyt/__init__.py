@@ -27,6 +27,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="dyt(Tensor x, Tensor alpha, Tensor weight, Tensor bias) -> Tensor",
     backward_schema="dyt_backward(Tensor _grad_y, Tensor x, Tensor alpha, Tensor weight, Tensor bias, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)",
+    save_inputs=[True, True, True, False, ],
+    passthrough=[-1, -1, -1, -1, ],
 )
 
 
@@ -175,6 +177,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=0)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

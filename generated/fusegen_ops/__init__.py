@@ -20,17 +20,47 @@ if _os.path.isfile(_os.path.join(_os.path.dirname(__path__[0]), "fusegen-package
     __path__.append(_os.path.dirname(__path__[0]))
 
 
+def _release(version: str):
+    """(major, minor, patch) of a version string such as "2.11.0+cu130"."""
+    numbers = []
+    for part in version.split("+")[0].split(".")[:3]:
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        numbers.append(int(digits) if digits else 0)
+    return tuple(numbers + [0] * (3 - len(numbers)))
+
+
 def _check_build():
     """A library built for another torch or CUDA fails with undefined symbols or worse;
-    refuse it with a message instead."""
+    refuse it with a message instead. A library built on the LibTorch stable ABI
+    (_build_info.STABLE_ABI) loads under any later torch of the same major version (and CUDA
+    major version): it calls torch only through the stable C shim."""
     from . import _build_info as built
     cuda = torch.version.cuda
-    if built.TORCH_VERSION != torch.__version__ or (built.CUDA_VERSION and built.CUDA_VERSION != cuda):
-        raise ImportError(
-            f"fusegen_ops was built for torch {built.TORCH_VERSION} (CUDA {built.CUDA_VERSION}), "
-            f"but torch {torch.__version__} (CUDA {cuda}) is installed; rebuild it with "
-            "`fusegen --build --install`"
-        )
+    stable = getattr(built, "STABLE_ABI", False)
+    have, want = _release(torch.__version__), _release(built.TORCH_VERSION)
+    if stable:
+        cuda_major = (cuda or "").split(".")[0]
+        ok = have[0] == want[0] and have >= want and (
+            not built.CUDA_VERSION or cuda_major == built.CUDA_VERSION.split(".")[0])
+    else:
+        ok = built.TORCH_VERSION == torch.__version__ and (
+            not built.CUDA_VERSION or built.CUDA_VERSION == cuda)
+    if ok:
+        return
+    if stable:
+        why = (f"it is built on the LibTorch stable ABI, which loads under torch "
+               f"{built.TORCH_VERSION} and later {want[0]}.x versions"
+               + (f" with CUDA {built.CUDA_VERSION.split('.')[0]}.x" if built.CUDA_VERSION else ""))
+    else:
+        ops = getattr(built, "NOT_STABLE_OPS", {})
+        reason = getattr(built, "NOT_STABLE_WHY", "") or "built before fusegen knew the stable ABI"
+        why = f"it is tied to that torch: {reason}" + "".join(
+            f"; {op} {because}" for op, because in sorted(ops.items()) if because)
+    raise ImportError(
+        f"fusegen_ops was built for torch {built.TORCH_VERSION} (CUDA {built.CUDA_VERSION}), "
+        f"but torch {torch.__version__} (CUDA {cuda}) is installed ({why}); rebuild it with "
+        "`fusegen --build --install`"
+    )
 
 
 def _load_library():

@@ -27,6 +27,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="gelu_fp8(Tensor x, Tensor scale) -> Tensor",
     backward_schema="gelu_fp8_backward(Tensor x, Tensor scale, bool[2] output_mask) -> (Tensor, Tensor)",
+    save_inputs=[False, False, ],
+    passthrough=[-1, -1, ],
 )
 
 
@@ -116,6 +118,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=0)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

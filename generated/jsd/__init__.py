@@ -30,6 +30,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="jsd(Tensor log_q, Tensor log_p, *, float beta=0.5) -> Tensor",
     backward_schema="jsd_backward(Tensor _grad_loss, Tensor log_q, Tensor log_p, float beta, bool[2] output_mask) -> (Tensor, Tensor)",
+    save_inputs=[True, True, ],
+    passthrough=[-1, -1, ],
 )
 
 
@@ -243,6 +245,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -29,6 +29,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="kl_div(Tensor input, Tensor target, *, bool log_target=True) -> Tensor",
     backward_schema="kl_div_backward(Tensor _grad_loss, Tensor input, Tensor target, bool log_target, bool[2] output_mask) -> (Tensor, Tensor)",
+    save_inputs=[True, True, ],
+    passthrough=[-1, -1, ],
 )
 
 
@@ -224,6 +226,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -27,6 +27,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="l2norm(Tensor x, *, float eps=9.9999999999999998e-13) -> (Tensor, Tensor, Tensor)",
     backward_schema="l2norm_backward(Tensor _grad_y, Tensor x, Tensor _saved_stat0, Tensor _saved_stat1, float eps, bool[1] output_mask) -> Tensor",
+    save_inputs=[True, ],
+    passthrough=[-1, ],
 )
 
 
@@ -219,6 +221,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -32,6 +32,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="layernorm_stats(Tensor x, Tensor weight, Tensor bias, *, float eps=1.0000000000000001e-05) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
     backward_schema="layernorm_stats_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor bias, Tensor _saved_m, Tensor _saved_r, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+    save_inputs=[True, True, False, ],
+    passthrough=[-1, -1, -1, ],
 )
 
 
@@ -287,6 +289,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

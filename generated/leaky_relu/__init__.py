@@ -27,6 +27,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="leaky_relu(Tensor x, *, float negative_slope=0.01) -> Tensor",
     backward_schema="leaky_relu_backward(Tensor _grad_y, Tensor x, float negative_slope, bool[1] output_mask) -> Tensor",
+    save_inputs=[True, ],
+    passthrough=[-1, ],
     columns_independent=True,
 )
 
@@ -128,6 +130,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -30,6 +30,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="masked_softmax(Tensor x, Tensor mask) -> (Tensor, Tensor, Tensor, Tensor)",
     backward_schema="masked_softmax_backward(Tensor _grad_y, Tensor x, Tensor mask, Tensor _saved_m, Tensor _saved_stat1, Tensor _saved_stat2, bool[2] output_mask) -> (Tensor, Tensor)",
+    save_inputs=[True, True, ],
+    passthrough=[-1, -1, ],
 )
 
 
@@ -217,6 +219,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=0)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -29,6 +29,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="polynorm(Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor, Tensor, Tensor)",
     backward_schema="polynorm_backward(Tensor _grad_y, Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, Tensor _saved_stat0, Tensor _saved_stat1, Tensor _saved_stat2, float eps, bool[5] output_mask) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+    save_inputs=[True, True, True, True, False, ],
+    passthrough=[-1, -1, -1, -1, -1, ],
 )
 
 
@@ -428,6 +430,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

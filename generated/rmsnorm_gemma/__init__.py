@@ -28,6 +28,8 @@ SPEC = _support.OpInfo(
     saved_totals=[],
     schema="rmsnorm_gemma(Tensor x, Tensor weight, *, float eps=9.9999999999999995e-07) -> (Tensor, Tensor)",
     backward_schema="rmsnorm_gemma_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor _saved_rstd, float eps, bool[2] output_mask) -> (Tensor, Tensor)",
+    save_inputs=[True, True, ],
+    passthrough=[-1, -1, ],
 )
 
 
@@ -212,6 +214,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -30,6 +30,8 @@ SPEC = _support.OpInfo(
     column=True,
     even_d=True,
     dims=["S", "H", ],
+    save_inputs=[True, True, True, ],
+    passthrough=[-1, -1, -1, ],
 )
 
 
@@ -194,6 +196,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=0)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -3,8 +3,9 @@
 // shared glue (fusegen_glue.cpp, compiled once per toolchain and cached): the schemas of the op
 // and of its backward, and for each of the two plans the tensor arguments' names and shapes,
 // the results' kinds and the CPU and CUDA entry points behind one type-erased signature. The
-// shared glue unboxes the dispatcher's arguments, checks and prepares the tensors
-// (fusegen_torch.h), allocates the results and registers the CPU, CUDA and Autograd kernels.
+// shared glue (fusegen_glue.cpp over ATen, or fusegen_glue_stable.cpp over the LibTorch stable
+// ABI) unboxes the dispatcher's arguments, checks and prepares the tensors (fusegen_run.h),
+// allocates the results and registers the CPU, CUDA and (ATen) Autograd kernels.
 // No torch header is included here: a registration file compiles in a fraction of a second,
 // where <torch/library.h> and ATen's operator headers cost about 6 s of CPU per op.
 #pragma once
@@ -29,8 +30,8 @@ struct Call {
   int64_t rows;
   int64_t D;
   const int64_t* dims; // the sizes of the op's named leading dims
-  void* workspace; // CUDA: set by the glue after asking cudaWorkspace
-  RngArgs rng;     // an op that draws random numbers: where its seed and offset are
+  void* workspace;     // CUDA: set by the glue after asking cudaWorkspace
+  RngArgs rng;         // an op that draws random numbers: where its seed and offset are
 };
 
 using CpuEntry = void (*)(const Call&);
@@ -57,9 +58,9 @@ struct PlanInfo {
   bool evenD;     // it swaps columns (swap_halves, swap_pairs): D must be even
   const TensorInfo* tensors;
   int nTensors;
-  int full; // the first full input: it defines D and the output shape
-  int namedDims;                // the op's named leading dims: the last of the full input's
-  const char* const* dimNames;  // ... their names, outermost first
+  int full;                    // the first full input: it defines D and the output shape
+  int namedDims;               // the op's named leading dims: the last of the full input's
+  const char* const* dimNames; // ... their names, outermost first
   // Per program output: its shape (allocated by the glue, those not needed empty), element type
   // (Dtype: the call's), the result whose tensor it writes into (-1: its own; a chunk of a
   // packed gradient writes into chunk 0's) and that tensor's chunks.
@@ -71,7 +72,7 @@ struct PlanInfo {
   // Per result: the leading dims kept (kAllDims: all); the kernel writes the others too and the
   // glue sums them away (the gradient of an input broadcast over them).
   const unsigned* keeps;
-  int nResults; // the tensors returned: the outputs of their own, first
+  int nResults;        // the tensors returned: the outputs of their own, first
   const DType* dtypes; // those the op supports
   int nDtypes;
   CpuEntry cpu;
@@ -125,13 +126,35 @@ struct OpInfo {
   AutogradInfo autograd;
 };
 
-// Registers the op's schemas and its CPU, CUDA (when built with CUDA) and Autograd kernels
-// for as long as the library stays loaded. Defined in fusegen_glue.cpp.
-void registerOp(const OpInfo& op);
+// The stable ABI registers a kernel as a plain function (no closure) of the dispatcher's stack
+// (StableIValue, a uint64_t each): the stable glue's kernels are one function per op and plan,
+// instantiated in the op's registration file, each calling the shared boxedCall with its op.
+using StableKernel = void (*)(uint64_t* stack, uint64_t nArgs, uint64_t nResults);
+struct StableKernels {
+  StableKernel forward = nullptr; // null: the ATen glue (built without FUSEGEN_STABLE)
+  StableKernel backward = nullptr;
+};
+#ifdef FUSEGEN_STABLE
+// Defined in fusegen_glue_stable.cpp.
+void boxedCall(const OpInfo& op, bool backward, uint64_t* stack, uint64_t nArgs, uint64_t nResults);
+template <const OpInfo& Op, bool Backward>
+void stableKernel(uint64_t* stack, uint64_t nArgs, uint64_t nResults) {
+  boxedCall(Op, Backward, stack, nArgs, nResults);
+}
+template <const OpInfo& Op>
+inline constexpr StableKernels kStableKernels{&stableKernel<Op, false>, &stableKernel<Op, true>};
+#else
+template <const OpInfo& Op> inline constexpr StableKernels kStableKernels{};
+#endif
 
-// A registration file's static registration: `const Registrar r(kOp);`.
+// Registers the op's schemas and its CPU, CUDA (when built with CUDA) and, in the ATen glue,
+// Autograd kernels for as long as the library stays loaded (the stable glue's autograd is
+// registered by the op's Python module). Defined in fusegen_glue.cpp or fusegen_glue_stable.cpp.
+void registerOp(const OpInfo& op, const StableKernels& kernels);
+
+// A registration file's static registration: `const Registrar r(kOp, kStableKernels<kOp>);`.
 struct Registrar {
-  explicit Registrar(const OpInfo& op) { registerOp(op); }
+  Registrar(const OpInfo& op, const StableKernels& kernels) { registerOp(op, kernels); }
 };
 
 // ---- filling a program's Args (fusegen_runtime.h) from a Call ----
@@ -207,8 +230,8 @@ constexpr std::array<int, sizeof...(M)> outChunkCounts(std::integer_sequence<int
   return {P::outChunks(M)...};
 }
 template <class P>
-inline constexpr auto kOutChunkCounts =
-    outChunkCounts<P>(std::make_integer_sequence<int, P::kOutputs>{});
+inline constexpr auto
+    kOutChunkCounts = outChunkCounts<P>(std::make_integer_sequence<int, P::kOutputs>{});
 // The outputs with a tensor of their own (the chunks of a packed gradient come last; a Passed
 // output's outResult is the earlier program's result it returns).
 template <class P> constexpr int ownResults() {

@@ -474,7 +474,7 @@ template <typename T, int N> FG_HD void uniforms(const RngKey& key, int stream, 
   }
 }
 
-// One call of a program: its tensors as contiguous [rows, D] views (fusegen_torch.h).
+// One call of a program: its tensors as contiguous [rows, D] views (fusegen_run.h).
 template <int NI, int NO, int NA> struct Args {
   static constexpr int kInputs = NI, kOutputs = NO, kAttrs = NA;
   DType dtype;

@@ -31,6 +31,8 @@ SPEC = _support.OpInfo(
     schema="scaled_masked_softmax(Tensor x, Tensor mask, *, float scale=1.) -> (Tensor, Tensor, Tensor)",
     backward_schema="scaled_masked_softmax_backward(Tensor _grad_y, Tensor x, Tensor mask, Tensor _saved_m, Tensor _saved_stat1, float scale, bool[2] output_mask) -> (Tensor, Tensor)",
     dims=["S", ],
+    save_inputs=[True, True, ],
+    passthrough=[-1, -1, ],
 )
 
 
@@ -215,6 +217,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -29,6 +29,8 @@ SPEC = _support.OpInfo(
     saved_totals=["total0", ],
     schema="swiglu_fp8(Tensor gate, Tensor up, Tensor scale) -> (Tensor, Tensor, Tensor)",
     backward_schema="swiglu_fp8_backward(Tensor gate, Tensor up, Tensor scale, Tensor _saved_total0, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
+    save_inputs=[False, False, False, ],
+    passthrough=[-1, -1, -1, ],
 )
 
 
@@ -135,6 +137,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=0)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

@@ -31,6 +31,8 @@ SPEC = _support.OpInfo(
     column=True,
     rolls=["shift", ],
     dims=["C", ],
+    save_inputs=[True, True, ],
+    passthrough=[-1, -1, ],
 )
 
 
@@ -194,6 +196,7 @@ def _backward_backward(ctx, *_gg):
 
 
 _support.register_backward_autograd(SPEC, _backward_setup_context, _backward_backward)
+_support.register_forward_autograd(SPEC, n_attrs=1)  # (a stable ABI build: C++ has none)
 
 _support.register_vmap(SPEC)  # batching rules of both ops for torch.vmap (jacrev, vmap(vjp))
 _support.register_sharding(SPEC)  # sharding rules of both ops for DTensor

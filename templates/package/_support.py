@@ -1,6 +1,6 @@
 """Shared Python runtime of the generated ops: op metadata (OpInfo), the fake (meta)
 implementations used by torch.compile and opcheck, and the argument checks they share
-with the C++ glue (templates/runtime/fusegen_torch.h) -- same rules, same messages, so a
+with the C++ glue (templates/runtime/fusegen_run.h) -- same rules, same messages, so a
 mistake is reported the same way in eager mode and while tracing -- the batching rules
 of torch.vmap (register_vmap) and the sharding rules of DTensor (register_sharding)."""
 import dataclasses
@@ -141,6 +141,11 @@ class OpInfo:
     rolls: Optional[List[str]] = None
     dims: List[str] = dataclasses.field(default_factory=list)  # named leading dims, outermost first
     random: int = 0  # random streams drawn (rand, dropout): a generator argument, rng state
+    # Autograd (register_forward_autograd, a stable ABI build): per input, whether the backward
+    # reads it (else a placeholder of its shape is saved), and the differentiable output whose
+    # incoming gradient is its gradient unchanged (-1: none).
+    save_inputs: List[bool] = dataclasses.field(default_factory=list)
+    passthrough: List[int] = dataclasses.field(default_factory=list)
 
     @property
     def qualname(self) -> str:
@@ -177,7 +182,7 @@ def random_typed(a: Arg, shape: Sequence[int], D: int, device="cpu", generator=N
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype the kernels compute in and store the saved statistics in (computeType in
-    fusegen_torch.h): float32 for the half types."""
+    fusegen_run.h): float32 for the half types."""
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
@@ -643,6 +648,118 @@ def register_backward_autograd(spec: OpInfo, setup_context, backward) -> None:
 
     lib = torch.library.Library(NAMESPACE, "IMPL")
     lib.impl(spec.name + "_backward", kernel, "Autograd")
+    _autograd_libs.append(lib)  # a Library unregisters its kernels when collected
+
+
+# ---- the autograd kernel of <op> in a stable ABI build ----------------------------------
+# The ATen glue registers each op's Autograd kernel in C++ (fusegen_autograd.cpp); the LibTorch
+# stable ABI has no C++ autograd, so a stable build's package registers the same node here: it
+# saves the inputs (a placeholder of its shape where the backward does not read one), the
+# statistics the forward returns after its outputs and the attrs, and its backward calls
+# <op>_backward (through that op's own autograd kernel when create_graph: second derivatives).
+
+
+def stable_abi() -> bool:
+    """Whether the package's library was built on the LibTorch stable ABI glue."""
+    try:
+        from . import _build_info
+    except ImportError:  # not built
+        return False
+    return bool(getattr(_build_info, "STABLE_ABI", False))
+
+
+def _under_transform(t: torch.Tensor) -> bool:
+    """A tensor of a torch.func transform, functionalization or a Python subclass, or any
+    tensor while a torch.func transform runs (fusegen_autograd.cpp's wrapped())."""
+    return (torch._C._functorch.get_interpreter_stack() is not None
+            or torch._C._functorch.is_functorch_wrapped_tensor(t)
+            or torch._is_functional_tensor(t) or type(t) is not torch.Tensor)
+
+
+def register_forward_autograd(spec: OpInfo, n_attrs: int) -> None:
+    """Registers the Autograd kernel of <ns>::<op> in a stable ABI build (the ATen glue has it
+    in C++). No-op otherwise."""
+    if not stable_abi():
+        return
+    op = getattr(op_namespace(), spec.name).default
+    backward_op = getattr(op_namespace(), spec.name + "_backward").default
+    n_in, n_out = len(spec.inputs), len(spec.outputs)
+    # (An op writing only FP8 and statistics records no history; its kernel still refuses
+    # forward-mode AD, as the C++ one does.)
+    differentiable = [o.differentiable for o in spec.outputs]
+
+    # The dispatcher hands a Python kernel the keyword-only arguments (the attrs) as keywords,
+    # leaving out those at their defaults; the Function takes them all in schema order.
+    names = [a.name for a in op._schema.arguments]
+    keyword = {a.name for a in op._schema.arguments if a.kwarg_only}
+
+    def forward(*args):
+        positional = [v for n, v in zip(names, args) if n not in keyword]
+        keywords = {n: v for n, v in zip(names, args) if n in keyword}
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*positional, **keywords)
+
+    def setup_context(ctx, inputs, output):
+        outs = output if isinstance(output, tuple) else (output,)
+        saved = [t if spec.save_inputs[k] or _under_transform(t)
+                 else t.new_zeros(()).expand(t.shape)  # (a placeholder of its shape)
+                 for k, t in enumerate(inputs[:n_in])]
+        ctx.save_for_backward(*saved, *outs[n_out:])
+        ctx.attrs = inputs[n_in:n_in + n_attrs]  # (not the generator)
+        ctx.mark_non_differentiable(*[o for o, d in zip(outs, differentiable) if not d],
+                                    *outs[n_out:])
+
+    def backward(ctx, *grads):
+        grads = [g for g, d in zip(grads, differentiable) if d]  # (zeros where unused)
+        result, mask = [None] * n_in, []
+        for k in range(n_in):
+            same = spec.passthrough[k]
+            if same >= 0 and not _under_transform(grads[same]):  # its gradient unchanged
+                result[k] = grads[same] if ctx.needs_input_grad[k] else None
+                mask.append(False)
+            else:
+                mask.append(bool(ctx.needs_input_grad[k]))
+        if any(mask):
+            out = backward_op(*grads, *ctx.saved_tensors, *ctx.attrs, mask)
+            out = out if isinstance(out, (tuple, list)) else (out,)
+            for k in range(n_in):
+                if mask[k]:
+                    result[k] = out[k]
+        return (*result, *([None] * (len(ctx.needs_input_grad) - n_in)))
+
+    def jvp(ctx, *tangents):
+        raise RuntimeError(
+            f"{spec.qualname}: forward-mode AD (torch.func.jvp, jacfwd, torch.autograd.forward_ad) "
+            "is not supported; use reverse mode (torch.func.vjp, jacrev, torch.autograd.grad)")
+
+    function = type(f"{spec.name}_Function", (torch.autograd.Function,), {
+        "forward": staticmethod(forward),
+        "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward),
+        "jvp": staticmethod(jvp),
+        "generate_vmap_rule": True,  # vmap of forward is the op's own rule (register_vmap)
+    })
+
+    # autograd.Function.apply hands a call under a torch.func transform to functorch, which
+    # cannot take it from inside a dispatcher kernel: the kernel records the node as the C++
+    # one does (torch._C._FunctionBase.apply, a single-level function), on the tensors of the
+    # transform's level.
+    from torch._functorch.utils import enable_single_level_autograd_function
+    apply = super(torch.autograd.Function, function).apply
+
+    def kernel(*args, **kwargs):
+        if not torch.is_grad_enabled() and torch._C._functorch.get_interpreter_stack() is None:
+            with torch._C._AutoDispatchBelowAutograd():  # (no_grad, inference: the op alone)
+                return op(*args, **kwargs)
+        args, kwargs = torch._library.utils.fill_defaults(op._schema, args, kwargs)
+        args = (*args, *(kwargs[n] for n in names[len(args):]))
+        if torch._C._functorch.get_interpreter_stack() is not None:
+            with enable_single_level_autograd_function():
+                return apply(*args)
+        return apply(*args)
+
+    lib = torch.library.Library(NAMESPACE, "IMPL")
+    lib.impl(spec.name, kernel, "Autograd")
     _autograd_libs.append(lib)  # a Library unregisters its kernels when collected
 
 

@@ -1,5 +1,6 @@
 """Tests of the package as a whole: it refuses to load under a torch other than the one it
-was built for, with a message that says what to do."""
+was built for (a build on the LibTorch stable ABI: under an older torch or another major
+version), with a message that says why and what to do."""
 import subprocess
 import sys
 
@@ -24,6 +25,46 @@ def test_refuses_another_torch_version():
     assert f"{PACKAGE} was built for torch" in result.stderr
     assert "but torch 0.0.1+other" in result.stderr
     assert "fusegen --build --install" in result.stderr
+
+
+def _built():
+    from . import _build_info
+
+    return _build_info
+
+
+def _later(version: str, minor: int = 1) -> str:
+    major, rest = version.split(".", 1)
+    return f"{major}.{int(rest.split('.')[0]) + minor}.0"
+
+
+def test_a_later_torch_loads_a_stable_build_only():
+    """A stable ABI build loads under a later torch of the same major version; an ATen build
+    refuses it and says what ties it to its torch (the ops that cannot be stable, or the
+    torch it was built with)."""
+    built = _built()
+    later = _later(built.TORCH_VERSION)
+    result = _import_with_torch_version(later)
+    if built.STABLE_ABI:
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode != 0
+        assert f"but torch {later}" in result.stderr
+        assert "it is tied to that torch: " + built.NOT_STABLE_WHY in result.stderr
+        for op in built.NOT_STABLE_OPS:
+            assert f"; {op} " in result.stderr
+
+
+def test_a_stable_build_refuses_an_older_or_another_major_torch():
+    built = _built()
+    if not built.STABLE_ABI:
+        return  # (test_refuses_another_torch_version)
+    major, minor = (int(x) for x in built.TORCH_VERSION.split(".")[:2])
+    for other in ([f"{major}.{minor - 1}.0"] if minor else []) + [f"{major + 1}.0.0"]:
+        result = _import_with_torch_version(other)
+        assert result.returncode != 0, other
+        assert f"but torch {other}" in result.stderr
+        assert "built on the LibTorch stable ABI, which loads under torch" in result.stderr
 
 
 # ---- the random numbers of rand() and dropout() (_support.uniform, which the

@@ -1,5 +1,5 @@
 // fusegen CPU plan: runs every program (fusegen_program.h), whatever its P::kPlan, with
-// at::parallel_for over fixed chunks of rows: per row rowPre, the reduction stages (compensated
+// parallelFor over fixed chunks of rows: per row rowPre, the reduction stages (compensated
 // sums in interleaved lanes), then elem per element and rowOut. [D] and [] sums are
 // accumulated per chunk in fp32/fp64 and the chunks added in order, so results do not depend
 // on the thread count.
@@ -8,11 +8,7 @@
 #include "fusegen_program.h"
 #include "fusegen_runtime.h"
 
-#include <ATen/Parallel.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Float8_e4m3fn.h>
-#include <c10/util/Float8_e5m2.h>
-#include <c10/util/Half.h>
+#include "fusegen_cpu_torch.h" // (the half and FP8 types, parallelFor)
 
 #include <algorithm>
 #include <stdexcept>
@@ -348,7 +344,7 @@ template <class P, typename S> void runTyped(const typename P::Args& a) {
       }
       first = 1;
     }
-  at::parallel_for(first, chunks, 1, [&](int64_t j0, int64_t j1) {
+  parallelFor(first, chunks, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j)
       runner.rows(j * rowsPerChunk, std::min(a.rows, (j + 1) * rowsPerChunk),
                   partials.data() + static_cast<size_t>(j) * std::max(colSums, 1) * a.D,

@@ -1,8 +1,10 @@
-// fusegen glue: registers every generated op from its description (fusegen_glue.h). One shared
-// translation unit compiled once per toolchain, so the ops' registration files stay free of
-// torch's headers. Each plan is a boxed kernel: it reads the dispatcher's stack by the values'
-// types (tensors, float/int/bool attrs, the backward's bool[] output_mask), runs the plan
-// (fusegen_torch.h) and pushes the results.
+// fusegen glue, ATen: registers every generated op from its description (fusegen_glue.h) with
+// torch::Library. One shared translation unit compiled once per toolchain, so the ops'
+// registration files stay free of torch's headers. Each plan is a boxed kernel: it reads the
+// dispatcher's stack by the values' types (tensors, float/int/bool attrs, the generator, the
+// backward's bool[] output_mask), runs the plan (fusegen_run.h over fusegen_torch.h's ATen
+// backend) and pushes the results. The build uses it where the stable glue
+// (fusegen_glue_stable.cpp) cannot serve: torch < 2.10, or an op that draws random numbers.
 #include "fusegen_glue.h"
 
 #include "fusegen_autograd.h"
@@ -11,6 +13,7 @@
 #include <torch/library.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace fg::glue {
@@ -23,13 +26,13 @@ public:
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     const size_t n = op.schema().arguments().size();
     auto args = torch::jit::last(*stack, n);
-    c10::SmallVector<const at::Tensor*, 16> tensors;
-    c10::SmallVector<double, 8> attrs;
-    c10::SmallVector<bool, 8> need;
-    std::optional<at::Generator> generator;
+    std::vector<const at::Tensor*> tensors;
+    std::vector<double> attrs;
+    std::vector<bool> need;
+    Aten backend;
     for (const c10::IValue& v : args) {
       if (v.isGenerator())
-        generator = v.toGenerator();
+        backend.generator = v.toGenerator();
       else if (v.isNone()) // generator=None: the device's default generator
         continue;
       else if (v.isTensor())
@@ -46,35 +49,7 @@ public:
       else
         TORCH_CHECK(false, plan_.op, ": unexpected argument of type ", v.tagKind());
     }
-    if (need.empty()) need.assign(plan_.nResults, true);
-    TORCH_INTERNAL_ASSERT(static_cast<int>(need.size()) == plan_.nResults);
-    static const at::Tensor kNone; // a Random input's: the plan draws it
-    // The programs run before this one (reductions over the rows), whose results follow the
-    // schema's tensors.
-    const size_t schemaTensors = tensors.size();
-    std::vector<at::Tensor> earlier;
-    auto tensorArgs = [&](const PlanInfo& plan) {
-      std::vector<TensorArg> out;
-      out.reserve(plan.nTensors);
-      for (int k = 0; k < plan.nTensors; ++k) {
-        const TensorInfo& t = plan.tensors[k];
-        const at::Tensor& tensor = t.position < 0 ? kNone
-                                   : static_cast<size_t>(t.position) < schemaTensors
-                                       ? *tensors.at(t.position)
-                                       : earlier.at(t.position - schemaTensors);
-        out.push_back(TensorArg{t.name, tensor, t.bcast, t.elem, t.read, t.dims, t.chunks});
-      }
-      return out;
-    };
-    for (int q = 0; q < plan_.nBefore; ++q) {
-      const PlanInfo& before = plan_.before[q];
-      const c10::SmallVector<bool, 8> all(before.nResults, true);
-      for (at::Tensor& t : runPlan(before, tensorArgs(before), attrs, all, std::nullopt, nullptr))
-        earlier.push_back(std::move(t));
-    }
-    const at::Tensor* rngState = plan_.rngTensor >= 0 ? tensors.at(plan_.rngTensor) : nullptr;
-    std::vector<at::Tensor> results =
-        runPlan(plan_, tensorArgs(plan_), attrs, need, generator, rngState, earlier);
+    std::vector<at::Tensor> results = runOp(backend, plan_, tensors, attrs, std::move(need));
     torch::jit::drop(*stack, n);
     for (at::Tensor& t : results)
       stack->emplace_back(std::move(t));
@@ -90,7 +65,7 @@ torch::CppFunction planKernel(const PlanInfo& plan) {
 
 } // namespace
 
-void registerOp(const OpInfo& op) {
+void registerOp(const OpInfo& op, const StableKernels&) {
   // Kept until the library is unloaded, as TORCH_LIBRARY's static objects would be; filled
   // from the registration files' static initializers, which run one at a time.
   static std::vector<std::unique_ptr<torch::Library>> libraries;

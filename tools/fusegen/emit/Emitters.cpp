@@ -845,18 +845,27 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("random", random);
   d.set("random_cpp", random ? "true" : "false");
   d.set("random_streams", std::to_string(op.plan.randomStreams));
+  // Whether the op can be built on the LibTorch stable ABI glue (fusegen_glue_stable.cpp), and
+  // why not: `fusegen --build` reads it from <op>/<op>_build.yaml and the package records it.
+  d.set("stable_abi", random ? "false" : "true");
+  d.set("stable_abi_blocker",
+        random ? "draws random numbers: its seed and offset come from torch's generator, "
+                 "which the LibTorch stable ABI does not reach"
+               : "");
   int rngTensor = -1, position = 0;
   for (const plan::Arg& a : bwd.params) {
     if (a.role == plan::Role::RngState) rngTensor = position;
     position += a.isTensor();
   }
   d.set("backward_rng_tensor", std::to_string(rngTensor));
-  std::vector<std::string> saveInputs, passthrough;
+  std::vector<std::string> saveInputs, saveInputsPy, passthrough;
   for (size_t k = 0; k < inputs.size(); ++k) {
     saveInputs.push_back(op.plan.saveInputs[k] ? "true" : "false");
+    saveInputsPy.push_back(op.plan.saveInputs[k] ? "True" : "False");
     passthrough.push_back(std::to_string(op.plan.passthrough[k]));
   }
   d.set("save_inputs", stringItems(saveInputs));
+  d.set("save_inputs_py", stringItems(saveInputsPy));
   d.set("passthrough", stringItems(passthrough));
   std::vector<std::string> differentiable;
   for (const plan::Arg* o : outputs)
@@ -948,6 +957,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   files.push_back({dir + "__init__.py", templates.render("op/op_init.py.mustache", d)});
   files.push_back({dir + "test_" + name + ".py", templates.render("op/test_op.py.mustache", d)});
   files.push_back({dir + "bench_" + name + ".py", templates.render("op/bench_op.py.mustache", d)});
+  files.push_back({dir + name + "_build.yaml", templates.render("op/op_build.yaml.mustache", d)});
   return files;
 }
 
@@ -978,8 +988,9 @@ std::vector<GeneratedFile> emitPackage(const std::vector<std::string>& opNames,
   for (const char* header :
        {"fusegen_runtime.h", "fusegen_program.h", "fusegen_cpu.h", "fusegen_cuda.cuh",
         "fusegen_row_cuda.cuh", "fusegen_group_cuda.cuh", "fusegen_row_geometry.h",
-        "fusegen_plans.cuh", "fusegen_torch.h", "fusegen_autograd.h", "fusegen_autograd.cpp",
-        "fusegen_glue.h", "fusegen_glue.cpp"})
+        "fusegen_plans.cuh", "fusegen_cpu_torch.h", "fusegen_run.h", "fusegen_torch.h",
+        "fusegen_torch_stable.h", "fusegen_autograd.h", "fusegen_autograd.cpp", "fusegen_glue.h",
+        "fusegen_glue.cpp", "fusegen_glue_stable.cpp"})
     files.push_back({std::string("runtime/") + header,
                      "// " + stamp + templates.read(std::string("runtime/") + header)});
   for (const char* module :
