@@ -694,6 +694,16 @@ class Generator:
             return None
         i = self.inf(a)
         k = self.rng.random()
+        if 0.3 <= k < 0.4 and i.cd + 2 <= self.max_cd:
+            # a variance, colmean(square(a - colmean(a))): fusegen runs it in the pass of its
+            # mean (plan/ColumnPasses.h, Welford and Chan's merge)
+            m = self.special(call("colmean", a), Info(COL, i.lo, i.hi, i.rd, cd=i.cd + 1))
+            sq = self.unary_of("square", self.mk(("sub", 2), [a, m])) if m is not None else None
+            if sq is not None:
+                v = self.special(call("colmean", sq), Info(COL, 0.0, (i.hi - i.lo) ** 2, i.rd,
+                                                          cd=i.cd + 2))
+                if v is not None:
+                    return v
         if k < 0.3:
             n = call("colsum", a)
             lo, hi = ROWS_MAX * min(i.lo, 0.0), ROWS_MAX * max(i.hi, 0.0)
