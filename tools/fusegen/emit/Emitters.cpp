@@ -412,7 +412,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
                               : o.kind == plan::OutKind::ColSum            ? " [D] (sum over rows)"
                               : o.kind == plan::OutKind::ColM2
                                   ? " [D] (sum over rows of squared deviations from the mean)"
-                              : o.kind == plan::OutKind::Scalar            ? " [] (finish)"
+                              : o.kind == plan::OutKind::Scalar ? " [] (finish)"
                                                                 : " [] (over all rows)") +
                              (o.type == spec::OutputType::Dtype
                                   ? ""
