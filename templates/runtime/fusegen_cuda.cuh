@@ -577,19 +577,6 @@ __global__ void __launch_bounds__(32 * kFinalizeRows)
   }
 }
 
-// `elem`: the output's elements, the dtype's or the compute type's (Elem::Compute).
-template <typename S>
-void launchFinalizeCol(const compute_t<S>* partials, int chunks, int64_t D, void* out, Elem elem,
-                       cudaStream_t stream) {
-  const int64_t blocks = (D + 31) / 32;
-  const dim3 grid(static_cast<unsigned>(blocks > 65535 ? 65535 : blocks < 1 ? 1 : blocks));
-  if (elem == Elem::Compute)
-    finalizeCol<S, compute_t<S>><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(
-        partials, chunks, D, static_cast<compute_t<S>*>(out));
-  else
-    finalizeCol<S, S><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(partials, chunks, D,
-                                                                     static_cast<S*>(out));
-}
 
 // A ColM2 output from its chunks' partial means (of the values less the shift) and sums of
 // squared deviations (`partials`: [chunks][D] of means, then [chunks][D] of sums), merged in a
@@ -642,17 +629,26 @@ __global__ void __launch_bounds__(32 * kFinalizeRows)
   }
 }
 
+// A [D] output from its chunks' partials: their sums (finalizeCol), or, given how the rows fell
+// to the chunks, a ColM2 output's merge (finalizeM2). `elem`: the output's elements, the
+// dtype's or the compute type's (Elem::Compute).
 template <typename S>
-void launchFinalizeM2(const compute_t<S>* partials, int chunks, int64_t D, RowSplit split,
-                      void* out, Elem elem, cudaStream_t stream) {
+void launchFinalizeCol(const compute_t<S>* partials, int chunks, int64_t D, void* out, Elem elem,
+                       cudaStream_t stream, const RowSplit* m2Split = nullptr) {
   const int64_t blocks = (D + 31) / 32;
   const dim3 grid(static_cast<unsigned>(blocks > 65535 ? 65535 : blocks < 1 ? 1 : blocks));
+  auto launch = [&](auto* o) {
+    using O = std::remove_pointer_t<decltype(o)>;
+    if (m2Split)
+      finalizeM2<S, O><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(partials, chunks, D,
+                                                                      *m2Split, o);
+    else
+      finalizeCol<S, O><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(partials, chunks, D, o);
+  };
   if (elem == Elem::Compute)
-    finalizeM2<S, compute_t<S>><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(
-        partials, chunks, D, split, static_cast<compute_t<S>*>(out));
+    launch(static_cast<compute_t<S>*>(out));
   else
-    finalizeM2<S, S><<<grid, dim3(32, kFinalizeRows), 0, stream>>>(partials, chunks, D, split,
-                                                                   static_cast<S*>(out));
+    launch(static_cast<S*>(out));
 }
 
 // Row 0 of `partials` ([chunks][D]) becomes the sum of all chunks, column by column, in
@@ -849,11 +845,10 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
       if (P::outKind(m) == OutKind::Full || !a.need[m])
         continue;
       compute_t<S>* p = partials + static_cast<int64_t>(sumSlot<P>(m)) * g.grid.y * a.D;
-      if (P::outKind(m) == OutKind::ColSum) {
-        launchFinalizeCol<S>(p, static_cast<int>(g.grid.y), a.D, a.out[m], P::outElem(m), stream);
-      } else if (P::outKind(m) == OutKind::ColM2) {
-        launchFinalizeM2<S>(p, static_cast<int>(g.grid.y), a.D,
-                            rowSplit(a.rows, g.grid.y, g.block.y), a.out[m], P::outElem(m), stream);
+      if (P::outKind(m) == OutKind::ColSum || P::outKind(m) == OutKind::ColM2) {
+        const RowSplit split = rowSplit(a.rows, g.grid.y, g.block.y);
+        launchFinalizeCol<S>(p, static_cast<int>(g.grid.y), a.D, a.out[m], P::outElem(m), stream,
+                             P::outKind(m) == OutKind::ColM2 ? &split : nullptr);
       } else { // two stages: the chunks of each column (in place), then one block over D
         sumChunksInPlace<compute_t<S>><<<columnBlocks(a.D), kThreads, 0, stream>>>(
             p, static_cast<int>(g.grid.y), a.D);

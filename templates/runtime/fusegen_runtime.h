@@ -246,7 +246,7 @@ template <typename T> FG_HD T loadTyped(Elem e, const void* p, int64_t i) {
 
 // Bytes per element of an integer or bool input, or of an output of its own type; T: the
 // compute type (Elem::Compute's).
-template <typename T = float> FG_HD constexpr int elemBytes(Elem e) {
+template <typename T> FG_HD constexpr int elemBytes(Elem e) {
   return e == Elem::Compute ? static_cast<int>(sizeof(T))
          : e == Elem::Int64 ? 8
          : e == Elem::Int32 || e == Elem::Float32 ? 4
