@@ -9,11 +9,8 @@
 set -euo pipefail
 fusegen=$(realpath "$1")
 version=${FUSEGEN_OTHER_TORCH:-2.9.1}
-venv=build-torch/venv-$version
-if ! "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$version'); import wheel" 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$version" pytest numpy ninja expecttest wheel setuptools
-fi
+source "$(dirname "$0")/torch_venv.sh"
+torch_venv "$version"
 out=build-torch/ops-$version
 rm -rf "$out"
 "$fusegen" specs/{bias_gelu,rmsnorm,rope,batchnorm_train,bias_dropout_add,cross_entropy}.yaml -o "$out" >/dev/null

@@ -11,11 +11,8 @@
 set -euo pipefail
 fusegen=$(realpath "$1")
 version=${FUSEGEN_STABLE_TORCH:-2.10.0}
-venv=build-torch/venv-$version
-if ! "$venv/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$version'); import wheel" 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$version" pytest numpy ninja expecttest wheel setuptools
-fi
+source "$(dirname "$0")/torch_venv.sh"
+torch_venv "$version"
 later=$(python3 -c "import torch; print(torch.__version__)")
 if [ "$(python3 -c "import torch; print(torch.__version__.split('+')[0])")" = "$version" ]; then
   echo "stable_abi: this machine's torch is $later, not later than $version: nothing to check" >&2
