@@ -11,9 +11,12 @@ and k and writes both (the tables are read once: 2 x S x D x 2 bytes each); the 
 the output gradients and writes the input gradients. Writes bench.json and bench.md to --out.
 
     python3 bench/rope.py --out bench/results/DIR [--shapes 8x4096x32x8x128]
+        [--baseline PKG]   # also the rope of another fusegen package (an A/B in one run)
+        [--no-peers]       # fusegen alone (no Liger, compile, eager)
 """
 import argparse
 import datetime
+import importlib
 import json
 import os
 
@@ -35,10 +38,12 @@ def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):  # transformers' form
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
-def fusegen_qk(q, k, cos, sin):
-    """q, k as [B, H, S, D] views of [B, S, H, D] memory; cos, sin [1, S, D]."""
-    c, s = cos[0], sin[0]
-    return rope(q.transpose(1, 2), c, s).transpose(1, 2), rope(k.transpose(1, 2), c, s).transpose(1, 2)
+def fusegen_qk(op):
+    def qk(q, k, cos, sin):
+        """q, k as [B, H, S, D] views of [B, S, H, D] memory; cos, sin [1, S, D]."""
+        c, s = cos[0], sin[0]
+        return op(q.transpose(1, 2), c, s).transpose(1, 2), op(k.transpose(1, 2), c, s).transpose(1, 2)
+    return qk
 
 
 def main():
@@ -46,14 +51,24 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", default="8x4096x32x8x128",
                    help="B x S x query heads x key heads x head dim, comma-separated")
+    p.add_argument("--baseline", default=None,
+                   help="a fusegen package (--package) with rope built from other sources: its "
+                        "op runs beside this one as 'fusegen (PKG)'")
+    p.add_argument("--no-peers", action="store_true", help="fusegen alone (and eager)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
-    impls = {"fusegen": fusegen_qk, "torch.compile": torch.compile(apply_rotary_pos_emb),
-             "eager": apply_rotary_pos_emb}
+    impls = {"fusegen": fusegen_qk(rope)}
+    if args.baseline:
+        impls[f"fusegen ({args.baseline})"] = fusegen_qk(
+            importlib.import_module(args.baseline + ".rope").rope)
+    if not args.no_peers:
+        impls["torch.compile"] = torch.compile(apply_rotary_pos_emb)
+    impls["eager"] = apply_rotary_pos_emb
     try:
-        from liger_kernel.ops.rope import LigerRopeFunction
-        impls["liger"] = lambda q, k, cos, sin: LigerRopeFunction.apply(q, k, cos, sin)
+        if not args.no_peers:
+            from liger_kernel.ops.rope import LigerRopeFunction
+            impls["liger"] = lambda q, k, cos, sin: LigerRopeFunction.apply(q, k, cos, sin)
     except ImportError as e:
         print(f"liger-kernel not importable ({e}); left out", flush=True)
     rows_out = []

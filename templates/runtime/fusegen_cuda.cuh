@@ -75,9 +75,22 @@ __device__ __forceinline__ Vec<S, V> loadVecReadOnly(const void* base, I index) 
   return x;
 }
 
+// A store of a vector, a 128-bit one as one instruction: written in C++, nvcc split it into 16-
+// or 32-bit stores wherever it could not prove the address 16-byte aligned (the groups plan's
+// vector of the second half of a row, at column c + D / 2: 4 or 8 store instructions for 3 of
+// RoPE's 4 vectors per thread and iteration; nvcc -ptx). Every caller's vector is aligned (the
+// plans' alignment checks).
 template <typename S, int V, typename I>
 __device__ __forceinline__ void storeVec(void* base, I index, const Vec<S, V>& x) {
-  reinterpret_cast<Vec<S, V>*>(static_cast<S*>(base) + index)[0] = x;
+  if constexpr (sizeof(Vec<S, V>) == sizeof(uint4)) {
+    uint4 w;
+    memcpy(&w, &x, sizeof(w));
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(static_cast<S*>(base) + index),
+                 "r"(w.x), "r"(w.y), "r"(w.z), "r"(w.w)
+                 : "memory");
+  } else {
+    reinterpret_cast<Vec<S, V>*>(static_cast<S*>(base) + index)[0] = x;
+  }
 }
 
 // ---- outputs of their own type (Elem::Float32, Float8E4M3, Float8E5M2) ----

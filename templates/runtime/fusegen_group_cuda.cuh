@@ -61,36 +61,73 @@ template <class P> constexpr bool pairedHalves() {
   return false;
 }
 
+// Output m is among the outputs of mask NEED (bits; outputs past the 32nd count as in any mask:
+// a variant for fewer outputs then still computes them, and the call's flags decide).
+template <unsigned NEED> FG_HD constexpr bool inNeed(int m) {
+  return m >= 32 || ((NEED >> m) & 1u) != 0;
+}
+
+// The outputs of the op's full shape (not summed over the leading dims an input omits): the
+// gradients of the [..., D] inputs, which a backward is nearly always asked for, where the
+// tables' (RoPE's cos and sin) are asked for only when they require gradients, which
+// precomputed tables do not. A call needing no other output runs a variant compiled for these
+// alone (groupRun): the loads and arithmetic only the others need are gone at compile time, and
+// with them their registers (RoPE's backward: 4 vectors per row and 1 row ahead, else 2 and 2).
+template <class P> constexpr unsigned fullShapeOutputs() {
+  unsigned mask = 0;
+  for (int m = 0; m < P::kOutputs && m < 32; ++m)
+    mask |= P::outKeep(m) == kAllDims ? 1u << m : 0u;
+  return mask;
+}
+
+// Whether input k is read in a variant for the outputs of NEED: an output there reads it, or a
+// moved input taken from its registers (P::inSource) is read.
+template <class P, unsigned NEED> constexpr bool readFor(int k) {
+  bool read = false;
+  for (int m = 0; m < P::kOutputs; ++m)
+    read = read || (inNeed<NEED>(m) && (m >= 32 || ((P::inReaders(k) >> m) & 1u) != 0));
+  for (int j = 0; j < P::kInputs; ++j)
+    read = read || (pairedHalves<P>() && P::inSource(j) == k && readFor<P, NEED>(j));
+  return read;
+}
+
 // The vectors a thread loads per row: one per half (pairedHalves) of each element input read
-// at its own row (a moved one with its source in registers takes none).
-template <class P> constexpr int vectorsPerRow() {
+// at its own row (a moved one with its source in registers takes none) that the variant reads.
+template <class P, unsigned NEED> constexpr int vectorsPerRow() {
   int n = 0;
   for (int k = 0; k < P::kInputs; ++k)
     n += P::inBcast(k) == Bcast::Full && !mappedInput<P>(k) &&
-         !(pairedHalves<P>() && P::inSource(k) >= 0);
+         !(pairedHalves<P>() && P::inSource(k) >= 0) && readFor<P, NEED>(k);
   return n * (pairedHalves<P>() ? 2 : 1);
 }
 
 // Rows of a group a thread loads ahead per iteration: about 4 vectors in flight. (H100, bf16,
 // RoPE of q and k at 8 x 4096 x {32, 8} x 128: the forwards' 2 vectors per row ran in 0.254 ms
 // with 2 rows ahead and 0.277 with 1; the backwards' 4 in about 0.300 ms with 1 and 0.392
-// with 2, forward+backward less forward.)
-template <class P> constexpr int groupRowsAhead() {
-  return vectorsPerRow<P>() <= 2 ? 2 : 1;
+// with 2, forward+backward less forward. The backward's variant for x's gradient alone loads 2
+// and runs 2 ahead: 264 us of kernel time for q and k, the forwards 245; torch.profiler.)
+template <class P, unsigned NEED> constexpr int groupRowsAhead() {
+  return vectorsPerRow<P, NEED>() <= 2 ? 2 : 1;
 }
 
-template <class P, typename S, int V, class U>
+// NEED: the outputs this variant can write (groupRun); the call's flags choose among them.
+template <class P, typename S, int V, unsigned NEED, class U>
 __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, int64_t groups) {
   using T = compute_t<S>;
   constexpr int NI = atLeastOne<P::kInputs>(), NO = atLeastOne<P::kOutputs>();
   constexpr int H = pairedHalves<P>() ? 2 : 1; // vectors per thread and row: c, c + D/2
-  constexpr int R = groupRowsAhead<P>();
+  constexpr int R = groupRowsAhead<P, NEED>();
   const PointwiseSetup<P, S, U> setup(a);
   // The inputs a needed output reads (P::inReaders). (Loops over inputs, outputs, lanes and
   // rows go through staticFor: their arrays then stay in registers.)
   const unsigned needed = neededOutputs<P>(a);
   bool load[NI];
-  staticFor<P::kInputs>([&](auto k) { load[k] = (P::inReaders(k) & needed) != 0; });
+  staticFor<P::kInputs>([&](auto k) {
+    if constexpr (readFor<P, NEED>(k))
+      load[k] = (P::inReaders(k) & needed) != 0;
+    else
+      load[k] = false;
+  });
   // A moved input read from its source's registers: the source is loaded then.
   staticFor<P::kInputs>([&](auto k) {
     if constexpr (H == 2 && P::inSource(k) >= 0)
@@ -107,6 +144,11 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
     c[0] = (t - g * vecs) * V;
     if constexpr (H == 2)
       c[1] = c[0] + a.D / 2;
+    // The column index j of each vector's first element in the compute type, the same for every
+    // row of the group: one 32-bit conversion (the glue caps D at 2^24 where a program reads j),
+    // lanes added exactly. (A 64-bit conversion per element ran on the XU pipe, beside exp's.)
+    T j0[H];
+    staticFor<H>([&](auto h) { j0[h] = static_cast<T>(static_cast<int32_t>(c[h])); });
     const int64_t row0 = g * G;
     // The column vector h of input k starts at (SwapPairs exchanges lanes, below).
     auto column = [&](int k, int h) {
@@ -194,7 +236,7 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
               }
             });
             P::template elem<T, isHalf<S>(), U>(in, rv, setup.attr, setup.D,
-                                                static_cast<T>(c[h] + l), out);
+                                                j0[h] + static_cast<T>(l), out);
             staticFor<P::kOutputs>([&](auto m) {
               if constexpr (P::outElem(m) == Elem::Dtype)
                 y[m].v[l] = fromCompute<S>(out[m]);
@@ -203,7 +245,7 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
             });
           });
           staticFor<P::kOutputs>([&](auto m) {
-            if (a.need[m]) {
+            if (inNeed<NEED>(m) && a.need[m]) {
               if constexpr (P::outElem(m) == Elem::Dtype)
                 storeVec<S, V>(a.out[m], row * a.D + c[h], y[m]);
               else
@@ -216,11 +258,11 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
   }
 }
 
-template <class P, typename S, int V>
-__global__ void __launch_bounds__(kThreads, kGroupBlocksPerSm) groupProgram(const typename P::Args a, int64_t G,
-                                                         int64_t groups) {
-  withUniforms<P, compute_t<S>>(a.attr, a.D,
-                                [&](auto u) { groupBody<P, S, V, decltype(u)>(a, G, groups); });
+template <class P, typename S, int V, unsigned NEED>
+__global__ void __launch_bounds__(kThreads, kGroupBlocksPerSm)
+    groupProgram(const typename P::Args a, int64_t G, int64_t groups) {
+  withUniforms<P, compute_t<S>>(
+      a.attr, a.D, [&](auto u) { groupBody<P, S, V, NEED, decltype(u)>(a, G, groups); });
 }
 
 // Whether this call can run the groups plan: vectors of the dtype's width over every row (and
@@ -254,8 +296,16 @@ template <class P, typename S> void groupRun(const typename P::Args& a, cudaStre
   const int64_t most = static_cast<int64_t>(device.sms) * (device.threadsPerSm / kThreads) * 8;
   if (blocks > most)
     blocks = most;
-  groupProgram<P, S, V><<<static_cast<unsigned>(blocks < 1 ? 1 : blocks), kThreads, 0, stream>>>(
-      a, G, groups);
+  const unsigned grid = static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+  constexpr unsigned kFull = fullShapeOutputs<P>();
+  constexpr bool kOthers = P::kOutputs >= 32 || kFull != (1u << P::kOutputs) - 1u;
+  if constexpr (kOthers)
+    if ((neededOutputs<P>(a) & ~kFull) == 0) {
+      groupProgram<P, S, V, kFull><<<grid, kThreads, 0, stream>>>(a, G, groups);
+      check(cudaGetLastError(), "groups launch");
+      return;
+    }
+  groupProgram<P, S, V, ~0u><<<grid, kThreads, 0, stream>>>(a, G, groups);
   check(cudaGetLastError(), "groups launch");
 }
 
