@@ -297,14 +297,25 @@ template <class P, typename S, int ITEMS> constexpr int rowCachedWords() {
 }
 
 // The register budget of a variant, as threads resident per SM: 1536 (40 registers) for
-// float-computed row caches of at most 8 words, which fit without spilling (nvcc -Xptxas -v
-// on every shipped row program), else 1024 (64 registers).
-// (Total accumulators take one more register each.)
+// float-computed row caches of at most 8 words, or of a cached prefix of at most 16 words in 1
+// or 2 items (values already in the compute type, no vector unpacked beside them;
+// scaled_masked_softmax's forward takes 38 registers) of a program drawing no random numbers
+// and keeping at most 8 row values, which fit without spilling (nvcc -Xptxas -v on every
+// shipped row program: 16 words of 16-bit inputs, or in 4 items, spilled 8 to 288 bytes; a
+// prefix with Philox draws 12 to 144, with cross_entropy_mean's 20 row values 20), else 1024
+// (64 registers). (Total accumulators take one more register each.)
 template <class P, typename S, int ITEMS> constexpr int rowThreadsPerSm() {
-  return ITEMS > 0 && rowCachedWords<P, S, ITEMS>() + totalOutputs<P>() <= 8 &&
-                 sizeof(compute_t<S>) == 4
-             ? 1536
-             : 1024;
+  constexpr int words = rowCachedWords<P, S, ITEMS>() + totalOutputs<P>();
+  constexpr bool smallPrefix = rowCachesPrefix<P, S>() && ITEMS <= 2 && words <= 16 &&
+                               randomStreams<P>() == 0 && P::kRowValues <= 8;
+  return ITEMS > 0 && sizeof(compute_t<S>) == 4 && (words <= 8 || smallPrefix) ? 1536 : 1024;
+}
+
+// ... as registers per thread, for __maxnreg__: an SM's 65536 over its threads, in the multiples
+// of 8 that registers are allocated in. (__launch_bounds__(512, 3) alone let ptxas take 42 for
+// 1536 threads, which allocate as 48 and leave room for 1280.)
+template <class P, typename S, int ITEMS> constexpr int rowRegisters() {
+  return 65536 / rowThreadsPerSm<P, S, ITEMS>() / 8 * 8;
 }
 
 // Vectors a thread of a row re-read per pass loads before using the first (RowKernel's
@@ -1086,7 +1097,8 @@ template <class P> __host__ __device__ constexpr int rowSharedWords(int group, i
 // parameter memory instead of being copied to the thread's local memory.
 template <class P, typename S, int V, int ITEMS, int MAX_THREADS = kMaxGroup, bool CLUSTER = false>
 __global__ void __launch_bounds__(MAX_THREADS, (rowThreadsPerSm<P, S, ITEMS>() / MAX_THREADS))
-    rowProgram(const __grid_constant__ typename P::Args a, compute_t<S>* partials) {
+    FG_MAXNREG((rowRegisters<P, S, ITEMS>()))
+        rowProgram(const __grid_constant__ typename P::Args a, compute_t<S>* partials) {
   extern __shared__ unsigned char sharedRaw[];
   using T = compute_t<S>;
   T* shared = reinterpret_cast<T*>(sharedRaw);

@@ -22,6 +22,15 @@
 #include <stdexcept>
 #include <string>
 
+// A kernel's register cap, __maxnreg__ (nvcc 12.4 and later; earlier ones leave it to the
+// launch bounds).
+#if defined(__CUDACC_VER_MAJOR__) &&                                                               \
+    (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
+#define FG_MAXNREG(n) __maxnreg__(n)
+#else
+#define FG_MAXNREG(n)
+#endif
+
 namespace fg::cuda {
 
 inline void check(cudaError_t err, const char* what) {
