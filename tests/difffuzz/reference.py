@@ -625,6 +625,21 @@ class MonteCarlo(Exact):
                     y = torch.where(small, grid, y)
         return y
 
+    def round_centre(self, t):
+        """The centre run's (u = 0) result of an operation: rounded to the compute type, as the
+        kernels hold it, where that type's values are normal (beyond its range and among its
+        subnormals, unrounded: overflow and the subnormals' lost digits are the perturbed
+        runs' to show, fz518_41). What saturates there saturates here: float32's erf(4) is 1
+        and tanh(-9.5) -1, so the 1 + tanh(u) inside gelu_tanh is 0 where float64's is 2e-8,
+        and a comparison with 1 or 0 goes the kernels' way (difffuzz fz3002_66, fz3002_73);
+        the runs' spread is then measured from the branch the kernels take."""
+        if self.compute_dtype == torch.float64 or not t.is_floating_point():
+            return t
+        _, largest, tiny = DTYPE_INFO[self.compute_dtype]
+        a = t.abs()
+        normal = (a <= largest) & ((a >= SMALLEST_NORMAL[tiny]) | (a == 0))
+        return torch.where(normal, t.to(self.compute_dtype).double(), t)
+
     def evaluate(self, n: Node, env, builtins: bool):
         """A formula of primitives.yaml over tensors, each operation perturbed. In eval
         formulas calls are builtins; in grad rules they are primitives (their eval formulas)."""
@@ -639,7 +654,11 @@ class MonteCarlo(Exact):
             if fn is None:
                 raise KeyError(f"unknown builtin {n.name}")
             r = fn(*args)
-            return r if r.dtype == torch.bool else self.perturb(r, self.u_compute * UNITS.get(n.name, 1))
+            if r.dtype == torch.bool:
+                return r
+            if not self.u_compute:
+                return self.round_centre(r)
+            return self.perturb(r, self.u_compute * UNITS.get(n.name, 1))
         prim = _LIB[(n.name, len(args))]
         if n.name in _ORDER:
             return self.f(n.name, None, *args)  # a comparison of a rule sees this run's ties
