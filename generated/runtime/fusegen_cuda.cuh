@@ -85,6 +85,14 @@ __device__ __forceinline__ Vec<S, V> loadVecReadOnly(const void* base, I index) 
   return x;
 }
 
+// The column index j of element l of a vector whose first element is at column `first`, in the
+// compute type, as the plans pass it to a program: one 32-bit conversion (the glue caps D at
+// 2^24 where a program reads j) and an exact addition of l. (A 64-bit conversion per element is
+// an XU-pipe instruction, beside exp's: RoPE's groups plan had 16 per thread and row.)
+template <typename T> __device__ __forceinline__ T columnIndex(int64_t first, int l) {
+  return static_cast<T>(static_cast<int32_t>(first)) + static_cast<T>(l);
+}
+
 // A store of a vector, a 128-bit one as one instruction: written in C++, nvcc split it into 16-
 // or 32-bit stores wherever it could not prove the address 16-byte aligned (the groups plan's
 // vector of the second half of a row, at column c + D / 2: 4 or 8 store instructions for 3 of
@@ -431,7 +439,7 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
       for (int l = 0; l < V; ++l) {
         T in[P::kInputs], out[P::kOutputs];
         elementInputs(x0, c, nullptr, l, in);
-        setup.elem(in, static_cast<T>(c + l), out);
+        setup.elem(in, columnIndex<T>(c, l), out);
 #pragma unroll
         for (int m = 0; m < P::kOutputs; ++m)
           if (P::outKind(m) == OutKind::ColM2)
@@ -474,7 +482,7 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs], out[P::kOutputs];
           elementInputs(x, off, rnd, l, in);
-          setup.elem(in, static_cast<T>(c + l), out);
+          setup.elem(in, columnIndex<T>(c, l), out);
 #pragma unroll
           for (int m = 0; m < P::kOutputs; ++m) {
             if (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {

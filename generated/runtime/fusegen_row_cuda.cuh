@@ -457,11 +457,8 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
     return x;
   }
 
-  // The column index j of element l of vector vi, in the compute type: a 32-bit conversion
-  // (the glue caps D at 2^24 where a program reads j), an exact addition for l.
-  __device__ __forceinline__ T column(int vi, int l) const {
-    return static_cast<T>(vi * V) + static_cast<T>(l);
-  }
+  // The column index j of element l of vector vi, in the compute type (columnIndex).
+  __device__ __forceinline__ T column(int vi, int l) const { return columnIndex<T>(vi * V, l); }
 
   // The vectors of the inputs the elements at vector index vi read: the full inputs' from
   // the row cache, or from global memory where the row is re-read per pass (ITEMS == 0); the

@@ -144,11 +144,6 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
     c[0] = (t - g * vecs) * V;
     if constexpr (H == 2)
       c[1] = c[0] + a.D / 2;
-    // The column index j of each vector's first element in the compute type, the same for every
-    // row of the group: one 32-bit conversion (the glue caps D at 2^24 where a program reads j),
-    // lanes added exactly. (A 64-bit conversion per element ran on the XU pipe, beside exp's.)
-    T j0[H];
-    staticFor<H>([&](auto h) { j0[h] = static_cast<T>(static_cast<int32_t>(c[h])); });
     const int64_t row0 = g * G;
     // The column vector h of input k starts at (SwapPairs exchanges lanes, below).
     auto column = [&](int k, int h) {
@@ -236,7 +231,7 @@ __device__ __forceinline__ void groupBody(const typename P::Args& a, int64_t G, 
               }
             });
             P::template elem<T, isHalf<S>(), U>(in, rv, setup.attr, setup.D,
-                                                j0[h] + static_cast<T>(l), out);
+                                                columnIndex<T>(c[h], l), out);
             staticFor<P::kOutputs>([&](auto m) {
               if constexpr (P::outElem(m) == Elem::Dtype)
                 y[m].v[l] = fromCompute<S>(out[m]);
