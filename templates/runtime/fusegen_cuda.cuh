@@ -8,7 +8,8 @@
 //              vectors (a grid-stride loop covers what 2^31 - 1 blocks do not), scalar tail.
 //   colwise  - [D] inputs, or [D] and [] sums of element values (ColSum, Total outputs: the
 //              gradients of broadcast inputs): each thread owns V columns (its [D] values
-//              stay in registers) and walks rows, accumulating the sums in fp32/fp64; it
+//              stay in registers) and walks rows, accumulating the sums in fp32/fp64 (a
+//              pass that sums reads its rows ahead into shared memory, cp.async); it
 //              writes one partial sum per (row chunk, column), and finalize adds the
 //              partials in a fixed order, so the result is deterministic (no atomics).
 #pragma once
@@ -17,6 +18,7 @@
 #include "fusegen_runtime.h"
 
 #include <cuda_fp8.h>
+#include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -330,17 +332,16 @@ struct ColGeometry {
 // re-reading the partials cost more than the rows themselves, so it asks for 32. One that
 // does not asks for 1: 32 left bias_gelu's 512x4096 forward 32 blocks (0.023 ms against
 // 0.009 with 1).
+// blocksPerSm: the blocks one SM holds; the grid has enough block rows to fill every SM once.
 inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, const DeviceInfo& device,
-                               int64_t minRowsPerChunk) {
+                               int64_t minRowsPerChunk, int blocksPerSm) {
   int64_t groups = (D + V - 1) / V;
   int bx = 1;
   while (bx < groups && bx < kThreads)
     bx *= 2;
   int by = kThreads / bx;
   int64_t gx = (groups + bx - 1) / bx;
-  // Enough block rows to fill every SM's threads once.
-  int64_t wanted =
-      (static_cast<int64_t>(device.sms) * device.threadsPerSm / kThreads + gx - 1) / gx;
+  int64_t wanted = (static_cast<int64_t>(device.sms) * blocksPerSm + gx - 1) / gx;
   int64_t gy = (rows + by * minRowsPerChunk - 1) / (by * minRowsPerChunk);
   if (gy > wanted)
     gy = wanted;
@@ -360,6 +361,42 @@ inline ColGeometry colGeometry(int64_t rows, int64_t D, int V, const DeviceInfo&
 // draws of both) spilled and ran 12% slower.
 template <class P> constexpr int colwiseRows() {
   return randomStreams<P>() == 0 && inputsOf<P>(Bcast::Full) * 4 * 2 <= 8 ? 2 : 1;
+}
+
+// Shared memory of a colwise block that sums: its thread rows' partials, merged at the end
+// (ColM2: also their means).
+template <class P, typename S, int V> constexpr size_t colwiseSumsShared() {
+  return sizeof(compute_t<S>) * kThreads * V * (colM2Outputs<P>() > 0 ? 2 : 1);
+}
+
+// Rows of its full inputs a thread of a colwise pass that sums reads ahead into shared memory
+// (cp.async), plus the one it works on; 0: none, the rows are loaded into registers
+// (colwiseRows). The sums' accumulators take the registers (BatchNorm's statistics: a sum, a
+// running mean, a sum of squared deviations and the shift, 32 words for 8 columns), so two rows
+// in registers was all the 64-register bound left: the pass read x at half the copy's rate. The
+// slots take at most kColwiseAheadBytes a block (within the 48 KiB a launch gets without
+// opting in, with the partials'), at most kColwiseMaxStages rows; only 128-bit vectors.
+constexpr size_t kColwiseAheadBytes = 24 * 1024;
+constexpr int kColwiseMaxStages = 6;
+template <class P, typename S, int V, bool kSums> constexpr int colwiseStages() {
+  constexpr int full = inputsOf<P>(Bcast::Full);
+  if constexpr (!kSums || full == 0 || sizeof(Vec<S, V>) != 16) {
+    return 0;
+  } else {
+    constexpr size_t stages = kColwiseAheadBytes / (kThreads * sizeof(Vec<S, V>) * full);
+    return stages < 2 ? 0 : stages > kColwiseMaxStages ? kColwiseMaxStages : int(stages);
+  }
+}
+template <class P, typename S, int V, bool kSums> constexpr size_t colwiseShared() {
+  if constexpr (!kSums) {
+    return 0;
+  } else {
+    constexpr size_t bytes = colwiseSumsShared<P, S, V>() + sizeof(Vec<S, V>) * kThreads *
+                                                                inputsOf<P>(Bcast::Full) *
+                                                                colwiseStages<P, S, V, kSums>();
+    static_assert(bytes <= 48 * 1024, "a launch gets 48 KiB of shared memory without opting in");
+    return bytes;
+  }
 }
 
 // How a colwise call's rows fall to its threads: thread row t (blockIdx.y * blockDim.y +
@@ -446,14 +483,98 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
       }
     }
   }
-  if (active) {
+  // Row r of the program (the element vectors of its full inputs in x): its outputs stored, its
+  // sums accumulated.
+  auto row = [&](int64_t r, const Vec<S, V>(&x)[P::kInputs]) {
+    const int64_t off = r * a.D + c;
+    Vec<S, V> y[P::kOutputs];
+    T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
+    T rnd[atLeastOne<randomStreams<P>()>()][V];
+    setup.draw(off, rnd);
+    T inv = T(0); // ColM2: Welford's weight of this row, 1 / (rows added)
+    if constexpr (kSums && colM2Outputs<P>() > 0) {
+      added += T(1);
+      inv = T(1) / added;
+    }
+#pragma unroll
+    for (int l = 0; l < V; ++l) {
+      T in[P::kInputs], out[P::kOutputs];
+      elementInputs(x, off, rnd, l, in);
+      setup.elem(in, columnIndex<T>(c, l), out);
+#pragma unroll
+      for (int m = 0; m < P::kOutputs; ++m) {
+        if (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
+          y[m].v[l] = fromCompute<S>(out[m]);
+        } else if (P::outKind(m) == OutKind::Full) {
+          typed[typedSlot<P>(m)][l] = out[m];
+        } else if (kSums && P::outKind(m) == OutKind::ColM2) {
+          const T value = out[m] - shift[colM2Slot<P>(m)][l];
+          T& mu = mean[colM2Slot<P>(m)][l];
+          // Explicit FMAs (the build contracts none): 2 of the update's 5 operations.
+          const T delta = value - mu;
+          mu = fma(delta, inv, mu);
+          acc[m][l] = fma(delta, value - mu, acc[m][l]);
+        } else if (kSums) {
+          acc[m][l] += out[m];
+        }
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < P::kOutputs; ++m)
+      if (P::outKind(m) == OutKind::Full && a.need[m]) {
+        if (P::outElem(m) == Elem::Dtype)
+          storeVec<S, V>(a.out[m], off, y[m]);
+        else
+          storeTypedVec(P::outElem(m), a.out[m], off, typed[typedSlot<P>(m)]);
+      }
+  };
+  const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
+  constexpr int kStages = colwiseStages<P, S, V, kSums>();
+  if constexpr (kStages > 0) {
+    // Rows read ahead into shared memory: kStages - 1 rows of every full input in flight per
+    // thread (cp.async), in no registers. Each thread copies and reads only its own slots.
+    if (active) {
+      extern __shared__ unsigned char sharedRaw[];
+      auto* slots = reinterpret_cast<Vec<S, V>*>(sharedRaw + colwiseSumsShared<P, S, V>());
+      constexpr int kFull = inputsOf<P>(Bcast::Full);
+      const int thread = threadIdx.y * blockDim.x + threadIdx.x;
+      auto slot = [&](int stage, int k) {
+        return slots + (stage * kFull + inputSlot<P>(k, Bcast::Full)) * kThreads + thread;
+      };
+      auto issue = [&](int64_t r, int stage) {
+        if (r < a.rows)
+#pragma unroll
+          for (int k = 0; k < P::kInputs; ++k)
+            if (P::inBcast(k) == Bcast::Full)
+              __pipeline_memcpy_async(slot(stage, k), static_cast<const S*>(a.in[k]) + r * a.D + c,
+                                      sizeof(Vec<S, V>));
+        __pipeline_commit();
+      };
+#pragma unroll
+      for (int s = 0; s < kStages - 1; ++s)
+        issue(first + s * stride, s);
+      int stage = 0;
+      for (int64_t r = first; r < a.rows; r += stride) {
+        __pipeline_wait_prior(kStages - 2);
+        Vec<S, V> x[P::kInputs];
+#pragma unroll
+        for (int k = 0; k < P::kInputs; ++k)
+          if (P::inBcast(k) == Bcast::Full)
+            x[k] = *slot(stage, k);
+        // The slot of the row before, read into registers an iteration ago.
+        issue(r + (kStages - 1) * stride, stage == 0 ? kStages - 1 : stage - 1);
+        stage = stage == kStages - 1 ? 0 : stage + 1;
+        row(r, x);
+      }
+      __pipeline_wait_prior(0);
+    }
+  } else if (active) {
     // kRows rows per iteration, their vectors all loaded before the first is used: the stores
     // may alias the inputs, so with one row per iteration each thread kept one load per input
     // in flight.
     constexpr int kRows = colwiseRows<P>();
-    const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.y;
-    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r0 < a.rows;
-         r0 += kRows * stride) {
+    for (int64_t r0 = first; r0 < a.rows; r0 += kRows * stride) {
       Vec<S, V> xs[kRows][P::kInputs];
 #pragma unroll
       for (int u = 0; u < kRows; ++u)
@@ -463,50 +584,9 @@ __device__ __forceinline__ void colwiseBody(const typename P::Args& a, compute_t
             xs[u][k] = loadVec<S, V>(a.in[k], (r0 + u * stride) * a.D + c);
 #pragma unroll
       for (int u = 0; u < kRows; ++u) {
-        const int64_t r = r0 + u * stride;
-        if (r >= a.rows)
+        if (r0 + u * stride >= a.rows)
           break;
-        const int64_t off = r * a.D + c;
-        const Vec<S, V>(&x)[P::kInputs] = xs[u];
-        Vec<S, V> y[P::kOutputs];
-        T typed[atLeastOne<typedOutputs<P>()>()][V]; // outputs of their own type
-        T rnd[atLeastOne<randomStreams<P>()>()][V];
-        setup.draw(off, rnd);
-        T inv = T(0); // ColM2: Welford's weight of this row, 1 / (rows added)
-        if constexpr (kSums && colM2Outputs<P>() > 0) {
-          added += T(1);
-          inv = T(1) / added;
-        }
-#pragma unroll
-        for (int l = 0; l < V; ++l) {
-          T in[P::kInputs], out[P::kOutputs];
-          elementInputs(x, off, rnd, l, in);
-          setup.elem(in, columnIndex<T>(c, l), out);
-#pragma unroll
-          for (int m = 0; m < P::kOutputs; ++m) {
-            if (P::outKind(m) == OutKind::Full && P::outElem(m) == Elem::Dtype) {
-              y[m].v[l] = fromCompute<S>(out[m]);
-            } else if (P::outKind(m) == OutKind::Full) {
-              typed[typedSlot<P>(m)][l] = out[m];
-            } else if (kSums && P::outKind(m) == OutKind::ColM2) {
-              const T value = out[m] - shift[colM2Slot<P>(m)][l];
-              T& mu = mean[colM2Slot<P>(m)][l];
-              const T delta = value - mu;
-              mu += delta * inv;
-              acc[m][l] += delta * (value - mu);
-            } else if (kSums) {
-              acc[m][l] += out[m];
-            }
-          }
-        }
-#pragma unroll
-        for (int m = 0; m < P::kOutputs; ++m)
-          if (P::outKind(m) == OutKind::Full && a.need[m]) {
-            if (P::outElem(m) == Elem::Dtype)
-              storeVec<S, V>(a.out[m], off, y[m]);
-            else
-              storeTypedVec(P::outElem(m), a.out[m], off, typed[typedSlot<P>(m)]);
-          }
+        row(r0 + u * stride, xs[u]);
       }
     }
   }
@@ -817,10 +897,38 @@ template <class P, typename S> PointwiseCall pointwiseCall(const typename P::Arg
   return call;
 }
 
+// Blocks of a colwise kernel that sums one SM holds (its registers and shared memory), per
+// device.
+template <class P, typename S, int W> int colwiseSumBlocksPerSm() {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  static int cached[64] = {};
+  if (device < 64 && cached[device] > 0)
+    return cached[device];
+  int blocks = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, colwiseProgram<P, S, W, true>,
+                                                      kThreads, colwiseShared<P, S, W, true>()),
+        "colwise occupancy");
+  blocks = blocks < 1 ? 1 : blocks;
+  if (device < 64)
+    cached[device] = blocks;
+  return blocks;
+}
+
+// A call that sums takes as many chunks as one wave of its blocks (each thread walks more rows
+// and the partials, written and merged by finalize, are fewer: BatchNorm's statistics at
+// 65536 x 1024 wrote 1024 chunks where 528 blocks were resident); one that does not fills
+// every SM's threads once.
 template <class P, typename S> ColGeometry pointwiseColGeometry(const typename P::Args& a,
                                                                 const PointwiseCall& call) {
-  return colGeometry(a.rows, a.D, call.vec ? vecWidth<S>() : 1, deviceInfo(),
-                     call.sums ? kSumRowsPerChunk : 1);
+  const DeviceInfo device = deviceInfo();
+  constexpr int V = vecWidth<S>();
+  int blocksPerSm = device.threadsPerSm / kThreads;
+  if constexpr (sumOutputs<P>() > 0)
+    if (call.sums)
+      blocksPerSm = call.vec ? colwiseSumBlocksPerSm<P, S, V>() : colwiseSumBlocksPerSm<P, S, 1>();
+  return colGeometry(a.rows, a.D, call.vec ? V : 1, device, call.sums ? kSumRowsPerChunk : 1,
+                     blocksPerSm);
 }
 
 // The partial sums of a colwise call, in its geometry.
@@ -853,18 +961,16 @@ template <class P, typename S> void pointwiseRun(const typename P::Args& a, cuda
   if constexpr (P::kPlan == Plan::Colwise) {
     const ColGeometry g = pointwiseColGeometry<P, S>(a, call);
     auto* partials = static_cast<compute_t<S>*>(a.workspace);
-    const size_t shared = call.sums ? sizeof(compute_t<S>) * g.block.x * g.block.y *
-                                          (call.vec ? V : 1) * (colM2Outputs<P>() > 0 ? 2 : 1)
-                                    : 0;
     auto launch = [&](auto width) {
       constexpr int W = decltype(width)::value;
       if constexpr (sumOutputs<P>() > 0)
         if (call.sums) {
-          colwiseProgram<P, S, W, true><<<g.grid, g.block, shared, stream>>>(a, partials);
+          colwiseProgram<P, S, W, true>
+              <<<g.grid, g.block, colwiseShared<P, S, W, true>(), stream>>>(a, partials);
           return;
         }
       if constexpr (colInputs<P>() > 0 || P::kColumn)
-        colwiseProgram<P, S, W, false><<<g.grid, g.block, shared, stream>>>(a, partials);
+        colwiseProgram<P, S, W, false><<<g.grid, g.block, 0, stream>>>(a, partials);
     };
     if (call.vec)
       launch(std::integral_constant<int, V>{});
