@@ -19,6 +19,7 @@ import datetime
 import importlib
 import json
 import os
+import statistics
 
 import torch
 
@@ -55,6 +56,8 @@ def main():
                    help="a fusegen package (--package) with rope built from other sources: its "
                         "op runs beside this one as 'fusegen (PKG)'")
     p.add_argument("--no-peers", action="store_true", help="fusegen alone (and eager)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of timing every implementation; the medians are reported")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
@@ -85,6 +88,7 @@ def main():
         cos, sin = angle.cos().bfloat16(), angle.sin().bfloat16()
         q0, k0 = qk()
         want = apply_rotary_pos_emb(q0.float(), k0.float(), cos.float(), sin.float())
+        timed = {}
         for name, fn in impls.items():
             q, k = (t.clone() for t in (q0, k0))  # (Liger rotates its arguments in place)
             got = fn(q.transpose(1, 2).contiguous().transpose(1, 2),
@@ -93,21 +97,35 @@ def main():
             qg, kg = qk(grad=True)
             gq, gk = torch.randn_like(q0), torch.randn_like(k0)
 
-            def step():
+            def step(fn=fn, qg=qg, kg=kg, gq=gq, gk=gk):
                 out = fn(qg, kg, cos, sin)
                 torch.autograd.grad(out, [qg, kg], [gq, gk])
-            fwd = benchmark._time(lambda: fn(q, k, cos, sin))
-            both = benchmark._time(step)
+            timed[name] = (lambda fn=fn, q=q, k=k: fn(q, k, cos, sin), step, err)
+        # Every implementation timed once per round, the rounds one after another, so that a
+        # state of the process or the GPU that lasts a while shows as a spread, not as one
+        # implementation's figure. (Single passes read rope's forward+backward 0.518 and
+        # 0.711 ms in two runs, Liger's 0.696 and 0.475, same code and GPU.)
+        fwds = {name: [] for name in timed}
+        boths = {name: [] for name in timed}
+        for _ in range(args.rounds):
+            for name, (fwd_fn, step, _err) in timed.items():
+                fwds[name].append(benchmark._time(fwd_fn))
+                boths[name].append(benchmark._time(step))
+        for name, (_fwd_fn, _step, err) in timed.items():
+            fwd, both = statistics.median(fwds[name]), statistics.median(boths[name])
             n = (B * S * (HQ + HK) * D) * 2  # bytes of q and k
             tables = 2 * S * D * 2
             r = {"impl": name, "shape": shape, "fwd_ms": fwd, "fwd_bwd_ms": both,
+                 "fwd_ms_rounds": fwds[name], "fwd_bwd_ms_rounds": boths[name],
                  "fwd_GBps": (2 * n + tables) / fwd / 1e6,
                  "fwd_bwd_GBps": (4 * n + 2 * tables) / both / 1e6, "max_abs_err_vs_fp32": err}
             r["fwd_copy_pct"] = 100 * r["fwd_GBps"] / copy
             r["fwd_bwd_copy_pct"] = 100 * r["fwd_bwd_GBps"] / copy
             rows_out.append(r)
-            print(f"{shape:>18} {name:14} fwd {fwd:7.3f} ms {r['fwd_copy_pct']:5.1f}%  "
-                  f"f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}%  err {err:.2e}", flush=True)
+            spread = lambda v: f"{min(v):.3f}-{max(v):.3f}"
+            print(f"{shape:>18} {name:14} fwd {fwd:7.3f} ms {r['fwd_copy_pct']:5.1f}% "
+                  f"({spread(fwds[name])})  f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}% "
+                  f"({spread(boths[name])})  err {err:.2e}", flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "copy_GBps": copy, "dtype": "bfloat16"}
@@ -118,12 +136,16 @@ def main():
                 f"bf16 q and k [B, S, H, D] (shape B x S x query heads x key heads x head dim), "
                 f"cos and sin [S, D]; copy {copy:.0f} GB/s. % of copy by the minimum bytes "
                 "(forward: q and k read and written, the tables read; forward+backward: twice "
-                "that). fusegen calls its op once for q and once for k.\n\n"
+                "that). fusegen calls its op once for q and once for k. Medians of "
+                f"{args.rounds} rounds (every implementation once per round), the rounds' "
+                "range beside them.\n\n"
                 "| shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy |\n"
                 "|---|---|---:|---:|---:|---:|\n")
         for r in rows_out:
-            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} | {r['fwd_copy_pct']:.1f} | "
-                    f"{r['fwd_bwd_ms']:.3f} | {r['fwd_bwd_copy_pct']:.1f} |\n")
+            rng = lambda v: f"{min(v):.3f}-{max(v):.3f}"
+            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} ({rng(r['fwd_ms_rounds'])}) "
+                    f"| {r['fwd_copy_pct']:.1f} | {r['fwd_bwd_ms']:.3f} "
+                    f"({rng(r['fwd_bwd_ms_rounds'])}) | {r['fwd_bwd_copy_pct']:.1f} |\n")
 
 
 if __name__ == "__main__":
