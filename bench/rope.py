@@ -8,11 +8,14 @@ q and k are laid out [B, S, H, D] in memory, as a projection writes them; Liger 
 transformers formula take them as [B, H, S, D] views (transpose(1, 2), no copy: Liger
 transposes back before its kernel). Bandwidth counts the minimum bytes: the forward reads q
 and k and writes both (the tables are read once: 2 x S x D x 2 bytes each); the backward reads
-the output gradients and writes the input gradients. Writes bench.json and bench.md to --out.
+the output gradients and writes the input gradients. Every implementation is timed once per
+round, --rounds rounds (the medians reported, the rounds' range beside them). Writes bench.json
+and bench.md to --out.
 
     python3 bench/rope.py --out bench/results/DIR [--shapes 8x4096x32x8x128]
         [--baseline PKG]   # also the rope of another fusegen package (an A/B in one run)
         [--no-peers]       # fusegen alone (no Liger, compile, eager)
+        [--rounds 3]
 """
 import argparse
 import datetime
