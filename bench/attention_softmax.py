@@ -23,6 +23,8 @@ from fusegen_ops import benchmark
 from fusegen_ops.causal_softmax import causal_softmax
 from fusegen_ops.scaled_masked_softmax import scaled_masked_softmax
 
+import timing
+
 SCALE = 0.125
 
 
@@ -44,6 +46,8 @@ def main():
                    help="a fusegen package (--package) of the same specs built from other "
                         "sources: its ops run beside these as 'fusegen (PKG)'")
     p.add_argument("--no-peers", action="store_true", help="fusegen alone (no compile, eager)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of timing every implementation; the medians are reported")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
@@ -82,23 +86,29 @@ def main():
         gy = torch.randn_like(x)
         for op, impls in ops.items():
             want = impls["eager"](x.float(), mask.float())
+            timed, errs = {}, {}
             for name, fn in impls.items():
-                err = float((fn(x, mask).float() - want).abs().max())  # a sanity check
+                errs[name] = float((fn(x, mask).float() - want).abs().max())  # a sanity check
 
-                def step():
+                def step(fn=fn):
                     torch.autograd.grad(fn(xg, mask), [xg], gy)
-                fwd = benchmark._time(lambda: fn(x, mask))
-                both = benchmark._time(step, grad_to_none=None)
+                timed[name] = {"fwd": lambda fn=fn: fn(x, mask), "fwd_bwd": step}
+            times = timing.in_rounds(timed, args.rounds)
+            for name in impls:
+                fwds, boths = times[name]["fwd"], times[name]["fwd_bwd"]
+                fwd, both, err = timing.median(fwds), timing.median(boths), errs[name]
                 n = x.numel() * 2
                 r = {"op": op, "impl": name, "shape": shape, "fwd_ms": fwd, "fwd_bwd_ms": both,
+                     "fwd_ms_rounds": fwds, "fwd_bwd_ms_rounds": boths,
                      "fwd_GBps": 2 * n / fwd / 1e6, "fwd_bwd_GBps": 5 * n / both / 1e6,
                      "max_abs_err_vs_fp32": err}
                 r["fwd_copy_pct"] = 100 * r["fwd_GBps"] / copy
                 r["fwd_bwd_copy_pct"] = 100 * r["fwd_bwd_GBps"] / copy
                 rows_out.append(r)
                 print(f"{op:22} {shape:>15} {name:14} fwd {fwd:7.3f} ms "
-                      f"{r['fwd_copy_pct']:5.1f}%  f+b {both:7.3f} ms "
-                      f"{r['fwd_bwd_copy_pct']:5.1f}%  err {err:.2e}", flush=True)
+                      f"{r['fwd_copy_pct']:5.1f}% ({timing.spread(fwds)})  f+b {both:7.3f} ms "
+                      f"{r['fwd_bwd_copy_pct']:5.1f}% ({timing.spread(boths)})  err {err:.2e}",
+                      flush=True)
             del want
             torch.cuda.empty_cache()
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -111,12 +121,14 @@ def main():
                 f"bf16 scores [B, H, S, D], scale {SCALE}, an additive [S, D] mask (-10000 at "
                 f"a fifth of the keys) or the causal mask; copy {copy:.0f} GB/s. % of copy by "
                 "the minimum bytes (forward: scores read, probabilities written; "
-                "forward+backward: 5 x the scores' bytes).\n\n"
+                f"forward+backward: 5 x the scores' bytes). Medians of {args.rounds} rounds "
+                "(every implementation once per round), the rounds' range beside them.\n\n"
                 "| op | shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy |\n"
                 "|---|---|---|---:|---:|---:|---:|\n")
         for r in rows_out:
-            f.write(f"| {r['op']} | {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} | "
-                    f"{r['fwd_copy_pct']:.1f} | {r['fwd_bwd_ms']:.3f} | "
+            f.write(f"| {r['op']} | {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} "
+                    f"({timing.spread(r['fwd_ms_rounds'])}) | {r['fwd_copy_pct']:.1f} | "
+                    f"{r['fwd_bwd_ms']:.3f} ({timing.spread(r['fwd_bwd_ms_rounds'])}) | "
                     f"{r['fwd_bwd_copy_pct']:.1f} |\n")
 
 

@@ -22,6 +22,8 @@ import torch.nn.functional as F
 from fusegen_ops import benchmark
 from fusegen_ops.batchnorm_train import batchnorm_train
 
+import timing
+
 
 def eager(x, w, b):
     return F.batch_norm(x, None, None, w, b, True, 0.0, 1e-5)
@@ -32,6 +34,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", default="65536x1024,16384x4096,262144x256")
     p.add_argument("--kernels", action="store_true", help="fusegen's kernels one by one")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of timing every implementation; the medians are reported")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
@@ -49,25 +53,31 @@ def main():
         _, mean, var = batchnorm_train(x, w, b)
         stats_err = max(float((mean - x.float().mean(0)).abs().max()),
                         float((var - x.float().var(0, unbiased=False)).abs().max()))
+        timed, errs = {}, {}
         for name, fn in impls.items():
-            err = float((fn(x, w, b).float() - want).abs().max())  # a sanity check
+            errs[name] = float((fn(x, w, b).float() - want).abs().max())  # a sanity check
             leaves = [t.clone().requires_grad_(True) for t in (x, w, b)]
 
-            def step():
+            def step(fn=fn, leaves=leaves):
                 torch.autograd.grad(fn(*leaves), leaves, gy)
-            fwd = benchmark._time(lambda: fn(x, w, b))
-            both = benchmark._time(step)
+            timed[name] = {"fwd": lambda fn=fn: fn(x, w, b), "fwd_bwd": step}
+        times = timing.in_rounds(timed, args.rounds)
+        for name in impls:
+            fwds, boths = times[name]["fwd"], times[name]["fwd_bwd"]
+            fwd, both, err = timing.median(fwds), timing.median(boths), errs[name]
             n = rows * C * 2
             r = {"op": "batchnorm_train", "impl": name, "shape": shape, "fwd_ms": fwd,
-                 "fwd_bwd_ms": both, "fwd_GBps": 2 * n / fwd / 1e6,
-                 "fwd_bwd_GBps": 5 * n / both / 1e6, "max_abs_err_vs_fp32": err}
+                 "fwd_bwd_ms": both, "fwd_ms_rounds": fwds, "fwd_bwd_ms_rounds": boths,
+                 "fwd_GBps": 2 * n / fwd / 1e6, "fwd_bwd_GBps": 5 * n / both / 1e6,
+                 "max_abs_err_vs_fp32": err}
             if name == "fusegen":
                 r["stats_max_abs_err_vs_fp32"] = stats_err
             r["fwd_copy_pct"] = 100 * r["fwd_GBps"] / copy
             r["fwd_bwd_copy_pct"] = 100 * r["fwd_bwd_GBps"] / copy
             rows_out.append(r)
-            print(f"{shape:>12} {name:14} fwd {fwd:7.3f} ms {r['fwd_copy_pct']:5.1f}%  "
-                  f"f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}%  err {err:.2e}", flush=True)
+            print(f"{shape:>12} {name:14} fwd {fwd:7.3f} ms {r['fwd_copy_pct']:5.1f}% "
+                  f"({timing.spread(fwds)})  f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}% "
+                  f"({timing.spread(boths)})  err {err:.2e}", flush=True)
     kernels = kernel_times(args.shapes.split(",")[0]) if args.kernels else []
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -78,12 +88,14 @@ def main():
         f.write(f"# batchnorm_train, {meta['gpu']}, torch {meta['torch']}, {meta['date']}\n\n"
                 f"bf16 x [rows, C] (shape rows x C), statistics per column; copy {copy:.0f} GB/s. "
                 "% of copy by the minimum bytes (forward: read x, write y; forward+backward: "
-                "5 x the elements of x).\n\n"
+                f"5 x the elements of x). Medians of {args.rounds} rounds (every implementation "
+                "once per round), the rounds' range beside them.\n\n"
                 "| shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy |\n"
                 "|---|---|---:|---:|---:|---:|\n")
         for r in rows_out:
-            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} | "
-                    f"{r['fwd_copy_pct']:.1f} | {r['fwd_bwd_ms']:.3f} | "
+            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} "
+                    f"({timing.spread(r['fwd_ms_rounds'])}) | {r['fwd_copy_pct']:.1f} | "
+                    f"{r['fwd_bwd_ms']:.3f} ({timing.spread(r['fwd_bwd_ms_rounds'])}) | "
                     f"{r['fwd_bwd_copy_pct']:.1f} |\n")
         if kernels:
             f.write(f"\nfusegen's kernels at {args.shapes.split(',')[0]} (torch.profiler, mean "

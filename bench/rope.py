@@ -22,12 +22,13 @@ import datetime
 import importlib
 import json
 import os
-import statistics
 
 import torch
 
 from fusegen_ops import benchmark
 from fusegen_ops.rope import rope
+
+import timing
 
 
 def rotate_half(x):  # transformers' modeling_llama.rotate_half
@@ -104,31 +105,23 @@ def main():
                 out = fn(qg, kg, cos, sin)
                 torch.autograd.grad(out, [qg, kg], [gq, gk])
             timed[name] = (lambda fn=fn, q=q, k=k: fn(q, k, cos, sin), step, err)
-        # Every implementation timed once per round, the rounds one after another, so that a
-        # state of the process or the GPU that lasts a while shows as a spread, not as one
-        # implementation's figure. (Single passes read rope's forward+backward 0.518 and
-        # 0.711 ms in two runs, Liger's 0.696 and 0.475, same code and GPU.)
-        fwds = {name: [] for name in timed}
-        boths = {name: [] for name in timed}
-        for _ in range(args.rounds):
-            for name, (fwd_fn, step, _err) in timed.items():
-                fwds[name].append(benchmark._time(fwd_fn))
-                boths[name].append(benchmark._time(step))
+        times = timing.in_rounds({name: {"fwd": f, "fwd_bwd": st}
+                                  for name, (f, st, _err) in timed.items()}, args.rounds)
         for name, (_fwd_fn, _step, err) in timed.items():
-            fwd, both = statistics.median(fwds[name]), statistics.median(boths[name])
+            fwds, boths = times[name]["fwd"], times[name]["fwd_bwd"]
+            fwd, both = timing.median(fwds), timing.median(boths)
             n = (B * S * (HQ + HK) * D) * 2  # bytes of q and k
             tables = 2 * S * D * 2
             r = {"impl": name, "shape": shape, "fwd_ms": fwd, "fwd_bwd_ms": both,
-                 "fwd_ms_rounds": fwds[name], "fwd_bwd_ms_rounds": boths[name],
+                 "fwd_ms_rounds": fwds, "fwd_bwd_ms_rounds": boths,
                  "fwd_GBps": (2 * n + tables) / fwd / 1e6,
                  "fwd_bwd_GBps": (4 * n + 2 * tables) / both / 1e6, "max_abs_err_vs_fp32": err}
             r["fwd_copy_pct"] = 100 * r["fwd_GBps"] / copy
             r["fwd_bwd_copy_pct"] = 100 * r["fwd_bwd_GBps"] / copy
             rows_out.append(r)
-            spread = lambda v: f"{min(v):.3f}-{max(v):.3f}"
             print(f"{shape:>18} {name:14} fwd {fwd:7.3f} ms {r['fwd_copy_pct']:5.1f}% "
-                  f"({spread(fwds[name])})  f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}% "
-                  f"({spread(boths[name])})  err {err:.2e}", flush=True)
+                  f"({timing.spread(fwds)})  f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}% "
+                  f"({timing.spread(boths)})  err {err:.2e}", flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "copy_GBps": copy, "dtype": "bfloat16"}
@@ -145,10 +138,10 @@ def main():
                 "| shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy |\n"
                 "|---|---|---:|---:|---:|---:|\n")
         for r in rows_out:
-            rng = lambda v: f"{min(v):.3f}-{max(v):.3f}"
-            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} ({rng(r['fwd_ms_rounds'])}) "
-                    f"| {r['fwd_copy_pct']:.1f} | {r['fwd_bwd_ms']:.3f} "
-                    f"({rng(r['fwd_bwd_ms_rounds'])}) | {r['fwd_bwd_copy_pct']:.1f} |\n")
+            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} "
+                    f"({timing.spread(r['fwd_ms_rounds'])}) | {r['fwd_copy_pct']:.1f} | "
+                    f"{r['fwd_bwd_ms']:.3f} ({timing.spread(r['fwd_bwd_ms_rounds'])}) | "
+                    f"{r['fwd_bwd_copy_pct']:.1f} |\n")
 
 
 if __name__ == "__main__":
