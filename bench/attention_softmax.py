@@ -46,8 +46,7 @@ def main():
                    help="a fusegen package (--package) of the same specs built from other "
                         "sources: its ops run beside these as 'fusegen (PKG)'")
     p.add_argument("--no-peers", action="store_true", help="fusegen alone (no compile, eager)")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="rounds of timing every implementation; the medians are reported")
+    timing.add_rounds_argument(p)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
@@ -121,14 +120,13 @@ def main():
                 f"bf16 scores [B, H, S, D], scale {SCALE}, an additive [S, D] mask (-10000 at "
                 f"a fifth of the keys) or the causal mask; copy {copy:.0f} GB/s. % of copy by "
                 "the minimum bytes (forward: scores read, probabilities written; "
-                f"forward+backward: 5 x the scores' bytes). Medians of {args.rounds} rounds "
-                "(every implementation once per round), the rounds' range beside them.\n\n"
+                f"forward+backward: 5 x the scores' bytes). {timing.rounds_note(args.rounds)}\n\n"
                 "| op | shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy |\n"
                 "|---|---|---|---:|---:|---:|---:|\n")
         for r in rows_out:
-            f.write(f"| {r['op']} | {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} "
-                    f"({timing.spread(r['fwd_ms_rounds'])}) | {r['fwd_copy_pct']:.1f} | "
-                    f"{r['fwd_bwd_ms']:.3f} ({timing.spread(r['fwd_bwd_ms_rounds'])}) | "
+            f.write(f"| {r['op']} | {r['shape']} | {r['impl']} | "
+                    f"{timing.cell(r['fwd_ms'], r['fwd_ms_rounds'])} | {r['fwd_copy_pct']:.1f} | "
+                    f"{timing.cell(r['fwd_bwd_ms'], r['fwd_bwd_ms_rounds'])} | "
                     f"{r['fwd_bwd_copy_pct']:.1f} |\n")
 
 

@@ -34,8 +34,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", default="65536x1024,16384x4096,262144x256")
     p.add_argument("--kernels", action="store_true", help="fusegen's kernels one by one")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="rounds of timing every implementation; the medians are reported")
+    timing.add_rounds_argument(p)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
@@ -88,14 +87,13 @@ def main():
         f.write(f"# batchnorm_train, {meta['gpu']}, torch {meta['torch']}, {meta['date']}\n\n"
                 f"bf16 x [rows, C] (shape rows x C), statistics per column; copy {copy:.0f} GB/s. "
                 "% of copy by the minimum bytes (forward: read x, write y; forward+backward: "
-                f"5 x the elements of x). Medians of {args.rounds} rounds (every implementation "
-                "once per round), the rounds' range beside them.\n\n"
+                f"5 x the elements of x). {timing.rounds_note(args.rounds)}\n\n"
                 "| shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy |\n"
                 "|---|---|---:|---:|---:|---:|\n")
         for r in rows_out:
-            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} "
-                    f"({timing.spread(r['fwd_ms_rounds'])}) | {r['fwd_copy_pct']:.1f} | "
-                    f"{r['fwd_bwd_ms']:.3f} ({timing.spread(r['fwd_bwd_ms_rounds'])}) | "
+            f.write(f"| {r['shape']} | {r['impl']} | "
+                    f"{timing.cell(r['fwd_ms'], r['fwd_ms_rounds'])} | {r['fwd_copy_pct']:.1f} | "
+                    f"{timing.cell(r['fwd_bwd_ms'], r['fwd_bwd_ms_rounds'])} | "
                     f"{r['fwd_bwd_copy_pct']:.1f} |\n")
         if kernels:
             f.write(f"\nfusegen's kernels at {args.shapes.split(',')[0]} (torch.profiler, mean "

@@ -60,8 +60,7 @@ def main():
                    help="a fusegen package (--package) with rope built from other sources: its "
                         "op runs beside this one as 'fusegen (PKG)'")
     p.add_argument("--no-peers", action="store_true", help="fusegen alone (and eager)")
-    p.add_argument("--rounds", type=int, default=3,
-                   help="rounds of timing every implementation; the medians are reported")
+    timing.add_rounds_argument(p)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     copy = benchmark.copy_bandwidth("cuda")
@@ -132,15 +131,14 @@ def main():
                 f"bf16 q and k [B, S, H, D] (shape B x S x query heads x key heads x head dim), "
                 f"cos and sin [S, D]; copy {copy:.0f} GB/s. % of copy by the minimum bytes "
                 "(forward: q and k read and written, the tables read; forward+backward: twice "
-                "that). fusegen calls its op once for q and once for k. Medians of "
-                f"{args.rounds} rounds (every implementation once per round), the rounds' "
-                "range beside them.\n\n"
+                "that). fusegen calls its op once for q and once for k. "
+                f"{timing.rounds_note(args.rounds)}\n\n"
                 "| shape | impl | fwd ms | fwd % copy | fwd+bwd ms | fwd+bwd % copy |\n"
                 "|---|---|---:|---:|---:|---:|\n")
         for r in rows_out:
-            f.write(f"| {r['shape']} | {r['impl']} | {r['fwd_ms']:.3f} "
-                    f"({timing.spread(r['fwd_ms_rounds'])}) | {r['fwd_copy_pct']:.1f} | "
-                    f"{r['fwd_bwd_ms']:.3f} ({timing.spread(r['fwd_bwd_ms_rounds'])}) | "
+            f.write(f"| {r['shape']} | {r['impl']} | "
+                    f"{timing.cell(r['fwd_ms'], r['fwd_ms_rounds'])} | {r['fwd_copy_pct']:.1f} | "
+                    f"{timing.cell(r['fwd_bwd_ms'], r['fwd_bwd_ms_rounds'])} | "
                     f"{r['fwd_bwd_copy_pct']:.1f} |\n")
 
 

@@ -28,3 +28,19 @@ def median(values):
 def spread(values):
     """The rounds' range, as text."""
     return f"{min(values):.3f}-{max(values):.3f}"
+
+
+def add_rounds_argument(parser, default=3):
+    parser.add_argument("--rounds", type=int, default=default,
+                        help="rounds of timing every implementation; the medians are reported")
+
+
+def rounds_note(rounds):
+    """The sentence a results table's header says of how it was timed."""
+    return (f"Medians of {rounds} rounds (every implementation once per round), the rounds' "
+            "range beside them.")
+
+
+def cell(median_ms, rounds_ms):
+    """A table cell: the median and the rounds' range."""
+    return f"{median_ms:.3f} ({spread(rounds_ms)})"
