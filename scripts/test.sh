@@ -7,9 +7,9 @@
 # toolkit is present) and tested on CPU (pytest; on a GPU machine also on CUDA), and 6 of
 # them under a second torch (2.9.1); 5 built under torch 2.10.0 on the stable ABI and tested
 # under this machine's later torch (one wheel, two torch versions); then a
-# differential fuzzer's kept findings and a bounded seeded batch (tests/difffuzz, README "CI":
-# 12 random specs built into one package and checked against the fuzzer's own reference). Prints each
-# runner's closing line; exits non-zero on failure.
+# differential fuzzer's kept findings with the hand-written specs, and a bounded seeded batch
+# (tests/difffuzz, README "CI": 12 random specs built into one package and checked against the
+# fuzzer's own reference). Prints each runner's closing line; exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -45,8 +45,10 @@ echo "== a second torch (tests/packaging/other_torch.sh): the generated ops of 6
 echo "== the stable ABI (tests/packaging/stable_abi.sh): 5 specs built into a wheel under torch 2.10.0, installed unchanged and tested under this machine's torch"
 (cd "$ROOT" && bash tests/packaging/stable_abi.sh build/fusegen)
 
-echo "== difffuzz: every kept finding (tests/difffuzz/regressions), then seed 1, 12 random specs"
+echo "== difffuzz: every kept finding (tests/difffuzz/regressions) and the hand-written specs"
+echo "   (tests/difffuzz/handwritten), then seed 1, 12 random specs"
 python3 "$ROOT/tests/difffuzz/run.py" --regressions --jobs "${FUSEGEN_JOBS:-2}" \
-  --fusegen "$ROOT/build/fusegen" --out /tmp/difffuzz-regressions
+  --fusegen "$ROOT/build/fusegen" --out /tmp/difffuzz-regressions \
+  "$ROOT"/tests/difffuzz/handwritten/*.yaml
 python3 "$ROOT/tests/difffuzz/run.py" --seed 1 --count 12 --jobs "${FUSEGEN_JOBS:-2}" \
   --fusegen "$ROOT/build/fusegen" --out /tmp/difffuzz-ci
