@@ -79,7 +79,8 @@ struct Forward {
   FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
+  // A swapped input's tensor, or a moved random stream, as the input read at its own columns
+  // (-1: none, or not moved; fusegen_program.h randomStream).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }
@@ -321,7 +322,8 @@ struct Backward {
   FG_HD static constexpr int inRoll(int k) { return InRolls::at(k); }
   // The outputs (bits) whose values read input k: a call needing none of them skips its loads.
   FG_HD static constexpr unsigned inReaders(int k) { return InReaders::at(k); }
-  // A swapped input's tensor as the input read at its own columns (-1: none, or not swapped).
+  // A swapped input's tensor, or a moved random stream, as the input read at its own columns
+  // (-1: none, or not moved; fusegen_program.h randomStream).
   FG_HD static constexpr int inSource(int k) { return InSources::at(k); }
   // A chunk of a packed argument: rows of inChunks(k) * D, its columns from inChunk(k) * D.
   FG_HD static constexpr int inChunk(int k) { return InChunks::at(k); }

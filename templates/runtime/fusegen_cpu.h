@@ -98,7 +98,7 @@ template <class P, typename S> struct Runner {
         break;
       case Bcast::Random: {
         T u[1];
-        uniforms<T, 1>(key, inputSlot<P>(k, Bcast::Random), row * a.D + c, u);
+        uniforms<T, 1>(key, randomStream<P>(k), row * a.D + mc, u);
         in[k] = u[0];
         break;
       }

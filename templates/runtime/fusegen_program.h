@@ -293,8 +293,15 @@ template <class P> FG_HD constexpr unsigned sharedRowDims() {
     }
   return any ? keep : kAllDims;
 }
-// The random streams a program draws (its Random inputs; input k's stream is its slot).
+// The random streams a program draws (its Random inputs; input k's stream is its slot). The
+// streams come first, in order; after them, a stream read at moved columns (the derived
+// backward of dropout under a move, RoPE's rotate_half of a dropped value) is an input of its
+// own whose stream is its source's (P::inSource), drawn at the moved elements: a number
+// depends on its stream and element alone. (Such programs run the CPU and row plans only.)
 template <class P> FG_HD constexpr int randomStreams() { return inputsOf<P>(Bcast::Random); }
+template <class P> FG_HD constexpr int randomStream(int k) {
+  return inputSlot<P>(P::inSource(k) >= 0 ? P::inSource(k) : k, Bcast::Random);
+}
 
 template <class P> FG_HD constexpr int outputSlot(int m, OutKind kind) {
   int n = 0;

@@ -360,9 +360,12 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("readers", std::to_string(in.readers) + "u");
     x.set("guarded", in.live.always ? "false" : "true");
     // (a swapped input: the input of its tensor and chunk at its own columns, whose registers
-    // the groups plan reads it from)
+    // the groups plan reads it from; a moved random stream: the stream, which it draws at the
+    // moved elements)
     int source = -1;
-    for (size_t i = 0; i < p.inputs.size() && prims::moveNeedsEvenD(in.move); ++i) {
+    const bool sourced =
+        prims::moveNeedsEvenD(in.move) || (in.random && in.move != prims::Move::None);
+    for (size_t i = 0; i < p.inputs.size() && sourced; ++i) {
       const plan::Program::Input& o = p.inputs[i];
       if (o.move == prims::Move::None && o.arg.empty() && o.name == in.arg && o.chunk == in.chunk &&
           o.chunks == in.chunks && o.read)
@@ -373,8 +376,13 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
     x.set("chunks", std::to_string(in.chunks));
     x.set("description",
           in.name + " " + spec::shapeClassSpelling(in.shape) +
-              (in.stat       ? " (compute type)"
-               : in.random   ? " (random stream " + in.name.substr(2) + ", drawn)"
+              (in.stat ? " (compute type)"
+               : in.random
+                   ? " (random stream " + (in.arg.empty() ? in.name : in.arg).substr(2) +
+                         (in.move != prims::Move::None
+                              ? std::string(" at the columns of ") + prims::moveName(in.move)
+                              : std::string()) +
+                         ", drawn)"
                : in.position ? " (the row's index along a named dim)"
                : !in.read    ? " (not read)"
                : in.move != prims::Move::None

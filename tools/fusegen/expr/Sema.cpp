@@ -270,13 +270,6 @@ ir::Expr Sema::finishCall(CallFrame& frame) {
     // A value the same in every column of its row is its own permutation.
     if (a->shape() == ir::ShapeClass::Row || a->shape() == ir::ShapeClass::Scalar) return a;
     for (const ir::Node* n : ir::topoOrder({a})) {
-      if (n->kind() == ir::NodeKind::Random) {
-        diags_.error(frame.ast->loc, "'" + frame.prim->name +
-                                         "' of a value drawn at random: random numbers are "
-                                         "drawn per element and cannot be read at another "
-                                         "column; move the value before drawing");
-        return nullptr;
-      }
       if (!rules_ && n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move &&
           !prims::movesCompose(frame.prim->move, n->prim()->move)) {
         diags_.error(frame.ast->loc, "'" + frame.prim->name + "' of a value moved by '" +
