@@ -52,8 +52,12 @@ public:
       const int same =
           info_.passthrough[k] >= 0 && !wrapped(grads[info_.passthrough[k]]) ? info_.passthrough[k]
                                                                              : -1;
+      // An unused output's gradient is zeros, as below: an input asked for gets a tensor even
+      // where it is reached only through outputs whose gradient is zero (with_surrogate_grad's
+      // y and the unused code = round(x) of a straight-through estimator), as PyTorch's ops
+      // give; an undefined one would make torch.autograd.grad call it unused.
       if (same >= 0 && should_compute_output(k))
-        result[k] = grads[same]; // (undefined: no gradient, as for an unused output)
+        result[k] = grads[same].defined() ? grads[same] : input_metadata(same).zeros_like();
       asked.push_back(same < 0 && should_compute_output(k));
       mask.push_back(asked.back());
       any = any || asked.back();

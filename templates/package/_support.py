@@ -136,6 +136,9 @@ class OpInfo:
     backward_schema: str = ""
     column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
     even_d: bool = False  # it moves columns (swap_halves, swap_pairs): D must be even
+    # A with_surrogate_grad states a gradient that is not the forward's derivative (a
+    # straight-through estimator): no finite differences of the forward check it.
+    surrogate_gradient: bool = False
     # It rolls columns (roll(x, k)): the int attrs its shifts read (empty: literal shifts); None:
     # it does not roll.
     rolls: Optional[List[str]] = None
@@ -316,6 +319,37 @@ def broadcast(value, *others):
     if not isinstance(value, torch.Tensor):
         value = tensors[0].new_tensor(value)
     return value.expand(torch.broadcast_shapes(*(t.shape for t in tensors)))
+
+
+class _Surrogate(torch.autograd.Function):
+    """with_surrogate_grad(value, x, dx): value broadcast with x and dx, whose gradient in x is
+    dx (summed to x's shape) and none in value or dx, as the derived backward's rule says. dx
+    keeps its history, so the second derivatives go through it as fusegen's do."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(value, x, dx):
+        return torch.as_tensor(broadcast(value, x, dx)).clone()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, x, dx = inputs
+        ctx.x_shape = x.shape if isinstance(x, torch.Tensor) else None
+        ctx.dx_number = None if isinstance(dx, torch.Tensor) else dx
+        ctx.save_for_backward(dx if isinstance(dx, torch.Tensor) else None)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx.x_shape is None:
+            return None, None, None
+        (dx,) = ctx.saved_tensors
+        gx = grad * (ctx.dx_number if dx is None else dx)
+        return None, gx.sum_to_size(ctx.x_shape), None
+
+
+def surrogate(value, x, dx):
+    """The reference's with_surrogate_grad (docs/spec-language.md)."""
+    return _Surrogate.apply(value, x, dx)
 
 
 def to_output(value: torch.Tensor, dtype: str) -> torch.Tensor:

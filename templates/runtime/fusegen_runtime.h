@@ -548,6 +548,20 @@ template <bool Fast = false> FG_HD float abs(float x) { return ::fabsf(x); }
 template <bool Fast = false> FG_HD double abs(double x) { return ::fabs(x); }
 template <bool Fast = false> FG_HD float pow(float x, float y) { return ::powf(x, y); }
 template <bool Fast = false> FG_HD double pow(double x, double y) { return ::pow(x, y); }
+// sin and cos exact in every type (the fast __sinf is accurate only near 0; RoPE's angles
+// reach the positions); round is rint: halves to even in the default rounding mode.
+template <bool Fast = false> FG_HD float sin(float x) { return ::sinf(x); }
+template <bool Fast = false> FG_HD double sin(double x) { return ::sin(x); }
+template <bool Fast = false> FG_HD float cos(float x) { return ::cosf(x); }
+template <bool Fast = false> FG_HD double cos(double x) { return ::cos(x); }
+template <bool Fast = false> FG_HD float floor(float x) { return ::floorf(x); }
+template <bool Fast = false> FG_HD double floor(double x) { return ::floor(x); }
+template <bool Fast = false> FG_HD float ceil(float x) { return ::ceilf(x); }
+template <bool Fast = false> FG_HD double ceil(double x) { return ::ceil(x); }
+template <bool Fast = false> FG_HD float round(float x) { return ::rintf(x); }
+template <bool Fast = false> FG_HD double round(double x) { return ::rint(x); }
+template <bool Fast = false> FG_HD float trunc(float x) { return ::truncf(x); }
+template <bool Fast = false> FG_HD double trunc(double x) { return ::trunc(x); }
 #ifdef __CUDA_ARCH__
 template <bool Fast = false> FG_HD float rsqrt(float x) { return ::rsqrtf(x); }
 template <bool Fast = false> FG_HD double rsqrt(double x) { return ::rsqrt(x); }

@@ -26,6 +26,7 @@ class Prim:
     kind: str = "elementwise"  # or reduction
     returns_bool: bool = False
     declares_gradient: bool = False
+    surrogate: bool = False  # declares_gradient: surrogate (with_surrogate_grad)
     eval: Optional[str] = None                                # fusegen's forward formula
     grads: Dict[str, str] = field(default_factory=dict)        # fusegen's derivative rules
     combine: Optional[str] = None
@@ -146,7 +147,8 @@ def load_primitives(path: Optional[str] = None) -> List[Prim]:
         name, params = _parse_signature(str(e["name"]))
         p = Prim(name, params, kind=str(e.get("kind", "elementwise")),
                  returns_bool=str(e.get("returns", "")) == "bool",
-                 declares_gradient=e.get("declares_gradient") in (True, "true"))
+                 declares_gradient=e.get("declares_gradient") in (True, "true", "surrogate"),
+                 surrogate=e.get("declares_gradient") == "surrogate")
         p.eval = None if e.get("eval") is None else str(e["eval"])
         p.grads = {str(k): str(v) for k, v in (e.get("grad") or {}).items()}
         p.combine = e.get("combine")
@@ -205,6 +207,14 @@ TORCH: Dict[tuple, str] = {
     ("with_grad", 5): "_M.with_grad({0}, {1}, {2}, {3}, {4})",
     ("with_grad", 7): "_M.with_grad({0}, {1}, {2}, {3}, {4}, {5}, {6})",
     ("detach", 1): "{0}.detach()",
+    ("sin", 1): "torch.sin({0})",
+    ("cos", 1): "torch.cos({0})",
+    ("floor", 1): "torch.floor({0})",
+    ("ceil", 1): "torch.ceil({0})",
+    ("round", 1): "torch.round({0})",
+    ("trunc", 1): "torch.trunc({0})",
+    ("sign", 1): "torch.where({0} > 0, 1.0, torch.where({0} < 0, -1.0, 0.0))",
+    ("clamp", 3): "torch.clamp({0}, {1}, {2})",
     # moves and the rotations over them (need an even D), reductions over rows: helpers of the
     # model (reference.py), from their definitions in docs/spec-language.md, not primitives.yaml's
     ("swap_halves", 1): "_M.move('halves', {0})",
@@ -239,6 +249,8 @@ DOMAIN: Dict[tuple, Dict[str, str]] = {
     ("exp", 1): {"x": "bounded"},
     ("expm1", 1): {"x": "bounded"},
     ("pow", 2): {"x": "pow_base"},  # positive unless the exponent is a non-negative integer
+    ("sin", 1): {"x": "bounded"},
+    ("cos", 1): {"x": "bounded"},
 }
 
 
@@ -265,9 +277,17 @@ def _views(p: Prim) -> bool:
     return p.kind == "view"
 
 
+# with_surrogate_grad is with_grad to the fuzzer's model (the stated gradient, which its
+# reference always takes): the with_grads it generates cover it; the generated tests (gradcheck
+# skipped, the backward against the reference's surrogate) and tests/python cover the rest.
+def _surrogate(p: Prim) -> bool:
+    return p.surrogate
+
+
 def check_coverage(prims: List[Prim]):
     missing = [p.signature() for p in prims
-               if p.key not in TORCH and not _draws(p) and not _whole(p) and not _views(p)]
+               if p.key not in TORCH and not _draws(p) and not _whole(p) and not _views(p)
+               and not _surrogate(p)]
     if missing:
         raise SystemExit("difffuzz: no PyTorch spelling for the primitive(s) " + ", ".join(missing) +
                          " of templates/primitives.yaml: add one to TORCH in tests/difffuzz/prims.py "
@@ -284,7 +304,8 @@ def load(path: Optional[str] = None) -> List[Prim]:
     import lang
     prims = load_primitives(path)
     check_coverage(prims)
-    prims = [p for p in prims if not _draws(p) and not _whole(p) and not _views(p)]
+    prims = [p for p in prims
+             if not _draws(p) and not _whole(p) and not _views(p) and not _surrogate(p)]
     lang.REDUCTIONS.clear()
     lang.REDUCTIONS.update(p.key for p in prims if p.kind == "reduction")
     lang.INTEGER_CLOSED.clear()

@@ -440,13 +440,15 @@ BUILTINS = {
     "select": lambda c, a, b: torch.where(c, a, b),
     "exp": torch.exp, "expm1": torch.expm1, "log": torch.log, "log1p": torch.log1p,
     "tanh": torch.tanh, "erf": torch.erf, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
-    "abs": torch.abs, "pow": torch.pow,
+    "abs": torch.abs, "pow": torch.pow, "sin": torch.sin, "cos": torch.cos,
+    "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
 }
 
 # Roundoffs per builtin: + - * / sqrt correctly rounded; the other math functions within
 # 2 ulp, pow within 4 (glibc's and CUDA's accuracy tables), and the fuzzer's Exact value
 # comes from PyTorch's own implementations of them.
-UNITS = {"exp": 4, "expm1": 4, "log": 4, "log1p": 4, "tanh": 4, "erf": 4, "rsqrt": 4, "pow": 8}
+UNITS = {"exp": 4, "expm1": 4, "log": 4, "log1p": 4, "tanh": 4, "erf": 4, "rsqrt": 4, "pow": 8,
+         "sin": 4, "cos": 4, "floor": 0, "ceil": 0, "round": 0, "trunc": 0}  # (rounding: exact)
 
 _PARSED: Dict[tuple, object] = {}
 _LIB: Dict[tuple, P.Prim] = {}

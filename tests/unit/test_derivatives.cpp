@@ -212,9 +212,10 @@ TEST(Derivatives, EveryPrimitiveRuleMatchesFiniteDifferences) {
   }
   // Guard against the loop silently skipping primitives.
   for (const char* name :
-       {"add",   "sub",     "mul",   "div",        "neg",  "where",    "exp",  "expm1",    "log",
-        "log1p", "sqrt",    "rsqrt", "tanh",       "erf",  "abs",      "pow",  "square",   "min",
-        "max",   "sigmoid", "relu",  "leaky_relu", "silu", "softplus", "gelu", "gelu_tanh"})
+       {"add",   "sub",     "mul",   "div",        "neg",   "where",    "exp",  "expm1",     "log",
+        "log1p", "sqrt",    "rsqrt", "tanh",       "erf",   "abs",      "pow",  "square",    "min",
+        "max",   "sigmoid", "relu",  "leaky_relu", "silu",  "softplus", "gelu", "gelu_tanh", "sin",
+        "cos",   "floor",   "ceil",  "round",      "trunc", "sign",     "clamp"})
     EXPECT_TRUE(tested.count(name)) << name << " was not tested";
   size_t expected = 0;
   for (const auto& pp : lib.all())
@@ -269,10 +270,21 @@ TEST(Derivatives, ConventionsAtKinksAndTies) {
     std::vector<double> args;
     std::vector<double> grads;
   } cases[] = {
-      {"min", {1.5, 1.5}, {0.5, 0.5}}, {"max", {-2.0, -2.0}, {0.5, 0.5}},
-      {"min", {1.0, 2.0}, {1.0, 0.0}}, {"max", {1.0, 2.0}, {0.0, 1.0}},
-      {"abs", {0.0}, {0.0}},           {"relu", {0.0}, {0.0}},
-      {"abs", {-3.0}, {-1.0}},         {"relu", {-3.0}, {0.0}},
+      {"min", {1.5, 1.5}, {0.5, 0.5}},
+      {"max", {-2.0, -2.0}, {0.5, 0.5}},
+      {"min", {1.0, 2.0}, {1.0, 0.0}},
+      {"max", {1.0, 2.0}, {0.0, 1.0}},
+      {"abs", {0.0}, {0.0}},
+      {"relu", {0.0}, {0.0}},
+      {"abs", {-3.0}, {-1.0}},
+      {"relu", {-3.0}, {0.0}},
+      // clamp as torch.clamp: x at a bound keeps its gradient; lo > hi gives hi everywhere
+      {"clamp", {0.0, 0.0, 1.0}, {1.0, 0.0, 0.0}},
+      {"clamp", {1.0, 0.0, 1.0}, {1.0, 0.0, 0.0}},
+      {"clamp", {-1.0, 0.0, 1.0}, {0.0, 1.0, 0.0}},
+      {"clamp", {2.0, 0.0, 1.0}, {0.0, 0.0, 1.0}},
+      {"clamp", {1.0, 1.5, 0.5}, {0.0, 0.0, 1.0}},
+      {"round", {2.5}, {0.0}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.prim);
@@ -285,6 +297,47 @@ TEST(Derivatives, ConventionsAtKinksAndTies) {
     ASSERT_EQ(g.inputGrads.size(), c.grads.size());
     for (size_t i = 0; i < c.grads.size(); ++i)
       EXPECT_EQ(evalOr0(g.inputGrads[i], env), c.grads[i]) << "argument " << i;
+  }
+}
+
+// Values where the rounding primitives, sign and clamp have conventions to keep (PyTorch's):
+// halves round to even, sign is 0 for NaN, clamp keeps NaN and gives hi when lo > hi.
+TEST(Derivatives, RoundingSignAndClampValuesAsPyTorch) {
+  const double nan = std::nan("");
+  struct Case {
+    const char* prim;
+    std::vector<double> args;
+    double value;
+  } cases[] = {
+      {"round", {2.5}, 2.0},
+      {"round", {3.5}, 4.0},
+      {"round", {-2.5}, -2.0},
+      {"round", {-0.7}, -1.0},
+      {"floor", {-0.5}, -1.0},
+      {"ceil", {-0.5}, 0.0},
+      {"trunc", {-1.7}, -1.0},
+      {"sign", {-3.0}, -1.0},
+      {"sign", {0.0}, 0.0},
+      {"sign", {nan}, 0.0},
+      {"clamp", {5.0, 0.0, 1.0}, 1.0},
+      {"clamp", {-5.0, 0.0, 1.0}, 0.0},
+      {"clamp", {0.3, 1.5, 0.5}, 0.5},
+      {"clamp", {0.3, 0.0, 1.0}, 0.3},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.prim);
+    ir::Function fn = applyOnInputs(prim(c.prim, c.args.size()), false, 0);
+    Env env;
+    for (size_t i = 0; i < c.args.size(); ++i)
+      env.inputs["x" + std::to_string(i)] = c.args[i];
+    EXPECT_EQ(ir::evaluate(fn.outputs[0].value, env), c.value);
+  }
+  ir::Function clamp = applyOnInputs(prim("clamp", 3), false, 0);
+  for (int nanAt = 0; nanAt < 3; ++nanAt) {
+    Env env;
+    for (int i = 0; i < 3; ++i)
+      env.inputs["x" + std::to_string(i)] = i == nanAt ? nan : i == 2 ? 1.0 : 0.0;
+    EXPECT_TRUE(std::isnan(ir::evaluate(clamp.outputs[0].value, env))) << "NaN at " << nanAt;
   }
 }
 
@@ -325,7 +378,7 @@ TEST(Derivatives, DetachStopsTheGradient) {
 
 TEST(Derivatives, WithGradUsesTheStatedDerivative) {
   // with_grad(x * x, x, 3 * x): the value is x^2, the gradient the stated 3x (not 2x), and
-  // with_grad is the only primitive finite differences skip.
+  // with_grad (and with_surrogate_grad) are the only primitives finite differences skip.
   Lowered r =
       lowerSpec("op: t\ninputs:\n  x: [..., D]\noutputs:\n  y: with_grad(x * x, x, 3 * x)\n");
   ASSERT_TRUE(r.fn) << r.messages;
@@ -336,8 +389,11 @@ TEST(Derivatives, WithGradUsesTheStatedDerivative) {
   EXPECT_EQ(ir::evaluate(r.fn->outputs[0].value, env), 4.0);
   ASSERT_TRUE(g.inputGrads[0]);
   EXPECT_EQ(ir::evaluate(g.inputGrads[0], env), 3.0);
-  for (const auto& p : library().all())
-    EXPECT_EQ(p->declaresGradient, p->name == "with_grad") << p->signature();
+  for (const auto& p : library().all()) {
+    EXPECT_EQ(p->declaresGradient, p->name == "with_grad" || p->name == "with_surrogate_grad")
+        << p->signature();
+    EXPECT_EQ(p->surrogateGradient, p->name == "with_surrogate_grad") << p->signature();
+  }
 }
 
 TEST(Derivatives, RuleThatDoesNotTypeCheckIsReported) {

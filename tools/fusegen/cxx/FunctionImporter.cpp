@@ -18,12 +18,15 @@ namespace {
 
 // The standard math functions a body may call, and the primitives they become.
 const std::map<std::string, std::string> kMath = {
-    {"expf", "exp"},   {"exp", "exp"},   {"expm1f", "expm1"}, {"expm1", "expm1"},
-    {"logf", "log"},   {"log", "log"},   {"log1pf", "log1p"}, {"log1p", "log1p"},
-    {"tanhf", "tanh"}, {"tanh", "tanh"}, {"erff", "erf"},     {"erf", "erf"},
-    {"sqrtf", "sqrt"}, {"sqrt", "sqrt"}, {"rsqrtf", "rsqrt"}, {"rsqrt", "rsqrt"},
-    {"fabsf", "abs"},  {"fabs", "abs"},  {"powf", "pow"},     {"pow", "pow"},
-    {"fmaxf", "max"},  {"fmax", "max"},  {"fminf", "min"},    {"fmin", "min"}};
+    {"expf", "exp"},     {"exp", "exp"},     {"expm1f", "expm1"}, {"expm1", "expm1"},
+    {"logf", "log"},     {"log", "log"},     {"log1pf", "log1p"}, {"log1p", "log1p"},
+    {"tanhf", "tanh"},   {"tanh", "tanh"},   {"erff", "erf"},     {"erf", "erf"},
+    {"sqrtf", "sqrt"},   {"sqrt", "sqrt"},   {"rsqrtf", "rsqrt"}, {"rsqrt", "rsqrt"},
+    {"fabsf", "abs"},    {"fabs", "abs"},    {"powf", "pow"},     {"pow", "pow"},
+    {"fmaxf", "max"},    {"fmax", "max"},    {"fminf", "min"},    {"fmin", "min"},
+    {"sinf", "sin"},     {"sin", "sin"},     {"cosf", "cos"},     {"cos", "cos"},
+    {"floorf", "floor"}, {"floor", "floor"}, {"ceilf", "ceil"},   {"ceil", "ceil"},
+    {"rintf", "round"},  {"rint", "round"},  {"truncf", "trunc"}, {"trunc", "trunc"}};
 
 constexpr const char* kDerivativeTag = "fusegen_derivative:";
 

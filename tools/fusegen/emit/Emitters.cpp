@@ -95,6 +95,17 @@ std::string pythonDimsArg(const OpModel& op, size_t i) {
 
 // Whether the op's forward or backward moves columns by a swap (swap_halves, swap_pairs, which
 // permute an even D; a roll takes any D): D even.
+// Whether a with_surrogate_grad states a gradient that is not the derivative of the forward:
+// the generated tests then compare no finite differences of the forward with it.
+bool statesSurrogateGradient(const OpModel& op) {
+  std::vector<ir::Expr> roots;
+  for (const ir::FunctionOutput& o : op.fn.outputs)
+    roots.push_back(o.value);
+  for (const ir::Node* n : ir::topoOrder(roots))
+    if (n->kind() == ir::NodeKind::Call && n->prim()->surrogateGradient) return true;
+  return false;
+}
+
 bool movesColumns(const OpModel& op) {
   std::vector<ir::Expr> roots;
   for (const ir::FunctionOutput& o : op.fn.outputs)
@@ -751,6 +762,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("dim_names", stringItems(op.spec.dims));
   d.set("has_dims", !op.spec.dims.empty());
   d.set("moves_columns", movesColumns(op));
+  d.set("surrogate_gradient", statesSurrogateGradient(op));
   // Whether it rolls columns (roll(x, k)), and the attrs its shifts read: the tests vary them.
   {
     std::vector<ir::Expr> roots;

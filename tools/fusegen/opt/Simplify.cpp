@@ -254,7 +254,8 @@ ir::Function dropStatedGradients(const ir::Function& fn, std::vector<ir::Expr>& 
     roots.insert(roots.end(), o.parts.begin(), o.parts.end());
   std::unordered_map<const ir::Node*, ir::Expr> replace;
   for (const ir::Node* n : ir::topoOrder(roots)) // inner with_grads first
-    if (n->kind() == ir::NodeKind::Call && n->prim()->declaresGradient)
+    if (n->kind() == ir::NodeKind::Call && n->prim()->declaresGradient &&
+        !n->prim()->surrogateGradient) // (a surrogate's reference computes its gradient)
       replace[n] = withoutStatedGradients(*n, ir::substitute(n->args().front(), replace), replace);
   if (replace.empty()) return fn;
   for (ir::Expr& r : roots)

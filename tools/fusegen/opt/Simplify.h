@@ -57,7 +57,8 @@ std::vector<ir::Expr> cse(const std::vector<ir::Expr>& roots);
 // the stated derivatives, so the forward kernels and the eager reference compute values
 // only, not the derivatives that with_grad carries. Both are rewritten alike and then
 // shared (cse, the forward first), so a forward value the backward reads is still one
-// node in both, as the planner expects.
+// node in both, as the planner expects. A with_surrogate_grad stays: its stated gradient is
+// not value's derivative, so the reference must compute it too (the kernels print its value).
 ir::Function dropStatedGradients(const ir::Function& fn, std::vector<ir::Expr>& backward);
 
 } // namespace fusegen::opt

@@ -31,6 +31,12 @@ const Builtin kBuiltins[] = {
   {"rsqrt",  1, false, [](const double* a) { return 1.0 / std::sqrt(a[0]); }},
   {"abs",    1, false, [](const double* a) { return std::fabs(a[0]); }},
   {"pow",    2, false, [](const double* a) { return std::pow(a[0], a[1]); }},
+  {"sin",    1, false, [](const double* a) { return std::sin(a[0]); }},
+  {"cos",    1, false, [](const double* a) { return std::cos(a[0]); }},
+  {"floor",  1, false, [](const double* a) { return std::floor(a[0]); }},
+  {"ceil",   1, false, [](const double* a) { return std::ceil(a[0]); }},
+  {"round",  1, false, [](const double* a) { return std::nearbyint(a[0]); }}, // halves to even
+  {"trunc",  1, false, [](const double* a) { return std::trunc(a[0]); }},
 };
 // clang-format on
 } // namespace

@@ -288,10 +288,11 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
         else
           diags.error(vloc, "sign must be nonnegative, of_args or product");
       } else if (key == "declares_gradient") {
-        if (v.Scalar() == "true")
-          p->declaresGradient = true;
-        else if (v.Scalar() != "false")
-          diags.error(vloc, "declares_gradient must be true or false");
+        const std::string flag = v.Scalar();
+        if (flag != "true" && flag != "false" && flag != "surrogate")
+          diags.error(vloc, "declares_gradient must be true, false or surrogate");
+        p->declaresGradient = flag == "true" || flag == "surrogate";
+        p->surrogateGradient = flag == "surrogate";
       } else {
         diags.error(locOf(path, it->first), "unknown key '" + key +
                                                 "'; expected name, doc, kind, returns, eval, "

@@ -103,6 +103,9 @@ struct Primitive {
   // Its grad rules state a gradient that eval does not imply (with_grad: a C++ function's
   // named derivative), so finite differences of eval do not check them.
   bool declaresGradient = false;
+  // ... and one that is not even value's derivative (with_surrogate_grad: a straight-through
+  // estimator): it stays in the forward, so the reference computes the stated gradient too.
+  bool surrogateGradient = false;
   std::string doc;
   expr::AstPtr eval;               // over builtins and params (elementwise only)
   std::string torch;               // PyTorch spelling with {param} placeholders
