@@ -111,7 +111,7 @@ def reference(logits: Tensor, target: Tensor, *, ignore_index: int = -100, label
     _t28 = (_t23 + _t27)
     _t29 = torch.where(_t0, 0.0, _t28)
     _t30 = _t29.sum()
-    _t31 = torch.where(_t0, 0.0, 1.0)
+    _t31 = torch.where(_t0, logits.new_tensor(0.0), logits.new_tensor(1.0))
     _t32 = _t31.sum()
     _t33 = (_t30 / _t32)
     loss = _t33
@@ -301,7 +301,7 @@ def _backward_backward(ctx, *_gg):
     _t44 = _support.where_uniform(_t37, _t43, 0.0)
     _t45 = (_t36 + _t44)
     _t46 = torch.where(_t0, 0.0, _t45)
-    _t47 = torch.where(_t0, 0.0, 1.0)
+    _t47 = torch.where(_t0, logits.new_tensor(0.0), logits.new_tensor(1.0))
     _t48 = _t47.sum()
     _t49 = (_t46 / _t48)
     _t50 = (_grad_loss / _t48)

@@ -323,12 +323,20 @@ class Rounding:
 
     def stored(self, v, e, out=None):
         """E of values v (bounds e) as the kernels store them: rounded to the dtype, or to an
-        output's own type `out` (float32, float8_e4m3fn, float8_e5m2), which the reference
+        output's own type `out` (float32, float8_e4m3fn, float8_e5m2; integers and bool: the
+        largest step their rounding makes within the bound), which the reference
         rounds to as well (it returns the output as the op does): twice half its unit in the
         last place, relative, or of its least subnormal, absolute, saturated values alike
         (saturation moves both to the same largest finite value)."""
         if out is None:
             return e + self.u_store * v.abs()
+        t = getattr(torch, out)
+        if t == torch.bool:  # a value within its bound of 0 may be stored as either
+            return torch.where((e > 0) & (v.abs() <= e), 1.0, 0.0)
+        if not t.is_floating_point:  # the largest step rounding makes within [v - e, v + e]
+            r = _support.integer_values(v, t)
+            lo, hi = _support.integer_values(v - e, t), _support.integer_values(v + e, t)
+            return torch.where(e > 0, torch.maximum(hi - r, r - lo).nan_to_num(0.0), 0.0)
         info = torch.finfo(getattr(torch, out))
         return e + info.eps * v.abs().clamp(max=info.max) + info.smallest_normal * info.eps
 

@@ -113,7 +113,7 @@ __device__ __forceinline__ void storeVec(void* base, I index, const Vec<S, V>& x
   }
 }
 
-// ---- outputs of their own type (Elem::Float32, Float8E4M3, Float8E5M2) ----
+// ---- outputs of their own type (Elem::Float32, Float8E4M3, Float8E5M2, the integers, Bool) ----
 // FP8 by the toolkit's conversion with __NV_SATFINITE: round to nearest even, out-of-range
 // values to the largest finite one of their sign, NaN to NaN (one cvt instruction on sm_89+).
 template <typename T> __device__ __forceinline__ __nv_fp8_storage_t toFp8(T x, Elem e) {
@@ -126,12 +126,45 @@ template <typename T> __device__ __forceinline__ __nv_fp8_storage_t toFp8(T x, E
 
 // Element i of an output of its own type e, from the compute type.
 template <typename T> __device__ __forceinline__ void storeTyped(Elem e, void* p, int64_t i, T x) {
-  if (e == Elem::Compute)
+  switch (e) {
+  case Elem::Compute:
     static_cast<T*>(p)[i] = x;
-  else if (e == Elem::Float32)
+    break;
+  case Elem::Float32:
     static_cast<float*>(p)[i] = static_cast<float>(x);
-  else
+    break;
+  case Elem::Int8:
+    static_cast<int8_t*>(p)[i] = toInteger<int8_t>(x);
+    break;
+  case Elem::UInt8:
+    static_cast<uint8_t*>(p)[i] = toInteger<uint8_t>(x);
+    break;
+  case Elem::Int32:
+    static_cast<int32_t*>(p)[i] = toInteger<int32_t>(x);
+    break;
+  case Elem::Int64:
+    static_cast<int64_t*>(p)[i] = toInteger<int64_t>(x);
+    break;
+  case Elem::Bool:
+    static_cast<bool*>(p)[i] = x != T(0);
+    break;
+  default:
     static_cast<__nv_fp8_storage_t*>(p)[i] = toFp8(x, e);
+  }
+}
+
+// N integers (toInteger) or bools (x != 0) of type I as one store.
+template <typename I, typename T, int N>
+__device__ __forceinline__ void storeIntegerVec(void* p, int64_t i, const T (&x)[N]) {
+  ElemPack<I, N> v;
+#pragma unroll
+  for (int l = 0; l < N; ++l) {
+    if constexpr (std::is_same_v<I, bool>)
+      v.v[l] = x[l] != T(0);
+    else
+      v.v[l] = toInteger<I>(x[l]);
+  }
+  reinterpret_cast<ElemPack<I, N>*>(static_cast<I*>(p) + i)[0] = v;
 }
 
 // Elements i ... i + N - 1 of it, as one store of N x elemBytes(e) bytes (p + i aligned to that).
@@ -149,6 +182,16 @@ __device__ __forceinline__ void storeTypedVec(Elem e, void* p, int64_t i, const 
     for (int l = 0; l < N; ++l)
       v.v[l] = static_cast<float>(x[l]);
     reinterpret_cast<ElemPack<float, N>*>(static_cast<float*>(p) + i)[0] = v;
+  } else if (e == Elem::Int8) {
+    storeIntegerVec<int8_t>(p, i, x);
+  } else if (e == Elem::UInt8) {
+    storeIntegerVec<uint8_t>(p, i, x);
+  } else if (e == Elem::Int32) {
+    storeIntegerVec<int32_t>(p, i, x);
+  } else if (e == Elem::Int64) {
+    storeIntegerVec<int64_t>(p, i, x);
+  } else if (e == Elem::Bool) {
+    storeIntegerVec<bool>(p, i, x);
   } else if constexpr (N % 2 == 0 && std::is_same_v<T, float>) {
     // Two elements per conversion (one cvt.satfinite.e4m3x2.f32 on sm_89 and later).
     const __nv_fp8_interpretation_t kind = e == Elem::Float8E4M3 ? __NV_E4M3 : __NV_E5M2;

@@ -215,9 +215,10 @@ template <int N> FG_HD int64_t orderedRow(unsigned keep, int64_t index, const Na
 // bool type the spec declares. Integer and bool inputs reach the program in the compute type:
 // exact for integers up to 2^24 in float32, which covers class indices (the glue checks that
 // a program reading the column index j has D <= 2^24, so j == target compares exactly).
-// An output's (P::outElem(m)): the call's dtype, or a floating type of its own: float32, or
-// FP8 (float8_e4m3fn, float8_e5m2) converted with saturation, an out-of-range value becoming
-// the largest finite one of its sign and NaN staying NaN (the plans' storeTyped, per backend).
+// An output's (P::outElem(m)): the call's dtype, or a type of its own: float32, FP8
+// (float8_e4m3fn, float8_e5m2) converted with saturation, an out-of-range value becoming the
+// largest finite one of its sign and NaN staying NaN; an integer type (int8, uint8, int32,
+// int64: toInteger) or bool (value != 0) (the plans' storeTyped, per backend).
 // Compute: the compute type (float for half types), in which a forward saves the whole-tensor
 // values (sum_all, ...) its backward reads back as [] inputs.
 enum class Elem : int {
@@ -228,7 +229,9 @@ enum class Elem : int {
   Float32 = 4,
   Float8E4M3 = 5,
   Float8E5M2 = 6,
-  Compute = 7
+  Compute = 7,
+  Int8 = 8,
+  UInt8 = 9
 };
 
 // Element i of an integer or bool input, in the compute type T.
@@ -571,6 +574,36 @@ template <bool Fast = false> FG_HD float rsqrt(float x) { return 1.0f / ::sqrtf(
 template <bool Fast = false> FG_HD double rsqrt(double x) { return 1.0 / ::sqrt(x); }
 #endif
 // clang-format on
+
+// An output of an integer type I from the compute type: rounded to the nearest integer (halves
+// to even, as torch.round), saturated to I's range, NaN as 0 (PTX's cvt.rni.sat to an integer,
+// spelled portably). An int8 quantizer writes {value: x / scale, dtype: int8}.
+// IntRange<I>: lo, I's least value, and top, the first value past its largest (max), both
+// powers of 2 or 0, so exact in the compute type.
+template <typename I> struct IntRange;
+template <> struct IntRange<int8_t> {
+  static constexpr double lo = -128.0, top = 128.0;
+  static constexpr int8_t max = 127;
+};
+template <> struct IntRange<uint8_t> {
+  static constexpr double lo = 0.0, top = 256.0;
+  static constexpr uint8_t max = 255;
+};
+template <> struct IntRange<int32_t> {
+  static constexpr double lo = -2147483648.0, top = 2147483648.0;
+  static constexpr int32_t max = 2147483647;
+};
+template <> struct IntRange<int64_t> {
+  static constexpr double lo = -9223372036854775808.0, top = 9223372036854775808.0;
+  static constexpr int64_t max = 9223372036854775807;
+};
+template <typename I, typename T> FG_HD I toInteger(T x) {
+  const T r = fg::round(x);
+  if (!(r == r)) return I(0);
+  if (r >= static_cast<T>(IntRange<I>::top)) return IntRange<I>::max;
+  if (r <= static_cast<T>(IntRange<I>::lo)) return static_cast<I>(IntRange<I>::lo);
+  return static_cast<I>(r);
+}
 
 // ---- compute types ----
 template <typename S> struct Compute { using type = float; };

@@ -352,10 +352,27 @@ def surrogate(value, x, dx):
     return _Surrogate.apply(value, x, dx)
 
 
+def integer_values(value: torch.Tensor, t: torch.dtype) -> torch.Tensor:
+    """value as an integer output of type t takes it, still floating: rounded to the nearest
+    integer (halves to even), saturated to t's range, NaN as 0 (fusegen_runtime.h toInteger)."""
+    info = torch.iinfo(t)
+    top = float(info.max) + 1  # (2^(bits-1), or 256 for uint8: exact)
+    r = torch.round(value)
+    r = torch.where(r.isnan(), 0.0, r).clamp(min=float(info.min))
+    return torch.where(r >= top, float(info.max), r)
+
+
 def to_output(value: torch.Tensor, dtype: str) -> torch.Tensor:
-    """value stored as an output of its own type, as the kernels store it: float32, or FP8
-    saturated (beyond the largest finite value, the largest of its sign; NaN stays NaN)."""
+    """value stored as an output of its own type, as the kernels store it: float32, FP8
+    saturated (beyond the largest finite value, the largest of its sign; NaN stays NaN), an
+    integer type (integer_values) or bool (value != 0, NaN true)."""
     t = getattr(torch, dtype)
+    if t == torch.bool:
+        return value != 0
+    if not t.is_floating_point:
+        r = integer_values(value.double(), t)
+        big = r >= float(torch.iinfo(t).max)  # (int64's largest is not a float64)
+        return torch.where(big, torch.iinfo(t).max, torch.where(big, 0.0, r).to(t))
     if t.is_floating_point and torch.finfo(t).bits == 8:
         top = torch.finfo(t).max
         value = torch.where(value.isnan(), value, value.clamp(-top, top))

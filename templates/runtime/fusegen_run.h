@@ -87,6 +87,10 @@ inline TType elemType(Elem e) {
     return TType::Float8E4M3;
   case Elem::Float8E5M2:
     return TType::Float8E5M2;
+  case Elem::Int8:
+    return TType::Int8;
+  case Elem::UInt8:
+    return TType::UInt8;
   default:
     return TType::Bool;
   }

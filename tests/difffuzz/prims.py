@@ -213,8 +213,8 @@ TORCH: Dict[tuple, str] = {
     ("ceil", 1): "torch.ceil({0})",
     ("round", 1): "torch.round({0})",
     ("trunc", 1): "torch.trunc({0})",
-    ("sign", 1): "torch.where({0} > 0, 1.0, torch.where({0} < 0, -1.0, 0.0))",
-    ("clamp", 3): "torch.clamp({0}, {1}, {2})",
+    ("sign", 1): "torch.sign({0})",
+    ("clamp", 3): "torch.clamp(torch.broadcast_tensors({0}, {1}, {2})[0], {1}, {2})",
     # moves and the rotations over them (need an even D), reductions over rows: helpers of the
     # model (reference.py), from their definitions in docs/spec-language.md, not primitives.yaml's
     ("swap_halves", 1): "_M.move('halves', {0})",

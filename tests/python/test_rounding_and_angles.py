@@ -2,7 +2,8 @@
 a user would: RoPE with its angles computed in the kernel from the position along S and a
 per-column frequency (no cos/sin tables in memory, the frequencies' gradient derived through
 sin and cos), int8 fake quantization with a per-row absmax scale and a straight-through
-gradient, stochastic rounding to a grid (floor of x plus a uniform draw), and hardswish and
+gradient, int8 quantization to outputs of integer types (rounded, saturated, NaN as 0) and a
+dropout returning its keep mask as a bool tensor, stochastic rounding to a grid (floor of x plus a uniform draw), and hardswish and
 ReLU6 through clamp (torch.clamp's gradient at the bounds). Each checked against PyTorch written
 here in float64, forward and gradients, and float32 within a few roundoffs; then the generated
 tests' checks of each op (fusegen_ops.testing: every dtype against the reference within the
@@ -65,6 +66,33 @@ outputs:
   sg: sign(x) * 1.0
   rd: round(x)
   fc: floor(x) * 4 + ceil(x) * 2 + trunc(x)
+  cb: clamp(b, -x, 2)
+---
+op: quantize_rowwise
+doc: per-row symmetric int8 quantization, its float32 scale, and uint8, int32 and int64 codes
+inputs:
+  x: [..., D]
+let:
+  s: max(abs(x)) / 127
+  c: x / where(s > 0, s, 1)
+outputs:
+  q: {value: c, dtype: int8}
+  scale: {value: s, dtype: float32}
+  u: {value: c + 128, dtype: uint8}
+  w: {value: c * 2e7, dtype: int32}
+  l: {value: c * 1e17, dtype: int64}
+---
+op: dropout_keep
+doc: dropout of x, returning its keep mask as bool
+inputs:
+  x: [..., D]
+attrs:
+  p: {type: float, default: 0.1}
+let:
+  d: dropout(1, p)
+outputs:
+  y: x * d
+  keep: {value: d, dtype: bool}
 """
 
 
@@ -146,26 +174,78 @@ def test_hard_activations_and_sign(ops, device):
     x[2, :8] = torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5, 3.5, -1.5, 4.0])  # halves to even
     x.requires_grad_()
     b.requires_grad_()
-    hs, r6, sg, rd, fc = ops["hard_acts"](x, b)
+    hs, r6, sg, rd, fc, cb = ops["hard_acts"](x, b)
     z = x + b
     xd = x.detach()
     want = (z * torch.clamp(z + 3, 0, 6) / 6, torch.clamp(z, 0, 6), torch.sign(x),
-            torch.round(xd), torch.floor(xd) * 4 + torch.ceil(xd) * 2 + torch.trunc(xd))
-    for got, w in zip((hs, r6, sg, rd, fc), want):
+            torch.round(xd), torch.floor(xd) * 4 + torch.ceil(xd) * 2 + torch.trunc(xd),
+            torch.clamp(b.expand_as(x), -x, torch.tensor(2.0, dtype=x.dtype, device=device)))
+    for got, w in zip((hs, r6, sg, rd, fc, cb), want):
         torch.testing.assert_close(got, w, rtol=1e-15, atol=1e-15)
     assert rd[2, :8].tolist() == [0.0, 2.0, 2.0, -0.0, -2.0, 4.0, -2.0, 4.0]
     for t in (torch.float32, torch.bfloat16):  # (the float kernels' rint)
         rd_t = ops["hard_acts"](xd.to(t), b.detach().to(t))[3]
         assert rd_t[2, :8].tolist() == [0.0, 2.0, 2.0, -0.0, -2.0, 4.0, -2.0, 4.0]
-    gs = [torch.randn_like(t) for t in want[:2]]
-    got = torch.autograd.grad([hs, r6], [x, b], gs)
-    exp = torch.autograd.grad(list(want[:2]), [x, b], gs)
+    gs = [torch.randn_like(t) for t in (hs, r6, cb)]
+    got = torch.autograd.grad([hs, r6, cb], [x, b], gs)
+    exp = torch.autograd.grad([want[0], want[1], want[5]], [x, b], gs)
     for a, e in zip(got, exp):
         torch.testing.assert_close(a, e, rtol=1e-13, atol=1e-13)
     # NaN: clamp keeps it, sign gives 0 (torch.sign)
     n = torch.full((1, 96), float("nan"), dtype=torch.float64, device=device)
-    hs, r6, sg, _, _ = ops["hard_acts"](n, b.detach())
+    hs, r6, sg, _, _, _ = ops["hard_acts"](n, b.detach())
     assert hs.isnan().all() and r6.isnan().all() and (sg == 0).all()
+
+
+def saturated(v, t):
+    """v (float64) rounded to integers of type t, halves to even, saturated, NaN as 0: written
+    here from the docs, not from fusegen's _support."""
+    info = torch.iinfo(t)
+    r = torch.nan_to_num(torch.round(v), nan=0.0)
+    out = torch.clamp(r, info.min, info.max).to(t)
+    return torch.where(r >= 2.0 ** (info.bits - (info.min < 0)), info.max, out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_outputs(ops, device):
+    x = torch.randn(6, 300, dtype=torch.float64, device=device)
+    x[1] = 0.0  # scale 0: codes 0
+    x[2, 7] = float("nan")  # a NaN scale (where(s > 0, s, 1) takes 1): its NaN code 0
+    x[3, :5] = torch.tensor([127.0, -63.5, 0.5, 1.5, -2.5], dtype=torch.float64)  # halves
+    q, scale, u, w, l = ops["quantize_rowwise"](x)
+    assert (q.dtype, scale.dtype, u.dtype, w.dtype, l.dtype) == (
+        torch.int8, torch.float32, torch.uint8, torch.int32, torch.int64)
+    s = x.abs().amax(-1) / 127
+    c = x / torch.where(s > 0, s, 1.0)[:, None]
+    torch.testing.assert_close(scale, s.float(), equal_nan=True)
+    assert torch.equal(q, saturated(c, torch.int8))
+    assert torch.equal(u, saturated(c + 128, torch.uint8))
+    assert torch.equal(w, saturated(c * 2e7, torch.int32))  # beyond 2^31: saturated
+    assert (w == 2**31 - 1).any() and (w == -2**31).any()
+    # int64: c * 1e17 computed in float64 here as in the kernels; past 2^63 saturated
+    assert torch.equal(l, saturated(c * 1e17, torch.int64))
+    assert (l == 2**63 - 1).any() and (q[1] == 0).all() and q[2, 7] == 0 and q[2].any()
+    assert q[3, :5].tolist() == [127, -64, 0, 2, -2]  # (x / 1 with scale 1: halves to even)
+    # float32 and bfloat16: within one step of the float64 codes (the scale rounds)
+    for t in (torch.float32, torch.bfloat16):
+        q_t = ops["quantize_rowwise"](x[:1].to(t))[0]
+        assert (q_t.int() - saturated(c[:1], torch.int8).int()).abs().max() <= 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bool_keep_mask(ops, device):
+    x = torch.randn(64, 1000, dtype=torch.float64, device=device) + 5  # (no zeros)
+    torch.manual_seed(5)
+    y, keep = ops["dropout_keep"](x, p=0.25)
+    assert keep.dtype == torch.bool and keep.shape == x.shape
+    assert torch.equal(keep, y != 0)
+    torch.testing.assert_close(y, torch.where(keep, x / 0.75, 0.0), rtol=1e-15, atol=0)
+    assert abs(keep.double().mean().item() - 0.75) < 0.01
+    g = torch.randn_like(y)
+    xr = x.clone().requires_grad_()
+    torch.manual_seed(5)
+    (gx,) = torch.autograd.grad(ops["dropout_keep"](xr, p=0.25)[0], xr, g)
+    torch.testing.assert_close(gx, torch.where(keep, g / 0.75, 0.0), rtol=1e-15, atol=0)
 
 
 # The generated tests' checks, called through each op's CHECKS (its test module's OpChecks).
@@ -179,7 +259,9 @@ GENERATED = {
     "odd_sizes": lambda c, t, dev: c.odd_sizes(dev),
     "opcheck": lambda c, t, dev: c.opcheck(dev),
 }
-OPS = ["rope_angles", "fake_quant_int8", "stochastic_round", "hard_acts"]
+GRADIENT_CHECKS = {"backward", "gradcheck", "gradgradcheck", "partial"}
+OPS = ["rope_angles", "fake_quant_int8", "stochastic_round", "hard_acts", "quantize_rowwise",
+       "dropout_keep"]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -188,4 +270,7 @@ OPS = ["rope_angles", "fake_quant_int8", "stochastic_round", "hard_acts"]
 def test_generated_checks(ops, op, check, device):
     package = ops["_package"]
     checks = importlib.import_module(f"{package}.{op}.test_{op}").CHECKS
+    if check in GRADIENT_CHECKS and not checks.spec.differentiable_outputs():
+        pytest.skip("every output has a type of its own: no gradient (its generated tests "
+                    "have no gradient checks)")
     GENERATED[check](checks, importlib.import_module(f"{package}.testing"), device)

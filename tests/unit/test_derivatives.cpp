@@ -284,6 +284,8 @@ TEST(Derivatives, ConventionsAtKinksAndTies) {
       {"clamp", {-1.0, 0.0, 1.0}, {0.0, 1.0, 0.0}},
       {"clamp", {2.0, 0.0, 1.0}, {0.0, 0.0, 1.0}},
       {"clamp", {1.0, 1.5, 0.5}, {0.0, 0.0, 1.0}},
+      {"clamp", {0.0, 1.0, 1.0}, {0.0, 0.0, 0.0}}, // lo == hi: torch.clamp's backward
+      {"clamp", {1.0, 1.0, 1.0}, {1.0, 0.0, 0.0}},
       {"round", {2.5}, {0.0}},
   };
   for (const Case& c : cases) {

@@ -51,8 +51,9 @@ std::string boundsFormula(const expr::AstPtr& a,
 class Printer {
 public:
   Printer(Target target, const Bindings& bindings, std::string prefix = "_t",
-          UniformConditions* uniforms = nullptr)
-      : target_(target), bindings_(bindings), prefix_(std::move(prefix)), uniforms_(uniforms) {}
+          UniformConditions* uniforms = nullptr, std::string like = "")
+      : target_(target), bindings_(bindings), prefix_(std::move(prefix)), uniforms_(uniforms),
+        like_(std::move(like)) {}
 
   std::string run(const std::vector<Assignment>& assignments, int indent) {
     std::vector<ir::Expr> roots;
@@ -296,21 +297,35 @@ private:
   // number where its spelling is operators (D == 0 is a bool). torch's functions take tensors
   // (torch.pow(0.01, -1) and torch.where(False, t, 0.0) raise): their number operands become
   // 0-dim tensors where all operands are numbers, and a number condition always; 0-dim
-  // float64 CPU tensors mix with tensors of any dtype and device as numbers do.
+  // float64 CPU tensors mix with tensors of any dtype and device as numbers do. Where the
+  // values are all numbers but a condition or a random draw is a tensor (where(c, 0.1, 0.3),
+  // dropout(1, p)), the result is a tensor of torch's default dtype, float32, which would round
+  // 0.1 in a float64 reference: the values become 0-dim tensors of the op's dtype and device
+  // (like_'s: its first float [..., D] input).
   void pythonScalarOperands(const ir::Node& n, std::vector<std::string>& operands) {
-    const bool torchFunction = n.prim()->torch.find("torch.") != std::string::npos;
-    bool allScalar = true;
-    for (const ir::Expr& a : n.args())
-      allScalar = allScalar && pyScalars_.count(a.get());
+    const prims::Primitive& p = *n.prim();
+    const bool torchFunction = p.torch.find("torch.") != std::string::npos;
+    bool allScalar = true, valuesScalar = true;
+    for (size_t i = 0; i < n.args().size(); ++i) {
+      const bool scalar = pyScalars_.count(n.args()[i].get()) > 0;
+      allScalar = allScalar && scalar;
+      if (i < p.params.size() && p.params[i].kind == prims::ParamKind::Value)
+        valuesScalar = valuesScalar && scalar;
+    }
     if (allScalar && !torchFunction) {
       pyScalars_.insert(&n);
       return;
     }
+    const bool ofOpDtype = torchFunction && !allScalar && valuesScalar && !like_.empty();
     for (size_t i = 0; i < n.args().size(); ++i) {
       const ir::Node* a = n.args()[i].get();
-      if (pyScalars_.count(a) && torchFunction && (allScalar || a->type() == ir::ValueType::Bool))
-        operands[i] = "torch.as_tensor(" + operands[i] +
-                      (a->type() == ir::ValueType::Bool ? ")" : ", dtype=torch.float64)");
+      if (!pyScalars_.count(a) || !torchFunction) continue;
+      if (a->type() == ir::ValueType::Bool)
+        operands[i] = "torch.as_tensor(" + operands[i] + ")";
+      else if (allScalar)
+        operands[i] = "torch.as_tensor(" + operands[i] + ", dtype=torch.float64)";
+      else if (ofOpDtype && p.params[i].kind == prims::ParamKind::Value)
+        operands[i] = like_ + ".new_tensor(" + operands[i] + ")";
     }
   }
 
@@ -342,6 +357,7 @@ private:
   std::set<const ir::Node*> lazy_;         // C++: wheres printed as an if
   std::string prefix_;
   UniformConditions* uniforms_;
+  std::string like_; // Python: a float tensor of the op's dtype and device (or none)
   std::map<const ir::Node*, std::string> names_;
   std::set<const ir::Node*> pyScalars_; // Python numbers in the Python target
   int next_ = 0;
@@ -411,9 +427,10 @@ std::string printCpp(const std::vector<Assignment>& assignments, int indent,
   return Printer(Target::Cpp, bindings, "_t", uniforms).run(assignments, indent);
 }
 
-std::string printPython(const std::vector<Assignment>& assignments, int indent) {
+std::string printPython(const std::vector<Assignment>& assignments, int indent,
+                        const std::string& like) {
   static const Bindings none;
-  return Printer(Target::Python, none).run(assignments, indent);
+  return Printer(Target::Python, none, "_t", nullptr, like).run(assignments, indent);
 }
 
 std::string printPythonBounds(const std::vector<Assignment>& assignments, int indent,

@@ -316,7 +316,7 @@ std::string secondOrderBody(const OpModel& op) {
     results.push_back("None");
   if (op.plan.randomStreams) results.push_back("None"); // (_saved_rng)
   out += pythonLeaves(op, roots, full, "ctx.rng");
-  out += printPython(assignments, 4);
+  out += printPython(assignments, 4, full);
   out += "    _full = list(" + full + ".shape)\n";
   if (fn.inputs[op.plan.fullInput].chunks > 1) // (the op's shape: D, not the packed last dim)
     out += "    _full[-1] //= " + std::to_string(fn.inputs[op.plan.fullInput].chunks) + "\n";
@@ -647,7 +647,7 @@ std::string referenceBody(const OpModel& op) {
     out +=
         "    _rng = _support.draw_rng(SPEC, " + full + ", generator) if _rng is None else _rng\n";
   out += pythonLeaves(op, roots, full, "_rng", "", "", op.plan.randomStreams ? "_row0" : "");
-  out += printPython(reference, 4);
+  out += printPython(reference, 4, full);
   // An output of its own type is stored as the kernels store it (FP8: saturated).
   for (const ir::FunctionOutput& o : fn.outputs)
     if (!o.differentiable())

@@ -61,6 +61,11 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
     const ElemType type = o.type == spec::OutputType::Float32      ? ElemType::Float32
                           : o.type == spec::OutputType::Float8E4M3 ? ElemType::Float8E4M3
                           : o.type == spec::OutputType::Float8E5M2 ? ElemType::Float8E5M2
+                          : o.type == spec::OutputType::Int8       ? ElemType::Int8
+                          : o.type == spec::OutputType::UInt8      ? ElemType::UInt8
+                          : o.type == spec::OutputType::Int32      ? ElemType::Int32
+                          : o.type == spec::OutputType::Int64      ? ElemType::Int64
+                          : o.type == spec::OutputType::Bool       ? ElemType::Bool
                                                                    : ElemType::Dtype;
     outputs.push_back(tensor(o.name, Role::Output, type, o.value->shape(), o.differentiable()));
     outputs.back().chunks = o.parts.empty() ? 1 : static_cast<int>(o.parts.size());

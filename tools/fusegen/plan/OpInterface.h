@@ -39,9 +39,11 @@ enum class ElemType {
   Bool,  // a bool attr, or a tensor of bools (a spec's bool input)
   Int64, // tensors of a spec's integer inputs
   Int32,
-  Float32,    // an output of a spec's own type (OutputType): float32, FP8
+  Float32,    // an output of a spec's own type (OutputType): float32, FP8, integers, bool
   Float8E4M3, // (float8_e4m3fn)
   Float8E5M2,
+  Int8,
+  UInt8,
   BoolList,  // the output mask
   Generator, // a torch.Generator or None
 };

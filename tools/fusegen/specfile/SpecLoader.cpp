@@ -483,6 +483,18 @@ void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec
   }
 }
 
+// "float32, float8_e4m3fn, ... or bool": the dtypes an output may declare, for messages.
+std::string declarableOutputTypes() {
+  std::string s;
+  const size_t n = std::size(kDeclarableOutputTypes);
+  for (size_t i = 0; i < n; ++i)
+    s += std::string(i == 0       ? ""
+                     : i + 1 == n ? " or "
+                                  : ", ") +
+         outputTypeName(kDeclarableOutputTypes[i]);
+  return s;
+}
+
 // An output's mapping form, {value: formula, dtype: float8_e4m3fn}: the formula as in the short
 // form, and the type its elements are stored as (no gradient flows through it).
 std::optional<Binding> readTypedOutput(Reader& r, const YAML::Node& n, const YAML::Node& key) {
@@ -513,14 +525,14 @@ std::optional<Binding> readTypedOutput(Reader& r, const YAML::Node& n, const YAM
       formula = fv;
     } else if (f == "dtype") {
       const std::string t = fv.IsScalar() ? fv.Scalar() : "";
-      for (OutputType c : {OutputType::Float32, OutputType::Float8E4M3, OutputType::Float8E5M2})
+      for (OutputType c : kDeclarableOutputTypes)
         if (t == outputTypeName(c)) type = c;
       if (!type) {
         r.error(fv, field,
-                "unknown dtype '" + t + "' for output '" + name +
-                    "'; expected float32, float8_e4m3fn or float8_e5m2 (an output in the op's "
-                    "dtype is written in the short form, '" +
-                    name + ": <formula>')");
+                "unknown dtype '" + t + "' for output '" + name + "'; expected " +
+                    declarableOutputTypes() +
+                    " (an output in the op's dtype is written in the short form, '" + name +
+                    ": <formula>')");
         bad = true;
       }
     } else {
@@ -532,7 +544,7 @@ std::optional<Binding> readTypedOutput(Reader& r, const YAML::Node& n, const YAM
   if (!formula || !type) {
     r.error(key, "output '" + name + "' needs " +
                      (!formula ? "a 'value' (its formula)"
-                               : "a 'dtype' (float32, float8_e4m3fn or float8_e5m2)"));
+                               : "a 'dtype' (" + declarableOutputTypes() + ")"));
     return std::nullopt;
   }
   std::vector<SourceLoc> locs = r.charLocs(*formula);

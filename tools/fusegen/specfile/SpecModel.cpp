@@ -30,6 +30,10 @@ const char* inputTypeName(InputType t) {
   return "?";
 }
 
+const OutputType kDeclarableOutputTypes[8] = {
+    OutputType::Float32, OutputType::Float8E4M3, OutputType::Float8E5M2, OutputType::Int8,
+    OutputType::UInt8,   OutputType::Int32,      OutputType::Int64,      OutputType::Bool};
+
 const char* outputTypeName(OutputType t) {
   switch (t) {
   case OutputType::Dtype:
@@ -40,6 +44,16 @@ const char* outputTypeName(OutputType t) {
     return "float8_e4m3fn";
   case OutputType::Float8E5M2:
     return "float8_e5m2";
+  case OutputType::Int8:
+    return "int8";
+  case OutputType::UInt8:
+    return "uint8";
+  case OutputType::Int32:
+    return "int32";
+  case OutputType::Int64:
+    return "int64";
+  case OutputType::Bool:
+    return "bool";
   case OutputType::Compute:
     return "the compute type";
   }

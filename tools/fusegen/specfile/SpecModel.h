@@ -32,8 +32,22 @@ const char* inputTypeName(InputType t); // "the op's dtype", int64, int32, bool
 // the largest finite one). An output of its own type has no gradient.
 // (Compute is not a spec's: the compute type, in which the planner has the forward save the
 // whole-tensor values its backward reads.)
-enum class OutputType { Dtype, Float32, Float8E4M3, Float8E5M2, Compute };
-const char* outputTypeName(OutputType t); // "the op's dtype", float32, float8_e4m3fn, float8_e5m2
+enum class OutputType {
+  Dtype,
+  Float32,
+  Float8E4M3,
+  Float8E5M2,
+  Int8, // integers: rounded to nearest (halves to even), saturated, NaN as 0
+  UInt8,
+  Int32,
+  Int64,
+  Bool, // value != 0
+  Compute
+};
+// "the op's dtype", float32, float8_e4m3fn, float8_e5m2, int8, uint8, int32, int64, bool
+const char* outputTypeName(OutputType t);
+// The types a spec may give an output (OutputType less Dtype and Compute), in that order.
+extern const OutputType kDeclarableOutputTypes[8];
 
 struct Input {
   std::string name;

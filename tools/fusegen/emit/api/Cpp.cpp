@@ -78,6 +78,16 @@ const char* outElemEnumerator(spec::OutputType t) {
     return "fg::Elem::Float8E4M3";
   case spec::OutputType::Float8E5M2:
     return "fg::Elem::Float8E5M2";
+  case spec::OutputType::Int8:
+    return "fg::Elem::Int8";
+  case spec::OutputType::UInt8:
+    return "fg::Elem::UInt8";
+  case spec::OutputType::Int32:
+    return "fg::Elem::Int32";
+  case spec::OutputType::Int64:
+    return "fg::Elem::Int64";
+  case spec::OutputType::Bool:
+    return "fg::Elem::Bool";
   case spec::OutputType::Compute:
     return "fg::Elem::Compute";
   case spec::OutputType::Dtype:
@@ -94,6 +104,10 @@ const char* outputDtypeName(plan::ElemType t) {
     return "float8_e4m3fn";
   case plan::ElemType::Float8E5M2:
     return "float8_e5m2";
+  case plan::ElemType::Int8:
+    return "int8";
+  case plan::ElemType::UInt8:
+    return "uint8";
   default:
     return nullptr;
   }
