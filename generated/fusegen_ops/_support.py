@@ -322,6 +322,16 @@ def broadcast(value, *others):
     return value.expand(torch.broadcast_shapes(*(t.shape for t in tensors)))
 
 
+def clamp(x, lo, hi):
+    """The reference's clamp: torch.clamp with x broadcast against the bounds first (its result
+    has x's shape) and number bounds as 0-dim float64 tensors on x's device (its Tensor
+    overload takes no CPU scalars on CUDA; 0-dim, they do not change x's dtype)."""
+    t = torch.as_tensor(broadcast(x, lo, hi))
+    bound = lambda v: v.to(t.device) if isinstance(v, torch.Tensor) else torch.tensor(  # noqa: E731
+        v, dtype=torch.float64, device=t.device)
+    return torch.clamp(t, bound(lo), bound(hi))
+
+
 class _Surrogate(torch.autograd.Function):
     """with_surrogate_grad(value, x, dx): value broadcast with x and dx, whose gradient in x is
     dx (summed to x's shape) and none in value or dx, as the derived backward's rule says. dx
