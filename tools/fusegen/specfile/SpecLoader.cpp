@@ -8,6 +8,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -310,6 +311,14 @@ void checkDims(Reader& r, OpSpec& spec) {
                                          "; inputs with '...' name every dim of the op, in "
                                          "the same order (or none)");
         r.diags().note(first->shapeLoc, "the op's dims are set here");
+        std::vector<std::string> a = in.dims, b = spec.dims;
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        if (a != b) // (another dim, not another order: q's H heads against k's K)
+          r.diags().note(in.shapeLoc,
+                         "for the same fusion over tensors whose dims differ in size (q with H "
+                         "heads, k with K), write the op for one and call it with a list: "
+                         "op([q, k], ...) runs it on each");
       }
       continue;
     }
