@@ -126,31 +126,12 @@ template <typename T> __device__ __forceinline__ __nv_fp8_storage_t toFp8(T x, E
 
 // Element i of an output of its own type e, from the compute type.
 template <typename T> __device__ __forceinline__ void storeTyped(Elem e, void* p, int64_t i, T x) {
-  switch (e) {
-  case Elem::Compute:
+  if (e == Elem::Compute)
     static_cast<T*>(p)[i] = x;
-    break;
-  case Elem::Float32:
+  else if (e == Elem::Float32)
     static_cast<float*>(p)[i] = static_cast<float>(x);
-    break;
-  case Elem::Int8:
-    static_cast<int8_t*>(p)[i] = toInteger<int8_t>(x);
-    break;
-  case Elem::UInt8:
-    static_cast<uint8_t*>(p)[i] = toInteger<uint8_t>(x);
-    break;
-  case Elem::Int32:
-    static_cast<int32_t*>(p)[i] = toInteger<int32_t>(x);
-    break;
-  case Elem::Int64:
-    static_cast<int64_t*>(p)[i] = toInteger<int64_t>(x);
-    break;
-  case Elem::Bool:
-    static_cast<bool*>(p)[i] = x != T(0);
-    break;
-  default:
+  else if (!storeInteger(e, p, i, x))
     static_cast<__nv_fp8_storage_t*>(p)[i] = toFp8(x, e);
-  }
 }
 
 // N integers (toInteger) or bools (x != 0) of type I as one store.

@@ -28,31 +28,15 @@ namespace cpu {
 // by c10's conversion, as the CUDA plans' __NV_SATFINITE conversion does; integers by
 // toInteger, bools as x != 0.
 template <typename T> void storeTyped(Elem e, void* p, int64_t i, T x) {
-  switch (e) {
-  case Elem::Compute:
+  if (e == Elem::Compute) {
     static_cast<T*>(p)[i] = x;
     return;
-  case Elem::Float32:
+  }
+  if (e == Elem::Float32) {
     static_cast<float*>(p)[i] = static_cast<float>(x);
     return;
-  case Elem::Int8:
-    static_cast<int8_t*>(p)[i] = toInteger<int8_t>(x);
-    return;
-  case Elem::UInt8:
-    static_cast<uint8_t*>(p)[i] = toInteger<uint8_t>(x);
-    return;
-  case Elem::Int32:
-    static_cast<int32_t*>(p)[i] = toInteger<int32_t>(x);
-    return;
-  case Elem::Int64:
-    static_cast<int64_t*>(p)[i] = toInteger<int64_t>(x);
-    return;
-  case Elem::Bool:
-    static_cast<bool*>(p)[i] = x != T(0);
-    return;
-  default:
-    break;
   }
+  if (storeInteger(e, p, i, x)) return;
   const T max = static_cast<T>(fp8Max(e));
   const float f = static_cast<float>(x != x ? x : std::min(std::max(x, -max), max));
   if (e == Elem::Float8E4M3)

@@ -604,6 +604,30 @@ template <typename I, typename T> FG_HD I toInteger(T x) {
   return static_cast<I>(r);
 }
 
+// Element i of an output of an integer or bool type e (toInteger; bool: x != 0) from the
+// compute type, the same in every backend; false where e is neither (the backend stores it).
+template <typename T> FG_HD bool storeInteger(Elem e, void* p, int64_t i, T x) {
+  switch (e) {
+  case Elem::Int8:
+    static_cast<int8_t*>(p)[i] = toInteger<int8_t>(x);
+    return true;
+  case Elem::UInt8:
+    static_cast<uint8_t*>(p)[i] = toInteger<uint8_t>(x);
+    return true;
+  case Elem::Int32:
+    static_cast<int32_t*>(p)[i] = toInteger<int32_t>(x);
+    return true;
+  case Elem::Int64:
+    static_cast<int64_t*>(p)[i] = toInteger<int64_t>(x);
+    return true;
+  case Elem::Bool:
+    static_cast<bool*>(p)[i] = x != T(0);
+    return true;
+  default:
+    return false;
+  }
+}
+
 // ---- compute types ----
 template <typename S> struct Compute { using type = float; };
 template <> struct Compute<double> { using type = double; };
