@@ -93,8 +93,6 @@ std::string pythonDimsArg(const OpModel& op, size_t i) {
   return spec::isMapped(op.spec, op.spec.inputs[i]) ? ", dims=SPEC.dims" : "";
 }
 
-// Whether the op's forward or backward moves columns by a swap (swap_halves, swap_pairs, which
-// permute an even D; a roll takes any D): D even.
 // Whether a with_surrogate_grad states a gradient that is not the derivative of the forward:
 // the generated tests then compare no finite differences of the forward with it.
 bool statesSurrogateGradient(const OpModel& op) {
@@ -106,6 +104,8 @@ bool statesSurrogateGradient(const OpModel& op) {
   return false;
 }
 
+// Whether the op's forward or backward moves columns by a swap (swap_halves, swap_pairs, which
+// permute an even D; a roll takes any D): D even.
 bool movesColumns(const OpModel& op) {
   std::vector<ir::Expr> roots;
   for (const ir::FunctionOutput& o : op.fn.outputs)
