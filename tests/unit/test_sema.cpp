@@ -364,8 +364,18 @@ TEST(Sema, ReductionOfAPerRowValue) {
   EXPECT_FALSE(r.fn);
   EXPECT_EQ(r.errors, 1);
   EXPECT_TRUE(contains(r.messages, "t.yaml:5:14: error: 'sum' reduces over the last dim, but its "
-                                   "argument has shape [...] (one value per row or less)\n"))
+                                   "argument has shape [...] (one value per row: sum_all, "
+                                   "max_all and min_all combine those over the whole tensor, "
+                                   "for a [] output)\n"))
       << r.messages;
+}
+
+// A let whose formula fails is reported once: its users report nothing more of it.
+TEST(Sema, FailedLetReportedOnce) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: z + exp(z)\n", "let:\n  z: gelu2(x)\n"));
+  EXPECT_FALSE(r.fn);
+  EXPECT_EQ(r.errors, 1);
+  EXPECT_FALSE(contains(r.messages, "unknown name"));
 }
 
 TEST(Sema, DimIsAConstantScalar) {

@@ -129,6 +129,14 @@ public:
           if (text_.compare(i, 2, op) == 0) t.text = op;
         if (t.text.empty() && std::string("+-*/()<>,").find(c) != std::string::npos)
           t.text = std::string(1, c);
+        if (t.text.empty() && (c == '|' || c == '&' || c == '!')) {
+          // Conditions have no logical operators: they combine through where().
+          diags_.error(locs_[i], std::string("unexpected character '") + c + "' in formula");
+          diags_.note(locs_[i], "conditions combine by nesting where(): where(a, v, where(b, "
+                                "v, x)) is v where a or b holds, where(a, where(b, v, x), x) "
+                                "where both do, where(a, x, v) where a does not");
+          throw FatalError{};
+        }
         if (t.text.empty())
           diags_.fatal(locs_[i], std::string("unexpected character '") + c + "' in formula");
         i += t.text.size();

@@ -79,7 +79,7 @@ ir::Expr Sema::lower(const AstPtr& root, const Scope& scope) {
 
 ir::Expr Sema::lowerName(const AstPtr& ast, const Scope& scope) {
   auto it = scope.find(ast->name);
-  if (it != scope.end()) return it->second;
+  if (it != scope.end()) return it->second; // (null: a let whose formula failed, reported)
   std::string msg = "unknown name '" + ast->name + "'";
   if (lib_.find(ast->name))
     msg += "; '" + ast->name + "' is a function, call it as " + ast->name + "(...)";
@@ -233,7 +233,11 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
     else if (frame.ok && prim.kind == prims::PrimKind::Reduction &&
              (a->shape() == ir::ShapeClass::Row || a->shape() == ir::ShapeClass::Scalar))
       fail("'" + prim.name + "' reduces over the last dim, but its argument has shape " +
-           spec::shapeClassSpelling(a->shape()) + " (one value per row or less)");
+           spec::shapeClassSpelling(a->shape()) +
+           (a->shape() == ir::ShapeClass::Row
+                ? " (one value per row: sum_all, max_all and min_all combine those over the "
+                  "whole tensor, for a [] output)"
+                : " (one value per row or less)"));
     else if (frame.ok && prim.kind == prims::PrimKind::Column && a->shape() != ir::ShapeClass::Full)
       fail("'" + prim.name + "' reduces over the rows, per column, but its argument has shape " +
            spec::shapeClassSpelling(a->shape()) +
@@ -449,7 +453,13 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   std::vector<std::pair<const spec::Binding*, ir::Expr>> lets;
   for (const spec::Binding& b : spec.lets) {
     ir::Expr e = lowerBinding(b);
-    if (!e || !packedUse(b, e)) continue;
+    if (!e || !packedUse(b, e)) {
+      // Its error is reported at its formula. The name stays in scope, null: the formulas
+      // that use it then fail without "unknown name" errors of their own (lowerName), as
+      // clang's invalid declarations do.
+      scope[b.name] = nullptr;
+      continue;
+    }
     scope[b.name] = e;
     lets.emplace_back(&b, e);
   }
