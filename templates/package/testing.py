@@ -116,7 +116,9 @@ class Rounding:
     """How the kernels of an op round in `dtype`, over inputs whose [..., D] shape is `full`:
     the builtins of primitive `eval` formulas on bounded numbers (the error model above).
     Units of u per builtin: + - * / sqrt are correctly rounded (1); the other math functions
-    are within 2 ulp (4) and pow within 4 ulp (8), by the CUDA and glibc accuracy tables.
+    are within 2 ulp (4) and pow within 4 ulp (8), by the CUDA and glibc accuracy tables;
+    a result below twice the compute type's smallest normal may also be off by units halves
+    of its subnormal step (absolute: gradual underflow rounds to multiples of the step).
     Half types compute in fp32, on the GPU with its approximate exp, log, tanh and division
     (fusegen_runtime.h): exp (2 + 1.17 |x|) ulp and 2^-126 absolute (denormals flushed), log 3 ulp and 2^-21.41 absolute, tanh
     2^-10.99 relative, division 2 ulp."""
@@ -127,6 +129,8 @@ class Rounding:
         self.compute = torch.float32 if half else dtype
         self.u = torch.finfo(self.compute).eps / 2
         self.u_store = torch.finfo(dtype).eps / 2
+        self.normal = torch.finfo(self.compute).smallest_normal
+        self.step = self.normal * torch.finfo(self.compute).eps  # subnormal spacing
         self.fast = half and torch.device(device).type == "cuda"
         self.full, self.device = list(full), device
         self.partial = partial  # rows of a larger tensor: result() leaves [D] and [] sums open
@@ -153,7 +157,16 @@ class Rounding:
         return Bounded(t(c), t(off), self)
 
     def _round(self, v, e, units):
-        return Bounded(v, e + _times(units * self.u, v.abs()), self)
+        # (1 + d) holds down to the compute type's smallest normal; below it a result rounds
+        # to a multiple of the subnormal step, off by up to half of it whatever its size (a
+        # temperature softmax's float32 gradient y * (g - sum(g y)) / t, y subnormal: the
+        # step's error over a small t, 26 steps, where u |v| allowed one).
+        # (units may be a tensor, infinite where an argument is: the fast exp's at -inf, whose
+        # 0 is exact; in float64, as v: the half step is below float32's least subnormal)
+        half_step = torch.as_tensor(units * (self.step / 2), dtype=v.dtype, device=v.device)
+        sub = (v != 0) & (v.abs() < 2 * self.normal)
+        return Bounded(v, e + _times(units * self.u, v.abs()) + torch.where(sub, half_step, 0.0),
+                       self)
 
     def add(self, a, b):
         a, b = self._b(a), self._b(b)
