@@ -370,6 +370,25 @@ TEST(Sema, ReductionOfAPerRowValue) {
       << r.messages;
 }
 
+// A bool attr where a condition is expected is the condition attr != 0; elsewhere a number.
+TEST(Sema, BoolAttrIsAConditionInWhere) {
+  Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: where(flag, x, -x) + flag\n",
+                             "attrs:\n  flag: {type: bool, default: false}\n"));
+  ASSERT_TRUE(r.fn) << r.messages;
+  const ir::Expr& y = output(r, "y");
+  ASSERT_TRUE(y->isCall("add"));
+  const ir::Expr& w = y->args()[0];
+  ASSERT_TRUE(w->isCall("where"));
+  EXPECT_TRUE(w->args()[0]->isCall("ne"));
+  EXPECT_EQ(w->args()[0]->args()[0]->kind(), ir::NodeKind::Attr);
+  EXPECT_EQ(y->args()[1]->kind(), ir::NodeKind::Attr); // (a number in a value)
+  // A float attr is not a condition.
+  Lowered f = lowerSpec(spec("  x: [..., D]\n", "  y: where(scale, x, -x)\n",
+                             "attrs:\n  scale: {type: float, default: 1.0}\n"));
+  EXPECT_FALSE(f.fn);
+  EXPECT_TRUE(contains(f.messages, "must be a condition"));
+}
+
 // A let whose formula fails is reported once: its users report nothing more of it.
 TEST(Sema, FailedLetReportedOnce) {
   Lowered r = lowerSpec(spec("  x: [..., D]\n", "  y: z + exp(z)\n", "let:\n  z: gelu2(x)\n"));

@@ -216,6 +216,10 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
   } else {
     const prims::Primitive& prim = *frame.prim;
     const prims::Param& param = prim.params[i];
+    if (param.kind == prims::ParamKind::Bool && boolAttrs_.count(a.get())) {
+      a = ir::Node::makeCall(lib_.find("ne", 2), {a, ir::Node::makeConst(0)});
+      frame.args.back() = a;
+    }
     if (param.kind == prims::ParamKind::Bool && a->type() != ir::ValueType::Bool)
       fail("argument '" + param.name + "' of " + describe(frame.ast) +
            " must be a condition (a comparison such as x > 0)");
@@ -423,6 +427,8 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
       if (lib.find(name))
         diags.error(f.loc, "function '" + name + "' has the name of a primitive; rename it");
   Sema sema(lib, diags, functions, spec.dims);
+  for (const ir::FunctionAttr& a : fn.attrs)
+    if (a.attr.type == spec::AttrType::Bool) sema.addBoolAttr(a.node);
   for (size_t i = 0; i < spec.inputs.size(); ++i)
     if (spec.inputs[i].chunks > 1)
       sema.addPacked(spec.inputs[i].name, fn.inputs[i].node, spec.inputs[i].chunks);

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <optional>
+#include <unordered_set>
 
 namespace fusegen::expr {
 
@@ -37,6 +38,9 @@ public:
   void addPacked(const std::string& name, ir::Expr leaf, int chunks) {
     packed_[name] = {std::move(leaf), chunks};
   }
+  // A bool attr: a number (0 or 1) in a value, and where a condition is expected (where's
+  // first argument) the condition attr != 0, so that where(flag, a, b) reads as written.
+  void addBoolAttr(const ir::Expr& attr) { boolAttrs_.insert(attr.get()); }
   // The random streams the calls lowered so far draw (ir::NodeKind::Random), stream k at k.
   const std::vector<ir::Expr>& randomStreams() const { return randomStreams_; }
 
@@ -67,6 +71,7 @@ private:
   // formula): its arguments' errors are reported there, not in primitives.yaml.
   std::optional<SourceLoc> expansionCall_;
   std::vector<ir::Expr> randomStreams_; // random parameters filled so far, by stream
+  std::unordered_set<const ir::Node*> boolAttrs_;
 };
 
 // `functions`: the spec's C++ functions (see cxx/FunctionImporter.h), inlined where called.
