@@ -90,13 +90,13 @@ def test_torch_compile_fullgraph(device):
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", testing.vmap_dtypes(SPEC))
 def test_vmap_forward(device, dtype):
     CHECKS.vmap_forward(device, dtype)
 
 
 @pytest.mark.parametrize("device", testing.DEVICES)
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", testing.vmap_dtypes(SPEC))
 def test_vmap_backward(device, dtype):
     CHECKS.vmap_backward(device, dtype)
 
