@@ -193,10 +193,13 @@ TEST(ParserErrors, UnexpectedCharacter) {
   EXPECT_TRUE(r.failed);
   EXPECT_EQ(r.errors, 1);
   EXPECT_EQ(r.output, expectedError("a + $b", 4, "unexpected character '$' in formula"));
-  // A single '=' is not an operator.
+  // A single '=' is not an operator; the note says what a keyword argument would have meant.
   r = parseError("a = b");
   EXPECT_TRUE(r.failed);
-  EXPECT_EQ(r.output, expectedError("a = b", 2, "unexpected character '=' in formula"));
+  EXPECT_EQ(r.errors, 1);
+  const std::string error = expectedError("a = b", 2, "unexpected character '=' in formula");
+  EXPECT_EQ(r.output.substr(0, error.size()), error);
+  EXPECT_NE(r.output.find("note: calls take no keyword arguments"), std::string::npos);
 }
 
 TEST(ParserErrors, ExpectedAnExpression) {

@@ -129,6 +129,13 @@ public:
           if (text_.compare(i, 2, op) == 0) t.text = op;
         if (t.text.empty() && std::string("+-*/()<>,").find(c) != std::string::npos)
           t.text = std::string(1, c);
+        if (t.text.empty() && c == '=') {
+          // (== is a comparison, above) sum(x, dim=-1), torch's spelling, has no meaning here.
+          diags_.error(locs_[i], "unexpected character '=' in formula");
+          diags_.note(locs_[i], "calls take no keyword arguments: a reduction is over the last "
+                                "dim (sum(x)), an attr is used by its name");
+          throw FatalError{};
+        }
         if (t.text.empty() && (c == '|' || c == '&' || c == '!')) {
           // Conditions have no logical operators: they combine through where().
           diags_.error(locs_[i], std::string("unexpected character '") + c + "' in formula");

@@ -226,11 +226,13 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
     else if (param.kind != prims::ParamKind::Bool && a->type() == ir::ValueType::Bool)
       fail("a condition cannot be used as a value (argument '" + param.name + "' of " +
            describe(frame.ast) + "); use where(cond, a, b)");
-    else if (param.kind == prims::ParamKind::Const && !a->isConstant())
+    else if (param.kind == prims::ParamKind::Const && !a->isConstant()) {
       fail("argument '" + param.name + "' of '" + prim.name +
            "' must be a constant or an attr, not a tensor expression");
-    else if (param.kind == prims::ParamKind::Const && prim.kind == prims::PrimKind::Move &&
-             !rules_ && !countsColumns(a)) // (a rule's shifts come from checked ones, folded)
+      if (prim.name == "pow" && !rules_) // (a spec's formula; a rule's reader is a developer)
+        diags_.note(loc, "a tensor exponent: write exp(p * log(x)) (for x > 0)");
+    } else if (param.kind == prims::ParamKind::Const && prim.kind == prims::PrimKind::Move &&
+               !rules_ && !countsColumns(a)) // (a rule's shifts come from checked ones, folded)
       fail("argument '" + param.name + "' of '" + prim.name +
            "' counts columns: it must be an integer (an integer literal, an int attr or D, "
            "combined by + - *), not a float value");
