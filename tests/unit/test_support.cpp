@@ -108,6 +108,10 @@ TEST(ClosestMatch, RejectsDistantNames) {
   // For short names up to 2 edits are accepted, never 3.
   EXPECT_EQ(closestMatch("ab", {"xyz"}), "");
   EXPECT_EQ(closestMatch("ab", {"ba"}), "ba");
+  // A name replaced whole by one sharing no letter with it is not suggested (a let 'z' read
+  // before its definition is no misspelling of D).
+  EXPECT_EQ(closestMatch("z", {"D", "x"}), "");
+  EXPECT_EQ(closestMatch("xy", {"D"}), "");
   // Longer names allow about a third of their length: 9 letters -> up to 3 edits.
   EXPECT_EQ(closestMatch("abcdefghi", {"abcdefxyz"}), "abcdefxyz");
   EXPECT_EQ(closestMatch("abcdefghi", {"abcdewxyz"}), "");

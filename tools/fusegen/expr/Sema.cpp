@@ -80,6 +80,18 @@ ir::Expr Sema::lower(const AstPtr& root, const Scope& scope) {
 ir::Expr Sema::lowerName(const AstPtr& ast, const Scope& scope) {
   auto it = scope.find(ast->name);
   if (it != scope.end()) return it->second; // (null: a let whose formula failed, reported)
+  auto later = later_.find(ast->name);
+  if (later != later_.end()) {
+    const auto& [where, output] = later->second;
+    diags_.error(ast->loc, output ? "'" + ast->name +
+                                        "' is an output: formulas read the inputs, "
+                                        "attrs and lets (compute it in a let, and output the let)"
+                                  : "'" + ast->name +
+                                        "' is a let defined below this formula: "
+                                        "a formula reads the lets above it");
+    diags_.note(where, "'" + ast->name + "' is defined here");
+    return nullptr;
+  }
   std::string msg = "unknown name '" + ast->name + "'";
   if (lib_.find(ast->name))
     msg += "; '" + ast->name + "' is a function, call it as " + ast->name + "(...)";
@@ -459,7 +471,12 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
     return sema.lower(ast, scope);
   };
   std::vector<std::pair<const spec::Binding*, ir::Expr>> lets;
+  for (const spec::Binding& b : spec.lets)
+    sema.declareLater(b.name, b.loc, false);
+  for (const spec::Binding& b : spec.outputs)
+    sema.declareLater(b.name, b.loc, true);
   for (const spec::Binding& b : spec.lets) {
+    sema.defined(b.name);
     ir::Expr e = lowerBinding(b);
     if (!e || !packedUse(b, e)) {
       // Its error is reported at its formula. The name stays in scope, null: the formulas

@@ -38,6 +38,13 @@ public:
   void addPacked(const std::string& name, ir::Expr leaf, int chunks) {
     packed_[name] = {std::move(leaf), chunks};
   }
+  // A name a formula may not read where it is lowered: a let defined further down (until
+  // defined() is called for it) or an output. Reading one is reported as that, with a note at
+  // its definition, not as an unknown name.
+  void declareLater(const std::string& name, const SourceLoc& loc, bool output) {
+    later_[name] = {loc, output};
+  }
+  void defined(const std::string& name) { later_.erase(name); }
   // A bool attr: a number (0 or 1) in a value, and where a condition is expected (where's
   // first argument) the condition attr != 0, so that where(flag, a, b) reads as written.
   void addBoolAttr(const ir::Expr& attr) { boolAttrs_.insert(attr.get()); }
@@ -72,6 +79,7 @@ private:
   std::optional<SourceLoc> expansionCall_;
   std::vector<ir::Expr> randomStreams_; // random parameters filled so far, by stream
   std::unordered_set<const ir::Node*> boolAttrs_;
+  std::map<std::string, std::pair<SourceLoc, bool>> later_; // declareLater: (where, an output)
 };
 
 // `functions`: the spec's C++ functions (see cxx/FunctionImporter.h), inlined where called.

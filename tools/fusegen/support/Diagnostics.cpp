@@ -73,7 +73,8 @@ std::string closestMatch(const std::string& name, const std::vector<std::string>
   size_t bestDistance = std::max<size_t>(2, name.size() / 3) + 1;
   for (const std::string& c : candidates) {
     size_t d = editDistance(name, c);
-    if (d < bestDistance) {
+    // (a name replaced whole, sharing no letter with it, is no misspelling of it: z and D)
+    if (d < bestDistance && (d < name.size() || c.find_first_of(name) != std::string::npos)) {
       bestDistance = d;
       best = c;
     }
