@@ -42,6 +42,8 @@ CUDA_DEVICES = ["cuda"] if torch.cuda.is_available() else []  # GPU-sized checks
 #
 #     E(f(a, b, ...)) = sum_i |df/da_i| E(a_i) + units_f * u * |f|;
 #
+# (and where |f| is below twice the compute type's smallest normal, units_f halves of its
+# subnormal step besides: gradual underflow rounds to multiples of the step, Rounding._round);
 # a sum adds u sum_k |s_k|, its partial sums s_k in index order (the same running bound:
 # each addition rounds its partial sum), and a value written in the dtype (an output)
 # adds the dtype's unit roundoff times its magnitude (a per-row statistic the backward reads
