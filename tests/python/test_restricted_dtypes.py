@@ -21,7 +21,7 @@ inputs:
   x: [..., D]
   c: [D]
 outputs:
-  y: c * x * x * x - 3 * x
+  y: c * x * x * x - 3 * roll(x, 1)
 ---
 op: gelu_mean_half
 doc: gelu(x + b) scaled by the row mean, half types only

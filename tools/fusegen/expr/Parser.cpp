@@ -129,23 +129,20 @@ public:
           if (text_.compare(i, 2, op) == 0) t.text = op;
         if (t.text.empty() && std::string("+-*/()<>,").find(c) != std::string::npos)
           t.text = std::string(1, c);
-        if (t.text.empty() && c == '=') {
-          // (== is a comparison, above) sum(x, dim=-1), torch's spelling, has no meaning here.
-          diags_.error(locs_[i], "unexpected character '=' in formula");
-          diags_.note(locs_[i], "calls take no keyword arguments: a reduction is over the last "
-                                "dim (sum(x)), an attr is used by its name");
-          throw FatalError{};
-        }
-        if (t.text.empty() && (c == '|' || c == '&' || c == '!')) {
-          // Conditions have no logical operators: they combine through where().
+        if (t.text.empty()) {
+          // What a user of torch or C++ may type, and how a formula says it instead.
+          const char* note =
+              c == '=' ? "calls take no keyword arguments: a reduction is over the last dim "
+                         "(sum(x)), an attr is used by its name" // (== is a comparison, above)
+              : c == '|' || c == '&' || c == '!'
+                  ? "conditions combine by nesting where(): where(a, v, where(b, v, x)) is v "
+                    "where a or b holds, where(a, where(b, v, x), x) where both do, where(a, "
+                    "x, v) where a does not"
+                  : nullptr;
           diags_.error(locs_[i], std::string("unexpected character '") + c + "' in formula");
-          diags_.note(locs_[i], "conditions combine by nesting where(): where(a, v, where(b, "
-                                "v, x)) is v where a or b holds, where(a, where(b, v, x), x) "
-                                "where both do, where(a, x, v) where a does not");
+          if (note) diags_.note(locs_[i], note);
           throw FatalError{};
         }
-        if (t.text.empty())
-          diags_.fatal(locs_[i], std::string("unexpected character '") + c + "' in formula");
         i += t.text.size();
       }
       out.push_back(t);
