@@ -751,43 +751,57 @@ def register_forward_autograd(spec: OpInfo, n_attrs: int) -> None:
     differentiable = [o.differentiable for o in spec.outputs]
 
     # The dispatcher hands a Python kernel the keyword-only arguments (the attrs) as keywords,
-    # leaving out those at their defaults; the Function takes them all in schema order.
-    names = [a.name for a in op._schema.arguments]
-    keyword = {a.name for a in op._schema.arguments if a.kwarg_only}
+    # leaving out those at their defaults; the Function takes them all in schema order (the
+    # keyword-only ones last). This kernel runs on every call: what can be is computed here,
+    # once (at launch-bound sizes the host's time is the op's time).
+    arguments = op._schema.arguments
+    n_positional = sum(1 for a in arguments if not a.kwarg_only)
+    keyword_defaults = [(a.name, a.default_value) for a in arguments if a.kwarg_only]
+    unread = [k for k in range(n_in) if not spec.save_inputs[k]]
 
     def forward(*args):
-        positional = [v for n, v in zip(names, args) if n not in keyword]
-        keywords = {n: v for n, v in zip(names, args) if n in keyword}
+        keywords = {n: v for (n, _), v in zip(keyword_defaults, args[n_positional:])}
         with torch._C._AutoDispatchBelowAutograd():
-            return op(*positional, **keywords)
+            return op(*args[:n_positional], **keywords)
 
     def setup_context(ctx, inputs, output):
         outs = output if isinstance(output, tuple) else (output,)
-        saved = [t if spec.save_inputs[k] or _under_transform(t)
-                 else t.new_zeros(()).expand(t.shape)  # (a placeholder of its shape)
-                 for k, t in enumerate(inputs[:n_in])]
+        saved = list(inputs[:n_in])
+        for k in unread:  # a placeholder of its shape: one element, never read, not written
+            if not _under_transform(saved[k]):
+                saved[k] = saved[k].new_empty(()).expand(saved[k].shape)
         ctx.save_for_backward(*saved, *outs[n_out:])
         ctx.attrs = inputs[n_in:n_in + n_attrs]  # (not the generator)
         ctx.mark_non_differentiable(*[o for o, d in zip(outs, differentiable) if not d],
                                     *outs[n_out:])
+        # The non-differentiable outputs' gradients stay None (backward drops them): autograd
+        # would otherwise make a tensor of zeros for each statistic, a kernel launch apiece.
+        # (The attribute AOTAutograd's own Functions set; the differentiable outputs' unused
+        # gradients are still zeros, as the backward op needs.)
+        ctx._materialize_non_diff_grads = False
+
+    flowing = [m for m, d in enumerate(differentiable) if d]  # outputs gradients flow through
+    passed = [(k, spec.passthrough[k]) for k in range(n_in) if spec.passthrough[k] >= 0]
 
     def backward(ctx, *grads):
-        grads = [g for g, d in zip(grads, differentiable) if d]  # (zeros where unused)
-        result, mask = [None] * n_in, []
-        for k in range(n_in):
-            same = spec.passthrough[k]
-            if same >= 0 and not _under_transform(grads[same]):  # its gradient unchanged
-                result[k] = grads[same] if ctx.needs_input_grad[k] else None
-                mask.append(False)
-            else:
-                mask.append(bool(ctx.needs_input_grad[k]))
+        grads = [grads[m] for m in flowing]  # (zeros where unused)
+        needs = ctx.needs_input_grad
+        result, mask = [None] * n_in, list(needs[:n_in])
+        for k, same in passed:
+            if not _under_transform(grads[same]):  # its gradient unchanged
+                result[k] = grads[same] if needs[k] else None
+                mask[k] = False
         if any(mask):
-            out = backward_op(*grads, *ctx.saved_tensors, *ctx.attrs, mask)
+            if torch.is_grad_enabled():  # create_graph: through the op's own autograd kernel
+                out = backward_op(*grads, *ctx.saved_tensors, *ctx.attrs, mask)
+            else:  # a plain backward records nothing: the kernels alone, as the C++ node
+                with torch._C._AutoDispatchBelowAutograd():
+                    out = backward_op(*grads, *ctx.saved_tensors, *ctx.attrs, mask)
             out = out if isinstance(out, (tuple, list)) else (out,)
             for k in range(n_in):
                 if mask[k]:
                     result[k] = out[k]
-        return (*result, *([None] * (len(ctx.needs_input_grad) - n_in)))
+        return (*result, *([None] * (len(needs) - n_in)))
 
     def jvp(ctx, *tangents):
         raise RuntimeError(
@@ -813,8 +827,9 @@ def register_forward_autograd(spec: OpInfo, n_attrs: int) -> None:
         if not torch.is_grad_enabled() and torch._C._functorch.get_interpreter_stack() is None:
             with torch._C._AutoDispatchBelowAutograd():  # (no_grad, inference: the op alone)
                 return op(*args, **kwargs)
-        args, kwargs = torch._library.utils.fill_defaults(op._schema, args, kwargs)
-        args = (*args, *(kwargs[n] for n in names[len(args):]))
+        if len(args) < n_positional:  # (the schema's positional arguments have no defaults)
+            args, kwargs = torch._library.utils.fill_defaults(op._schema, args, kwargs)
+        args = (*args, *(kwargs.get(n, d) for n, d in keyword_defaults))
         if torch._C._functorch.get_interpreter_stack() is not None:
             with enable_single_level_autograd_function():
                 return apply(*args)

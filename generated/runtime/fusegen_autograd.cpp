@@ -49,9 +49,9 @@ public:
     bool any = false;
     for (int k = 0; k < info_.inputs; ++k) {
       // The gradient of an output, unchanged (see wrapped(): else the backward op copies it).
-      const int same =
-          info_.passthrough[k] >= 0 && !wrapped(grads[info_.passthrough[k]]) ? info_.passthrough[k]
-                                                                             : -1;
+      const int same = info_.passthrough[k] >= 0 && !wrapped(grads[info_.passthrough[k]])
+                           ? info_.passthrough[k]
+                           : -1;
       // An unused output's gradient is zeros, as below: an input asked for gets a tensor even
       // where it is reached only through outputs whose gradient is zero (with_surrogate_grad's
       // y and the unused code = round(x) of a straight-through estimator), as PyTorch's ops
@@ -62,8 +62,7 @@ public:
       mask.push_back(asked.back());
       any = any || asked.back();
     }
-    if (!any)
-      return result;
+    if (!any) return result;
     torch::jit::Stack stack;
     stack.reserve(grads.size() + saved.size() + attrs.size() + 1);
     for (size_t m = 0; m < grads.size(); ++m) // an unused output's gradient is zeros
@@ -82,8 +81,7 @@ public:
       backward_.callBoxed(&stack);
     }
     for (int k = 0; k < info_.inputs; ++k)
-      if (asked[k])
-        result[k] = stack[k].toTensor();
+      if (asked[k]) result[k] = stack[k].toTensor();
     return result;
   }
 
@@ -130,14 +128,14 @@ public:
         edges.push_back(torch::autograd::impl::gradient_edge(t));
       node->set_next_edges(std::move(edges));
       // An input the backward does not read: a placeholder with its dtype, device and shape
-      // (one element, expanded), which the backward op checks but does not read. (Not for a
-      // torch.func transform's wrapped tensor: the transform batches what the node saves.)
+      // (one element, expanded, left unwritten: zeros would cost a kernel launch per call),
+      // which the backward op checks but does not read. (Not for a torch.func transform's
+      // wrapped tensor: the transform batches what the node saves.)
       for (int k = 0; k < info_.inputs; ++k) {
         const at::Tensor& t = inputs[k];
-        node->saved.emplace_back(info_.saveInput[k] || wrapped(t)
-                                     ? t
-                                     : t.new_zeros({}).expand(t.sizes()),
-                                 /*is_output=*/false);
+        node->saved.emplace_back(
+            info_.saveInput[k] || wrapped(t) ? t : t.new_empty({}).expand(t.sizes()),
+            /*is_output=*/false);
       }
       for (int k = info_.inputs; k < info_.inputs + info_.attrs; ++k) // (not the generator)
         node->attrs.push_back(args[k]);
@@ -146,12 +144,10 @@ public:
       at::AutoDispatchBelowADInplaceOrView below;
       op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
     }
-    if (!node)
-      return;
+    if (!node) return;
     auto results = torch::jit::last(*stack, op.schema().returns().size());
     for (int m = 0; m < info_.outputs; ++m) // (the node's gradients: these, in order)
-      if (info_.differentiable[m])
-        torch::autograd::set_history(results[m].toTensor(), node);
+      if (info_.differentiable[m]) torch::autograd::set_history(results[m].toTensor(), node);
     for (size_t m = info_.outputs; m < results.size(); ++m)
       node->saved.emplace_back(results[m].toTensor(), /*is_output=*/false);
   }

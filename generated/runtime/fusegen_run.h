@@ -182,13 +182,21 @@ void append(std::string& out, N n) {
   out += std::to_string(n);
 }
 
-// B::fail with the parts of a message when `ok` is false (the message is built only then).
-template <class B, class... Parts> void check(bool ok, const Parts&... parts) {
-  if (ok) return;
+// B::fail with the parts of a message.
+template <class B, class... Parts> [[noreturn]] void failWith(const Parts&... parts) {
   std::string message;
   (append(message, parts), ...);
   B::fail(message);
 }
+
+// FG_CHECK(ok, parts...): failWith<B>(parts...) where `ok` is false, in a function templated on
+// the backend B. A macro, not a function, so that the parts (device names, shapes and numbers
+// as text) are evaluated only on failure: these checks run for every tensor of every plan of
+// every call, and their text had cost more host time than the launches at small sizes.
+#define FG_CHECK(ok, ...)                                                                          \
+  do {                                                                                             \
+    if (!(ok)) ::fg::glue::failWith<B>(__VA_ARGS__);                                               \
+  } while (false)
 
 template <class B> struct TensorArg {
   const char* name;
@@ -243,19 +251,19 @@ void checkMapped(const char* op, const TensorArg<B>& a, const char* refName,
   const bool withD = a.bcast == Bcast::Full || a.bcast == Bcast::TypedFull;
   const std::vector<int64_t> want = keptShape(p, a.dims, withD);
   const auto& t = a.tensor;
-  check<B>(B::dim(t) == static_cast<int64_t>(want.size()), op, ": argument '", a.name,
+  FG_CHECK(B::dim(t) == static_cast<int64_t>(want.size()), op, ": argument '", a.name,
            "' must have shape ", dimsSpelling(names, p.namedDims, a.dims, withD), " = ",
            shapeString(want), " (from '", refName, "' ", shapeString(B::sizes(ref)),
            "), but has shape ", shapeString(B::sizes(t)));
   int64_t k = 0;
   for (int i = 0; i < p.namedDims; ++i) {
     if (!((a.dims >> i) & 1u)) continue;
-    check<B>(B::size(t, k) == p.dims[i], op, ": argument '", a.name, "' has ", names[i], " = ",
+    FG_CHECK(B::size(t, k) == p.dims[i], op, ": argument '", a.name, "' has ", names[i], " = ",
              B::size(t, k), " (dim ", k, " of ", shapeString(B::sizes(t)), ") where '", refName,
              "' has ", names[i], " = ", p.dims[i]);
     ++k;
   }
-  check<B>(!withD || B::size(t, k) == p.D, op, ": argument '", a.name,
+  FG_CHECK(!withD || B::size(t, k) == p.D, op, ": argument '", a.name,
            "' has D = ", withD ? B::size(t, k) : 0, " (its last dim) where '", refName,
            "' has D = ", p.D);
 }
@@ -295,17 +303,17 @@ Prepared<B> prepare(const char* op, const std::vector<TensorArg<B>>& args, int f
   for (const TensorArg<B>& a : args) {
     if (a.bcast == Bcast::Random || a.bcast == Bcast::Position) // no tensor: the plan makes it
       continue;
-    check<B>(B::defined(a.tensor), op, ": argument '", a.name, "' is an undefined tensor");
+    FG_CHECK(B::defined(a.tensor), op, ": argument '", a.name, "' is an undefined tensor");
     const TType type = B::type(a.tensor);
     if (a.elem == Elem::Compute) { // a whole-tensor value saved by the forward
-      check<B>(type == computeType(p.dtype), op, ": argument '", a.name, "' has dtype ",
+      FG_CHECK(type == computeType(p.dtype), op, ": argument '", a.name, "' has dtype ",
                dtypeName<B>(a.tensor), ", but must have dtype ", typeName(computeType(p.dtype)),
                " (the compute type of '", refName, "', ", dtypeName<B>(ref), ")");
     } else if (a.elem != Elem::Dtype) { // an integer or bool input: its own dtype, as the spec says
-      check<B>(type == elemType(a.elem), op, ": argument '", a.name, "' has dtype ",
+      FG_CHECK(type == elemType(a.elem), op, ": argument '", a.name, "' has dtype ",
                dtypeName<B>(a.tensor), ", but must have dtype ", typeName(elemType(a.elem)));
     } else if (a.bcast == Bcast::Stat) { // a statistic saved by the forward, in the compute type
-      check<B>(type == computeType(p.dtype), op, ": argument '", a.name, "' has dtype ",
+      FG_CHECK(type == computeType(p.dtype), op, ": argument '", a.name, "' has dtype ",
                dtypeName<B>(a.tensor), ", but must have dtype ", typeName(computeType(p.dtype)),
                " (the compute type of '", refName, "', ", dtypeName<B>(ref), ")");
     } else {
@@ -316,25 +324,25 @@ Prepared<B> prepare(const char* op, const std::vector<TensorArg<B>>& args, int f
         std::string list;
         for (TType t : dtypes)
           list += (list.empty() ? "" : ", ") + std::string(typeName(t));
-        check<B>(false, op, ": argument '", a.name, "' has dtype ", dtypeName<B>(a.tensor),
+        FG_CHECK(false, op, ": argument '", a.name, "' has dtype ", dtypeName<B>(a.tensor),
                  ", but this op supports ", list);
       }
-      check<B>(type == p.dtype, op, ": argument '", a.name, "' has dtype ", dtypeName<B>(a.tensor),
+      FG_CHECK(type == p.dtype, op, ": argument '", a.name, "' has dtype ", dtypeName<B>(a.tensor),
                ", but '", refName, "' has dtype ", dtypeName<B>(ref),
                "; all tensor arguments must have the same dtype");
     }
-    check<B>(B::device(a.tensor) == p.device, op, ": argument '", a.name, "' is on ",
+    FG_CHECK(B::device(a.tensor) == p.device, op, ": argument '", a.name, "' is on ",
              B::deviceName(a.tensor), ", but '", refName, "' is on ", B::deviceName(ref),
              "; all tensor arguments must be on the same device");
   }
   const int64_t refDim = B::dim(ref);
   const Sizes refSizes = B::sizes(ref);
-  check<B>(!hasCol || refDim >= 1, op, ": argument '", refName,
+  FG_CHECK(!hasCol || refDim >= 1, op, ": argument '", refName,
            "' must have at least 1 dim (its last dim is D), but is 0-dim");
   p.D = refDim >= 1 ? refSizes[refDim - 1] : 1;
   const int refChunks = args[full].chunks;
   if (refChunks > 1) { // a packed full input: [..., chunks * D]
-    check<B>(refDim >= 1 && p.D % refChunks == 0, op, ": argument '", refName,
+    FG_CHECK(refDim >= 1 && p.D % refChunks == 0, op, ": argument '", refName,
              "' is packed ([..., ", refChunks, "*D]): its last dim must be a multiple of ",
              refChunks, ", but its shape is ", shapeString(refSizes));
     p.D /= refChunks;
@@ -346,7 +354,7 @@ Prepared<B> prepare(const char* op, const std::vector<TensorArg<B>>& args, int f
     p.rows *= p.fullShape[i];
   p.namedDims = namedDims;
   if (namedDims > 0) {
-    check<B>(refDim >= namedDims + 1, op, ": argument '", refName, "' must have at least ",
+    FG_CHECK(refDim >= namedDims + 1, op, ": argument '", refName, "' must have at least ",
              namedDims + 1, " dims [..., ",
              dimsSpelling(dimNames, namedDims, kAllDims, true).substr(1), ", but has shape ",
              shapeString(refSizes));
@@ -366,31 +374,31 @@ Prepared<B> prepare(const char* op, const std::vector<TensorArg<B>>& args, int f
       if (a.chunks > 1 || refChunks > 1) { // [..., chunks*D] against the op's [..., D]
         std::vector<int64_t> want = p.fullShape;
         if (!want.empty()) want.back() *= a.chunks;
-        check<B>(B::sizes(t) == want, op, ": argument '", a.name, "' must have shape ",
+        FG_CHECK(B::sizes(t) == want, op, ": argument '", a.name, "' must have shape ",
                  shapeString(want), " (the leading dims of '", refName, "' and ",
                  a.chunks > 1 ? std::to_string(a.chunks) + " x " : std::string(), "D = ", p.D,
                  "), but has shape ", shapeString(B::sizes(t)));
         break;
       }
-      check<B>(B::sizes(t) == refSizes, op, ": argument '", a.name,
+      FG_CHECK(B::sizes(t) == refSizes, op, ": argument '", a.name,
                "' must have the same shape as '", refName, "' ", shapeString(refSizes),
                ", but has shape ", shapeString(B::sizes(t)));
       break;
     case Bcast::Col:
-      check<B>(B::dim(t) == 1 && B::size(t, 0) == p.D, op, ": argument '", a.name,
+      FG_CHECK(B::dim(t) == 1 && B::size(t, 0) == p.D, op, ": argument '", a.name,
                "' must have shape [D] with D = ", p.D, " (the last dim of '", refName,
                "'), but has shape ", shapeString(B::sizes(t)));
       break;
     case Bcast::Row:
     case Bcast::Stat: {
       std::vector<int64_t> rowShape(p.fullShape.begin(), p.fullShape.end() - (refDim ? 1 : 0));
-      check<B>(B::sizes(t) == rowShape, op, ": argument '", a.name, "' must have shape ",
+      FG_CHECK(B::sizes(t) == rowShape, op, ": argument '", a.name, "' must have shape ",
                shapeString(rowShape), " (the leading dims of '", refName, "'), but has shape ",
                shapeString(B::sizes(t)));
       break;
     }
     case Bcast::Scalar:
-      check<B>(B::dim(t) == 0, op, ": argument '", a.name,
+      FG_CHECK(B::dim(t) == 0, op, ": argument '", a.name,
                "' must be a 0-dim tensor, but has shape ", shapeString(B::sizes(t)));
       break;
     case Bcast::Random:
@@ -412,12 +420,12 @@ Prepared<B> prepare(const char* op, const std::vector<TensorArg<B>>& args, int f
 template <class B>
 void checkRngState(const char* op, const typename B::Tensor& t, const DeviceId& device,
                    const std::string& deviceName) {
-  check<B>(B::defined(t) && B::type(t) == TType::Int64 && B::dim(t) == 1 && B::size(t, 0) == 2 &&
+  FG_CHECK(B::defined(t) && B::type(t) == TType::Int64 && B::dim(t) == 1 && B::size(t, 0) == 2 &&
                B::isContiguous(t),
            op,
            ": argument '_saved_rng' must be the int64 [2] tensor (seed, offset) the "
            "forward returned");
-  check<B>(B::device(t) == device, op, ": argument '_saved_rng' is on ", B::deviceName(t),
+  FG_CHECK(B::device(t) == device, op, ": argument '_saved_rng' is on ", B::deviceName(t),
            ", but the op's tensors are on ", deviceName);
 }
 
@@ -447,14 +455,14 @@ runPlan(B& backend, const PlanInfo& plan, const std::vector<TensorArg<B>>& args,
   }
   const char* fullName = args[plan.full].name;
   // The column index reaches the program in the compute type: exact in float32 up to 2^24.
-  check<B>(!plan.column || p.dtype == TType::Float64 || p.D <= (int64_t(1) << 24), plan.op,
+  FG_CHECK(!plan.column || p.dtype == TType::Float64 || p.D <= (int64_t(1) << 24), plan.op,
            ": the last dim of '", fullName, "' is ", p.D,
            "; this op reads the column index, which is exact in float32 up to 2^24 = 16777216 "
            "columns (float64 inputs have no such limit)");
-  check<B>(!plan.evenD || p.D % 2 == 0, plan.op, ": the last dim of '", fullName, "' is ", p.D,
+  FG_CHECK(!plan.evenD || p.D % 2 == 0, plan.op, ": the last dim of '", fullName, "' is ", p.D,
            "; this op moves columns (swap_halves, swap_pairs), which needs an even last dim");
   // The GPU's row plan indexes a row's vectors in 32 bits (fusegen_row_cuda.cuh).
-  check<B>((plan.plan != Plan::Row && plan.plan != Plan::Groups) || !p.device.isCuda() ||
+  FG_CHECK((plan.plan != Plan::Row && plan.plan != Plan::Groups) || !p.device.isCuda() ||
                p.D <= std::numeric_limits<int32_t>::max(),
            plan.op, ": the last dim of '", fullName, "' is ", p.D,
            "; this op reduces over it, which on the GPU takes rows of at most 2^31 - 1 = "
@@ -468,6 +476,7 @@ runPlan(B& backend, const PlanInfo& plan, const std::vector<TensorArg<B>>& args,
   const bool empty = plan.plan == Plan::Row ? p.rows == 0 : p.rows * p.D == 0;
   std::vector<Tensor> results;
   std::vector<void*> resultData;
+  std::vector<char> handedOut(earlier.size(), 0); // earlier results returned as they are
   for (int m = 0; m < plan.nResults; ++m) {
     Tensor t;
     // An output of its own type (float32, FP8) is allocated as that type.
@@ -479,9 +488,17 @@ runPlan(B& backend, const PlanInfo& plan, const std::vector<TensorArg<B>>& args,
     };
     if (!need[m]) {
       t = B::empty({0}, type, like);
-    } else if (plan.kinds[m] == OutKind::Passed) { // an earlier program's result (a copy:
-      // results do not alias, and one may be both a [D] output and a saved statistic)
-      t = B::copyAs(earlier[plan.results[m]], type);
+    } else if (plan.kinds[m] == OutKind::Passed) { // an earlier program's result: itself
+      // where it has this output's type and no output before took it, else a copy (results
+      // do not alias, and one may be both a [D] output and a saved statistic). A copy is a
+      // kernel launch: BatchNorm's forward made four.
+      const int r = plan.results[m];
+      if (!handedOut[r] && B::type(earlier[r]) == type) {
+        t = earlier[r];
+        handedOut[r] = 1;
+      } else {
+        t = B::copyAs(earlier[r], type);
+      }
     } else if (plan.keeps[m] != kAllDims) { // summed over the dims not kept, below
       t = alloc(plan.kinds[m] == OutKind::Row ? rowShape : p.fullShape, empty);
     } else if (plan.kinds[m] == OutKind::ColSum || plan.kinds[m] == OutKind::ColM2) {
@@ -551,7 +568,7 @@ runPlan(B& backend, const PlanInfo& plan, const std::vector<TensorArg<B>>& args,
          nullptr,
          rng};
   if (p.device.isCuda()) {
-    check<B>(plan.cuda != nullptr, plan.op, ": this package was built without CUDA");
+    FG_CHECK(plan.cuda != nullptr, plan.op, ": this package was built without CUDA");
     // The CUDA plans' scratch memory (partial sums of [D] gradients) when they need any: only
     // plans that sum [D] gradients do, and an empty tensor would still cost an allocation call
     // per launch (about 4 us of host time at launch-bound sizes).
@@ -578,7 +595,7 @@ std::vector<typename B::Tensor> runOp(B& backend, const PlanInfo& plan,
                                       const std::vector<double>& attrs, std::vector<bool> need) {
   using Tensor = typename B::Tensor;
   if (need.empty()) need.assign(plan.nResults, true);
-  check<B>(static_cast<int>(need.size()) == plan.nResults, plan.op, ": output_mask has ",
+  FG_CHECK(static_cast<int>(need.size()) == plan.nResults, plan.op, ": output_mask has ",
            need.size(), " entries for ", plan.nResults, " results");
   static const Tensor kNone; // a Random input's: the plan draws it
   const size_t schemaTensors = tensors.size();

@@ -74,8 +74,9 @@ void boxedCall(const OpInfo& op, bool backward, uint64_t* stack, uint64_t nArgs,
   using torch::stable::detail::to;
   const PlanInfo& plan = backward ? op.backward : op.forward;
   const std::vector<ArgKind>& kinds = kindsOf(op, backward);
-  check<Stable>(kinds.size() == nArgs, plan.op, ": the dispatcher passed ", nArgs,
-                " arguments where the schema has ", kinds.size());
+  if (kinds.size() != nArgs)
+    failWith<Stable>(plan.op, ": the dispatcher passed ", nArgs, " arguments where the schema has ",
+                     kinds.size());
   std::vector<Stable::Tensor> owned; // (the stack's tensors: this function owns them now)
   owned.reserve(nArgs);
   std::vector<double> attrs;
@@ -98,7 +99,7 @@ void boxedCall(const OpInfo& op, bool backward, uint64_t* stack, uint64_t nArgs,
       need = to<std::vector<bool>>(stack[i]);
       break;
     case ArgKind::Other:
-      check<Stable>(false, plan.op, ": argument ", i, " has a type the stable glue cannot read");
+      failWith<Stable>(plan.op, ": argument ", i, " has a type the stable glue cannot read");
     }
   }
   std::vector<const Stable::Tensor*> tensors;
@@ -106,16 +107,16 @@ void boxedCall(const OpInfo& op, bool backward, uint64_t* stack, uint64_t nArgs,
     tensors.push_back(&t);
   Stable backend;
   std::vector<Stable::Tensor> results = runOp(backend, plan, tensors, attrs, std::move(need));
-  check<Stable>(results.size() == nResults, plan.op, ": ", results.size(),
-                " results where the schema has ", nResults);
+  if (results.size() != nResults)
+    failWith<Stable>(plan.op, ": ", results.size(), " results where the schema has ", nResults);
   for (size_t k = 0; k < results.size(); ++k)
     stack[k] = torch::stable::detail::from(std::move(results[k]));
 }
 
 void registerOp(const OpInfo& op, const StableKernels& kernels) {
   using torch::stable::detail::StableLibrary;
-  check<Stable>(kernels.forward && kernels.backward, op.name,
-                ": the registration file was compiled without FUSEGEN_STABLE");
+  if (!kernels.forward || !kernels.backward)
+    failWith<Stable>(op.name, ": the registration file was compiled without FUSEGEN_STABLE");
   {
     std::lock_guard<std::mutex> lock(kindsMutex);
     registeredKinds()[&op] = {argKinds(op.schema), argKinds(op.backwardSchema)};
