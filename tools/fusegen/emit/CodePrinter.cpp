@@ -327,6 +327,16 @@ private:
       else if (ofOpDtype && p.params[i].kind == prims::ParamKind::Value)
         operands[i] = like_ + ".new_tensor(" + operands[i] + ")";
     }
+    // An integer tensor (j, pos(S), an int input) where a floating value is computed from
+    // it: the kernels convert it to the compute type; torch would make `pos / base` or
+    // `exp(j)` a tensor of its default dtype (float32), also in a float64 reference.
+    if (n.type() != ir::ValueType::Value || like_.empty()) return;
+    for (size_t i = 0; i < n.args().size() && i < p.params.size(); ++i) {
+      const ir::Node* a = n.args()[i].get();
+      if (a->type() == ir::ValueType::Int && !pyScalars_.count(a) &&
+          p.params[i].kind == prims::ParamKind::Value)
+        operands[i] = operands[i] + ".to(torch.promote_types(" + like_ + ".dtype, torch.float32))";
+    }
   }
 
   static std::string torchSpelling(const prims::Primitive& p,
