@@ -724,8 +724,15 @@ class OpChecks:
         if got.is_floating_point() and got.dtype != torch.float64 and got.element_size() > 1:
             rounded = want.detach().to(got.dtype)
             want = torch.where(torch.isfinite(rounded) | ~torch.isfinite(want), want, rounded)
+        of_float64 = got.dtype == torch.float64
         got, want = got.detach().double(), want.detach().double()
         tol = torch.as_tensor(tol, dtype=torch.float64, device=got.device)
+        if of_float64:
+            # torch's float64 functions flush to 0 the results an intermediate overflows for
+            # (sigmoid's 1 / (1 + exp(-x)) and silu at x < -709.78, where e^x and x e^x are at
+            # most 4e-306), which the kernels' stable forms keep: a float64 result against a 0
+            # of the reference is held to 2^-990 (1e-298), not finer.
+            tol = torch.where(want == 0, tol.clamp(min=2.0 ** -990), tol)
         assert got.shape == want.shape, f"{what}: shape {list(got.shape)} != {list(want.shape)}"
         finite = torch.isfinite(want)
         same = (got == want) | (got.isnan() & want.isnan())
@@ -978,7 +985,16 @@ class OpChecks:
         if self.independent(*x, **self.attrs()) is not None:
             oracles.append(("independent formula", self.independent))
         for label, fn in oracles:
-            want = self.second_order(fn, x, gouts, vs, wrt)
+            try:
+                want = self.second_order(fn, x, gouts, vs, wrt)
+            except (RuntimeError, NotImplementedError) as e:
+                # A formula written by hand may call a torch op that has no second derivative
+                # (F.multi_margin_loss): reference() was compared above, and gradgrad_check
+                # checks the second derivatives against finite differences.
+                if label == "reference" or "not implemented" not in str(e):
+                    raise
+                pytest.skip(f"compared with reference(); the spec's independent formula has no "
+                            f"second derivative in torch ({str(e).splitlines()[0]})")
             for name, g, w in zip(names, got, want):
                 if not w.is_floating_point():  # an integer or bool input: no derivative
                     assert not g.any(), f"second derivative in {name}: nonzero"

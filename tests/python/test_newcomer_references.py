@@ -1,0 +1,99 @@
+"""What the generated tests got wrong on specs written as a newcomer would (their ops were
+right: each matched PyTorch written by hand in float64):
+
+- An integer (pos(S), j, an int input) turned into a float by an attr, as `pos(S) / base`: the
+  kernels convert it to the compute type, the generated reference let torch make it float32
+  (its default dtype), and the float64 checks failed on a correct op (2.99e-08 off against a
+  bound of 1.3e-15).
+- silu of w * x in the rows of mean 1000: torch's float64 silu is 0 where exp(-x) overflows
+  (x < -709.78), the kernel keeps the exact value (up to 4e-306), and the check held it to one
+  subnormal step.
+- A `reference:` formula calling a torch op with no second derivative (F.multi_margin_loss):
+  the second-derivative check raised instead of checking reference() alone and saying so."""
+import importlib
+
+import pytest
+import torch
+
+import fusegen
+
+SPECS = {
+    "pos_scale": """
+op: pos_scale
+inputs:
+  x: [..., S, D]
+  t: {shape: [...], dtype: int64}
+attrs:
+  base: {type: float, default: 3.0}
+outputs:
+  y: x * (pos(S) / base) + x * (j / base) + t * base
+""",
+    "scaled_silu": """
+op: scaled_silu
+inputs:
+  x: [..., D]
+  w: [D]
+outputs:
+  y: silu(w * x)
+""",
+    "multi_margin": """
+op: multi_margin
+inputs:
+  x: [..., D]
+  target: {shape: [...], dtype: int64}
+attrs:
+  margin: {type: float, default: 1.0}
+let:
+  xt: sum(where(j == target, x, 0))
+  h: where(j == target, 0, relu(margin - xt + x))
+outputs:
+  loss: sum(h) / D
+reference:
+  loss: "F.multi_margin_loss(x.reshape(-1, x.shape[-1]), target.reshape(-1), margin=margin, reduction='none').reshape(target.shape)"
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    d = tmp_path_factory.mktemp("specs")
+    paths = []
+    for op, text in SPECS.items():
+        paths.append(d / f"{op}.yaml")
+        paths[-1].write_text(text)
+    return fusegen.load(paths, name="newcomer_reference_ops", cpu_only=True).__name__
+
+
+def checks(package, op):
+    return importlib.import_module(f"{package}.{op}.test_{op}").CHECKS
+
+
+def test_an_integer_made_float_by_an_attr_is_float64_in_a_float64_reference(package):
+    c = checks(package, "pos_scale")
+    c.forward_matches_reference("cpu", torch.float64)
+    c.backward_matches_reference("cpu", torch.float64)
+    c.other_attrs_match_reference("cpu", torch.float64)  # base = 3 +- ...: not exact in float32
+
+
+def test_a_silu_torch_flushes_to_zero_is_not_held_to_a_subnormal_step(package):
+    c = checks(package, "scaled_silu")
+    for seed in range(3):
+        torch.manual_seed(seed)
+        c.extreme_magnitudes("cpu", torch.float64)
+
+
+def test_a_flush_is_forgiven_only_against_a_zero_and_only_in_float64(package):
+    testing = importlib.import_module(f"{package}.testing")
+    got = torch.tensor([-2.0e-308], dtype=torch.float64)
+    testing.OpChecks.close(got, torch.tensor([-0.0], dtype=torch.float64), 0.0, "flushed")
+    with pytest.raises(AssertionError):  # against a nonzero reference: held to the bound
+        testing.OpChecks.close(got, torch.tensor([-1.0e-308], dtype=torch.float64), 0.0, "x")
+    with pytest.raises(AssertionError):  # a float32 result: its reference is float64, exact
+        testing.OpChecks.close(torch.tensor([1e-30]), torch.tensor([0.0], dtype=torch.float64),
+                               0.0, "float32")
+
+
+def test_an_independent_formula_without_second_derivatives_skips_saying_why(package):
+    c = checks(package, "multi_margin")
+    with pytest.raises(pytest.skip.Exception, match="no second derivative"):
+        c.second_derivatives_match_reference("cpu", "all")
