@@ -28,9 +28,10 @@ struct Forward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
-  static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
-  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
+  static constexpr bool kColumn = false; // reads the column index j
+  // What the op moves that needs an even D, in the message for an odd one ("": nothing).
+  static constexpr const char* kEvenD = "";
+  static constexpr int kNamedDims = 0; // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -268,9 +269,10 @@ struct Backward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
-  static constexpr bool kColumn = false;       // reads the column index j
-  static constexpr bool kMovesColumns = false; // the op swaps columns: D even
-  static constexpr int kNamedDims = 0;         // named leading dims of the op (Args::dims)
+  static constexpr bool kColumn = false; // reads the column index j
+  // What the op moves that needs an even D, in the message for an odd one ("": nothing).
+  static constexpr const char* kEvenD = "";
+  static constexpr int kNamedDims = 0; // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Row;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;

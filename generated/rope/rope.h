@@ -27,9 +27,11 @@ struct Forward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
-  static constexpr bool kColumn = true;       // reads the column index j
-  static constexpr bool kMovesColumns = true; // the op swaps columns: D even
-  static constexpr int kNamedDims = 2;        // named leading dims of the op (Args::dims)
+  static constexpr bool kColumn = true; // reads the column index j
+  // What the op moves that needs an even D, in the message for an odd one ("": nothing).
+  static constexpr const char* kEvenD =
+      "exchanges the halves of each row (rotate_half, swap_halves)";
+  static constexpr int kNamedDims = 2; // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Groups;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;
@@ -257,9 +259,11 @@ struct Backward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
-  static constexpr bool kColumn = true;       // reads the column index j
-  static constexpr bool kMovesColumns = true; // the op swaps columns: D even
-  static constexpr int kNamedDims = 2;        // named leading dims of the op (Args::dims)
+  static constexpr bool kColumn = true; // reads the column index j
+  // What the op moves that needs an even D, in the message for an odd one ("": nothing).
+  static constexpr const char* kEvenD =
+      "exchanges the halves of each row (rotate_half, swap_halves)";
+  static constexpr int kNamedDims = 2; // named leading dims of the op (Args::dims)
   // The runtime plan that runs it, as fusegen's planner chose it (fusegen_runtime.h).
   static constexpr fg::Plan kPlan = fg::Plan::Groups;
   using Args = fg::Args<kInputs, kOutputs, kAttrs>;

@@ -52,10 +52,10 @@ struct TensorInfo {
 
 // One program of an op (struct Forward or Backward of <op>.h), described to the glue.
 struct PlanInfo {
-  const char* op; // "<ns>::<op>" or "<ns>::<op>_backward", in messages
-  Plan plan;      // the runtime plan that runs it (P::kPlan)
-  bool column;    // it reads the column index j (P::kColumn): D must be exact in float32
-  bool evenD;     // it swaps columns (swap_halves, swap_pairs): D must be even
+  const char* op;    // "<ns>::<op>" or "<ns>::<op>_backward", in messages
+  Plan plan;         // the runtime plan that runs it (P::kPlan)
+  bool column;       // it reads the column index j (P::kColumn): D must be exact in float32
+  const char* evenD; // what it moves that needs an even D (P::kEvenD; "": nothing)
   const TensorInfo* tensors;
   int nTensors;
   int full;                    // the first full input: it defines D and the output shape
@@ -248,7 +248,7 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
   return {op,
           P::kPlan,
           P::kColumn,
-          P::kMovesColumns,
+          P::kEvenD,
           tensors,
           static_cast<int>(NT),
           full,

@@ -135,7 +135,7 @@ class OpInfo:
     schema: str = ""  # the op's and its backward's schemas, as fusegen spelled them
     backward_schema: str = ""
     column: bool = False  # a program reads the column index j (D <= 2^24 in float32)
-    even_d: bool = False  # it moves columns (swap_halves, swap_pairs): D must be even
+    even_d: str = ""  # what it moves that needs an even D (swap_halves, swap_pairs), or ""
     # A with_surrogate_grad states a gradient that is not the forward's derivative (a
     # straight-through estimator): no finite differences of the forward check it.
     surrogate_gradient: bool = False
@@ -235,8 +235,8 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
                                f"must be a multiple of {n}, but its shape is {_shape(ref.shape)}")
         D //= n
     if spec.even_d and D % 2:
-        raise RuntimeError(f"{op}: the last dim of '{ref_name}' is {D}; this op moves columns "
-                           "(swap_halves, swap_pairs), which needs an even last dim")
+        raise RuntimeError(f"{op}: the last dim of '{ref_name}' is {D}; this op "
+                           f"{spec.even_d}, which needs an even last dim")
     k = len(spec.dims)
     if k and ref.dim() < k + 1:
         raise RuntimeError(f"{op}: argument '{ref_name}' must have at least {k + 1} dims "

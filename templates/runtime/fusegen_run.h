@@ -458,8 +458,8 @@ runPlan(B& backend, const PlanInfo& plan, const std::vector<TensorArg<B>>& args,
            ": the last dim of '", fullName, "' is ", p.D,
            "; this op reads the column index, which is exact in float32 up to 2^24 = 16777216 "
            "columns (float64 inputs have no such limit)");
-  FG_CHECK(!plan.evenD || p.D % 2 == 0, plan.op, ": the last dim of '", fullName, "' is ", p.D,
-           "; this op moves columns (swap_halves, swap_pairs), which needs an even last dim");
+  FG_CHECK(!*plan.evenD || p.D % 2 == 0, plan.op, ": the last dim of '", fullName, "' is ", p.D,
+           "; this op ", plan.evenD, ", which needs an even last dim");
   // The GPU's row plan indexes a row's vectors in 32 bits (fusegen_row_cuda.cuh).
   FG_CHECK((plan.plan != Plan::Row && plan.plan != Plan::Groups) || !p.device.isCuda() ||
                p.D <= std::numeric_limits<int32_t>::max(),

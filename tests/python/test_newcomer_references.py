@@ -9,7 +9,9 @@ right: each matched PyTorch written by hand in float64):
   (x < -709.78), the kernel keeps the exact value (up to 4e-306), and the check held it to one
   subnormal step.
 - A `reference:` formula calling a torch op with no second derivative (F.multi_margin_loss):
-  the second-derivative check raised instead of checking reference() alone and saying so."""
+  the second-derivative check raised instead of checking reference() alone and saying so.
+And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
+columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
 
 import pytest
@@ -50,6 +52,14 @@ outputs:
   loss: sum(h) / D
 reference:
   loss: "F.multi_margin_loss(x.reshape(-1, x.shape[-1]), target.reshape(-1), margin=margin, reduction='none').reshape(target.shape)"
+""",
+    "half_rotation": """
+op: half_rotation
+inputs:
+  x: [..., D]
+  w: [D]
+outputs:
+  y: rotate_half(x) * w
 """,
 }
 
@@ -97,3 +107,12 @@ def test_an_independent_formula_without_second_derivatives_skips_saying_why(pack
     c = checks(package, "multi_margin")
     with pytest.raises(pytest.skip.Exception, match="no second derivative"):
         c.second_derivatives_match_reference("cpu", "all")
+
+
+def test_an_odd_last_dim_is_told_the_move_the_spec_makes(package):
+    op = getattr(importlib.import_module(f"{package}.half_rotation"), "half_rotation")
+    with pytest.raises(RuntimeError, match=r"the last dim of 'x' is 5; this op exchanges the "
+                       r"halves of each row \(rotate_half, swap_halves\), which needs an even "
+                       r"last dim") as raised:
+        op(torch.randn(3, 5), torch.randn(5))
+    assert "swap_pairs" not in str(raised.value)

@@ -104,19 +104,27 @@ bool statesSurrogateGradient(const OpModel& op) {
   return false;
 }
 
-// Whether the op's forward or backward moves columns by a swap (swap_halves, swap_pairs, which
-// permute an even D; a roll takes any D): D even.
-bool movesColumns(const OpModel& op) {
+// What the op's forward or backward moves that needs an even D, as the message for an odd one
+// says it ("exchanges the halves of each row (rotate_half, swap_halves)"; a roll takes any D),
+// or "" where nothing does. (rotate_half and rotate_pairs are expanded into swap_halves and
+// swap_pairs before the IR: the message names both spellings.)
+std::string evenDMoves(const OpModel& op) {
   std::vector<ir::Expr> roots;
   for (const ir::FunctionOutput& o : op.fn.outputs)
     roots.push_back(o.value);
   for (const ir::Expr& g : op.grad.inputGrads)
     if (g) roots.push_back(g);
+  bool halves = false, pairs = false;
   for (const ir::Node* n : ir::topoOrder(roots))
     if (n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Move &&
-        prims::moveNeedsEvenD(n->prim()->move))
-      return true;
-  return false;
+        prims::moveNeedsEvenD(n->prim()->move)) {
+      halves = halves || n->prim()->move == prims::Move::SwapHalves;
+      pairs = pairs || n->prim()->move == prims::Move::SwapPairs;
+    }
+  const std::string h = "the halves of each row (rotate_half, swap_halves)";
+  const std::string p = "adjacent columns (rotate_pairs, swap_pairs)";
+  if (!halves && !pairs) return "";
+  return "exchanges " + (halves && pairs ? h + " and " + p : halves ? h : p);
 }
 
 // The random streams the formulas read, in stream order.
@@ -353,8 +361,8 @@ DefaultUniforms defaultUniforms(const std::vector<ir::Expr>& conditions, const i
 
 // The C++ struct of one program (templates/op/program.mustache).
 std::string renderProgram(const plan::Program& p, const std::string& name,
-                          const std::string& comment, const ir::Function& fn, bool movesColumns,
-                          const Templates& templates) {
+                          const std::string& comment, const ir::Function& fn,
+                          const std::string& evenDMoves, const Templates& templates) {
   Bindings attrs;
   for (size_t k = 0; k < fn.attrs.size(); ++k)
     attrs[fn.attrs[k].node.get()] = "_attr[" + std::to_string(k) + "]";
@@ -493,7 +501,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   d.set("n_stages", std::to_string(p.stages.size()));
   d.set("n_row_values", std::to_string(p.rowValues.size()));
   d.set("n_named_dims", std::to_string(p.namedDims));
-  d.set("moves_columns_cpp", movesColumns ? "true" : "false");
+  d.set("even_d_moves", evenDMoves);
   d.set("plan", api::planEnumerator(p.plan));
   d.set("uses_column", p.usesColumn ? "true" : "false");
   d.set("inputs", list(inputs));
@@ -761,7 +769,8 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("backward_schema", api::schema(bwd));
   d.set("dim_names", stringItems(op.spec.dims));
   d.set("has_dims", !op.spec.dims.empty());
-  d.set("moves_columns", movesColumns(op));
+  d.set("moves_columns", !evenDMoves(op).empty());
+  d.set("even_d_moves", evenDMoves(op));
   d.set("surrogate_gradient", statesSurrogateGradient(op));
   // Whether it rolls columns (roll(x, k)), and the attrs its shifts read: the tests vary them.
   {
@@ -937,7 +946,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     std::string entry = name;
     entry[0] = static_cast<char>(std::tolower(entry[0]));
     x.set("entry", entry);
-    x.set("body", renderProgram(p, name, comment, fn, movesColumns(op), templates));
+    x.set("body", renderProgram(p, name, comment, fn, evenDMoves(op), templates));
     x.set("tensors", stringItems(api::tensorTable(sig, p)));
     x.set("op_name", sig.name);
     programs.push_back(x);
