@@ -9,6 +9,7 @@ import functools
 import importlib.abc
 import math
 import sys
+import warnings
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -670,11 +671,14 @@ def grad_to(a: torch.Tensor, cls: str, full: List[int], dtype: torch.dtype,
 # The C++ autograd node of each op calls <op>_backward through the dispatcher when grad mode
 # is on in the backward (create_graph): this kernel then records the backward with its own
 # derivative (`backward`, the op's _backward_backward). It is an autograd.Function in the
-# form torch.func accepts (forward without ctx, setup_context, the op's own vmap rule), but
-# torch.func cannot run an autograd.Function from inside a dispatcher kernel, and its grad
-# transforms run every backward with create_graph: under one torch.func grad level the
-# backward runs below autograd (first derivatives, as without this kernel); under two
-# (torch.func.grad of torch.func.grad, hessian) it raises rather than return zeros.
+# form torch.func accepts (forward without ctx, setup_context, the op's own vmap rule).
+# torch.func cannot run an autograd.Function from inside a dispatcher kernel as such, and its
+# grad transforms run every backward with create_graph. Under one torch.func grad level the
+# node is recorded on that level's tensors as a single-level function (jacrev of jacrev
+# differentiates an inner backward at the outer level: run below autograd, it had returned
+# zeros); where ordinary autograd also tracks the tensors beneath (torch.autograd.grad of a
+# torch.func.grad), it runs below the transforms' autograd, as the C++ node then records the
+# op at the ordinary level; under two grad levels (grad of grad) it raises.
 _autograd_libs: List[torch.library.Library] = []
 
 
@@ -694,6 +698,9 @@ def register_backward_autograd(spec: OpInfo, setup_context, backward) -> None:
         "generate_vmap_rule": True,  # vmap of forward is the op's own rule (register_vmap)
     })
 
+    from torch._functorch.utils import enable_single_level_autograd_function
+    single_level_apply = super(torch.autograd.Function, function).apply
+
     def kernel(*args):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
@@ -706,6 +713,9 @@ def register_backward_autograd(spec: OpInfo, setup_context, backward) -> None:
                     f"{spec.qualname}_backward: second derivatives under nested torch.func "
                     "transforms (grad of grad, hessian) are not supported; use "
                     "torch.autograd.grad(..., create_graph=True) for them")
+            if not any(_base(t).requires_grad for t in tensors):
+                with enable_single_level_autograd_function():
+                    return single_level_apply(*args)
         return forward(*args)
 
     lib = torch.library.Library(NAMESPACE, "IMPL")
@@ -728,6 +738,22 @@ def stable_abi() -> bool:
     except ImportError:  # not built
         return False
     return bool(getattr(_build_info, "STABLE_ABI", False))
+
+
+def _base(t: torch.Tensor) -> torch.Tensor:
+    """The tensor beneath a torch.func transform's wrappers (the ordinary autograd level's)."""
+    while torch._C._functorch.is_functorch_wrapped_tensor(t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t
+
+
+def _wrapper_levels(t: torch.Tensor) -> set:
+    """The torch.func levels that wrap t (a jvp level's wrapper carries a tangent)."""
+    levels = set()
+    while torch._C._functorch.is_functorch_wrapped_tensor(t):
+        levels.add(torch._C._functorch.maybe_get_level(t))
+        t = torch._C._functorch.get_unwrapped(t)
+    return levels
 
 
 def _under_transform(t: torch.Tensor) -> bool:
@@ -830,7 +856,31 @@ def register_forward_autograd(spec: OpInfo, n_attrs: int) -> None:
         if len(args) < n_positional:  # (the schema's positional arguments have no defaults)
             args, kwargs = torch._library.utils.fill_defaults(op._schema, args, kwargs)
         args = (*args, *(kwargs.get(n, d) for n, d in keyword_defaults))
-        if torch._C._functorch.get_interpreter_stack() is not None:
+        levels = torch._C._functorch.get_interpreter_stack()
+        if levels is not None:
+            # A tangent of a torch.func jvp level (jacfwd, hessian): refused, as the C++ node
+            # refuses one (a single-level function never calls jvp: they had got zeros).
+            kinds = torch._C._functorch.TransformType
+            jvps = {v.level() for v in levels if v.key() == kinds.Jvp}
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            if jvps and any(jvps & _wrapper_levels(t) for t in tensors):
+                jvp(None)
+            # The node is recorded on the innermost level alone: an outer grad level, or
+            # ordinary autograd beneath the transform, would see the op as a constant.
+            if sum(v.key() == kinds.Grad for v in levels) > 1:
+                raise RuntimeError(
+                    f"{spec.qualname}: derivatives under nested torch.func transforms (jacrev "
+                    "of jacrev, grad of grad) are not supported by a stable ABI build, whose "
+                    "autograd is a Python function of one level; build the package with "
+                    "FUSEGEN_STABLE_ABI=0 (the ATen glue) or use torch.autograd.grad(..., "
+                    "create_graph=True)")
+            if torch.is_grad_enabled() and any(_base(t).requires_grad for t in tensors):
+                warnings.warn(
+                    f"{spec.qualname}: under a torch.func transform, ordinary autograd of "
+                    "tensors that require grad does not record this op in a stable ABI build "
+                    "(its derivative is taken as 0 there: torch.autograd.grad of a "
+                    "torch.func.grad result would be wrong); build the package with "
+                    "FUSEGEN_STABLE_ABI=0 (the ATen glue) for that")
             with enable_single_level_autograd_function():
                 return apply(*args)
         return apply(*args)

@@ -1879,9 +1879,43 @@ class OpChecks:
         def total(*t):
             return sum((o * torch.randn_like(o)).sum()
                        for o in self.differentiable(over_floats(self.op)(*t)))
-        if self.spec.differentiable_outputs():
+        if not self.spec.differentiable_outputs():
+            return
+        with pytest.raises(RuntimeError, match="nested torch.func transforms"):
+            torch.func.grad(lambda *t: torch.func.grad(total)(*t).sum())(*xf)
+        # Reverse over reverse (jacrev of jacrev: an inner backward differentiated at the outer
+        # level) and ordinary autograd of a torch.func.grad result match the reference's with
+        # the ATen glue; a stable ABI build, whose autograd is Python of one level, refuses the
+        # first and warns of the second; hessian (forward over reverse) raises. None may come
+        # back as zeros or wrong values in silence.
+        weights = [torch.randn_like(o) for o in self.differentiable(over_floats(self.op)(*xf))]
+
+        def fixed(fn):
+            return lambda *t: sum((o * w).sum() for o, w in
+                                  zip(self.differentiable(over_floats(fn)(*t)), weights))
+        with pytest.raises(RuntimeError, match="forward-mode AD .* is not supported"):
+            torch.func.hessian(fixed(self.op))(*xf)
+        stable = _support.stable_abi()
+
+        def through_grad(fn):  # torch.autograd.grad of a torch.func.grad's result
+            leaves = [t.clone().requires_grad_() for t in xf]
+            g = torch.func.grad(fixed(fn), argnums)(*leaves)
+            return torch.autograd.grad(sum((v * v).sum() for v in g), leaves, allow_unused=True)
+        if stable:
             with pytest.raises(RuntimeError, match="nested torch.func transforms"):
-                torch.func.grad(lambda *t: torch.func.grad(total)(*t).sum())(*xf)
+                torch.func.jacrev(torch.func.jacrev(fixed(self.op)))(*xf)
+            with pytest.warns(UserWarning, match="does not record this op"):
+                through_grad(self.op)
+            return
+        torch.testing.assert_close(
+            torch.func.jacrev(torch.func.jacrev(fixed(self.op)))(*xf),
+            torch.func.jacrev(torch.func.jacrev(fixed(self.reference)))(*xf),
+            msg=lambda m: f"jacrev of jacrev: {m}")
+        for name, g, w in zip(names, through_grad(self.op), through_grad(self.reference)):
+            if w is None:
+                assert g is None or not g.any(), f"autograd of grad, {name}: nonzero"
+            else:
+                torch.testing.assert_close(g, w, msg=lambda m: f"autograd of grad, {name}: {m}")
 
 
 def _tuple(out):
