@@ -3,7 +3,8 @@
 
 Spec:
     m = detach(max(x))
-    lse = m + log(sum(exp(x - m)))
+    s = where(abs(m) == inf, 0, m)
+    lse = s + log(sum(exp(x - s)))
 
 `logsumexp(...)` calls torch.ops.fusegen.logsumexp; `reference(...)` is the same function in
 plain PyTorch (the test oracle and the eager baseline of the benchmarks); `error_bounds(...)`
@@ -24,10 +25,10 @@ SPEC = _support.OpInfo(
     attrs=[],
     outputs=[_support.Arg("lse", "[...]"), ],
     dtypes=["float32", "float16", "bfloat16", "float64", ],
-    saved=["m", "stat1", ],
+    saved=["s", "stat1", ],
     saved_totals=[],
     schema="logsumexp(Tensor x) -> (Tensor, Tensor, Tensor)",
-    backward_schema="logsumexp_backward(Tensor _grad_lse, Tensor x, Tensor _saved_m, Tensor _saved_stat1, bool[1] output_mask) -> Tensor",
+    backward_schema="logsumexp_backward(Tensor _grad_lse, Tensor x, Tensor _saved_s, Tensor _saved_stat1, bool[1] output_mask) -> Tensor",
     save_inputs=[True, ],
     passthrough=[-1, ],
 )
@@ -38,7 +39,8 @@ def logsumexp(x: Tensor) -> Tensor:
 
     Formulas (from specs/logsumexp.yaml; the backward is derived from them):
         m = detach(max(x))
-        lse = m + log(sum(exp(x - m)))
+        s = where(abs(m) == inf, 0, m)
+        lse = s + log(sum(exp(x - s)))
     Inputs (D: the last dim of the first [..., D] one; it may also be a list of tensors, each
     through the op):
         x [..., D]
@@ -66,12 +68,15 @@ def reference(x: Tensor) -> Tensor:
     """logsumexp in plain PyTorch, derived from the same spec."""
     _t0 = x.amax(-1, keepdim=True)
     _t1 = _t0.detach()
-    _t2 = (x - _t1)
-    _t3 = torch.exp(_t2)
-    _t4 = _t3.sum(-1, keepdim=True)
-    _t5 = torch.log(_t4)
-    _t6 = (_t1 + _t5)
-    lse = _t6
+    _t2 = torch.abs(_t1)
+    _t3 = (_t2 == float('inf'))
+    _t4 = torch.where(_t3, 0.0, _t1)
+    _t5 = (x - _t4)
+    _t6 = torch.exp(_t5)
+    _t7 = _t6.sum(-1, keepdim=True)
+    _t8 = torch.log(_t7)
+    _t9 = (_t4 + _t8)
+    lse = _t9
     return lse.squeeze(-1)
 
 
@@ -85,14 +90,17 @@ def error_bounds(_r, _grads, x: Tensor):
     x = _r.exact(x)
     _t0 = _r.max(x)
     _t1 = _t0
-    _t2 = (x - _t1)
-    _t3 = _r.exp(_t2)
-    _t4 = _r.sum(_t3)
-    _t5 = _r.log(_t4)
-    _t6 = (_t1 + _t5)
-    lse = _t6
-    _s0 = _t1
-    _s1 = _t4
+    _t2 = _r.abs(_t1)
+    _t3 = (_t2 == float('inf'))
+    _t4 = _r.select(_t3, 0.0, _t1)
+    _t5 = (x - _t4)
+    _t6 = _r.exp(_t5)
+    _t7 = _r.sum(_t6)
+    _t8 = _r.log(_t7)
+    _t9 = (_t4 + _t8)
+    lse = _t9
+    _s0 = _t4
+    _s1 = _t7
     _outputs = (_r.result(lse, "[...]"),)
     if _grads is None:
         return _outputs, None
@@ -119,9 +127,9 @@ def _fake(x):
 
 
 @torch.library.register_fake("fusegen::logsumexp_backward")
-def _fake_backward(_grad_lse, x, _saved_m, _saved_stat1, output_mask):
+def _fake_backward(_grad_lse, x, _saved_s, _saved_stat1, output_mask):
     return _support.fake_backward(SPEC, [x, ],
-                                  [_saved_m, _saved_stat1, ],
+                                  [_saved_s, _saved_stat1, ],
                                   [_grad_lse, ], output_mask)
 
 
@@ -140,20 +148,23 @@ def _backward_backward(ctx, *_gg):
     _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
     _t0 = x.amax(-1, keepdim=True)
     _t1 = _t0.detach()
-    _t2 = (x - _t1)
-    _t3 = torch.exp(_t2)
-    _t4 = (_gg_x * _t3)
-    _t5 = _t4.sum(-1, keepdim=True)
-    _t6 = _t3.sum(-1, keepdim=True)
-    _t7 = (_t5 / _t6)
-    _t8 = (_grad_lse / _t6)
-    _t9 = (_gg_x * _t8)
-    _t10 = (_t5 * _t8)
-    _t11 = (_t10 / _t6)
-    _t12 = (_t9 - _t11)
-    _t13 = (_t12 * _t3)
-    _d0 = _t7
-    _d1 = _t13
+    _t2 = torch.abs(_t1)
+    _t3 = (_t2 == float('inf'))
+    _t4 = torch.where(_t3, 0.0, _t1)
+    _t5 = (x - _t4)
+    _t6 = torch.exp(_t5)
+    _t7 = (_gg_x * _t6)
+    _t8 = _t7.sum(-1, keepdim=True)
+    _t9 = _t6.sum(-1, keepdim=True)
+    _t10 = (_t8 / _t9)
+    _t11 = (_grad_lse / _t9)
+    _t12 = (_gg_x * _t11)
+    _t13 = (_t8 * _t11)
+    _t14 = (_t13 / _t9)
+    _t15 = (_t12 - _t14)
+    _t16 = (_t15 * _t6)
+    _d0 = _t10
+    _d1 = _t16
     _full = list(x.shape)
     return (_support.grad_to(_d0, "[...]", _full, _dtype),
             _support.grad_to(_d1, "[..., D]", _full, _dtype),

@@ -9,7 +9,8 @@ namespace fusegen_ops::logsumexp {
 
 // Spec:
 //   m = detach(max(x))
-//   lse = m + log(sum(exp(x - m)))
+//   s = where(abs(m) == inf, 0, m)
+//   lse = s + log(sum(exp(x - s)))
 // The forward: outputs, then the per-row values saved for the backward.
 struct Forward {
   static constexpr int kInputs = 1;
@@ -24,7 +25,7 @@ struct Forward {
   // A column program: [D] values over one row of D (fusegen's plan/ColumnPasses.h).
   static constexpr bool kColumns = false;
   static constexpr int kStages = 2;    // passes of reductions over each row
-  static constexpr int kRowValues = 5; // per-row values kept in registers
+  static constexpr int kRowValues = 8; // per-row values kept in registers
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
@@ -55,7 +56,7 @@ struct Forward {
   using InGuarded = fg::Table<bool, false>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* lse [...] */ fg::OutKind::Row,
-                             /* _saved_m [...] (compute type) */ fg::OutKind::Stat,
+                             /* _saved_s [...] (compute type) */ fg::OutKind::Stat,
                              /* _saved_stat1 [...] (compute type) */ fg::OutKind::Stat>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype, fg::Elem::Dtype, fg::Elem::Dtype>;
   using OutKeeps = fg::Table<unsigned, fg::kAllDims, fg::kAllDims, fg::kAllDims>;
@@ -67,7 +68,7 @@ struct Forward {
   using Reductions = fg::Table<int, 1, 1>;
   using FirstReduction = fg::Table<int, 0, 1>;
   using ReduceKinds = fg::Table<fg::Reduce, fg::Reduce::Max, fg::Reduce::Sum>;
-  using Shifts = fg::Table<int, -1, 0>;
+  using Shifts = fg::Table<int, -1, -1>;
   using PlainSums = fg::Table<bool, false, true>;
   using Picks = fg::Table<bool, false, false>;
   FG_HD static constexpr fg::Bcast inBcast(int k) { return InBcasts::at(k); }
@@ -158,7 +159,7 @@ struct Forward {
     }
     if constexpr (kPass == 1) {
       const T _in_x = _in[0];
-      const T _t0 = _in_x - _rv[1];
+      const T _t0 = _in_x - _rv[4];
       const T _t1 = fg::exp<kFast>(_t0);
       _t[0] = _t1;
     }
@@ -213,15 +214,21 @@ struct Forward {
     (void)_rv;
     if constexpr (kPass == 0) {
       const T _t0 = _red[0];
+      const T _t1 = fg::abs<kFast>(_t0);
+      const bool _t2 = _t1 == T(INFINITY);
+      const T _t3 = _t2 ? T(0.0) : _t0;
       _rv[0] = _red[0];
       _rv[1] = _t0;
+      _rv[2] = _t1;
+      _rv[3] = _t2;
+      _rv[4] = _t3;
     }
     if constexpr (kPass == 1) {
       const T _t0 = fg::log<kFast>(_red[0]);
-      const T _t1 = _rv[1] + _t0;
-      _rv[2] = _red[0];
-      _rv[3] = _t0;
-      _rv[4] = _t1;
+      const T _t1 = _rv[4] + _t0;
+      _rv[5] = _red[0];
+      _rv[6] = _t0;
+      _rv[7] = _t1;
     }
   }
 
@@ -245,9 +252,9 @@ struct Forward {
     (void)_rv;
     (void)_attr;
     (void)_D;
-    _out[0] = _rv[4];
-    _out[1] = _rv[1];
-    _out[2] = _rv[2];
+    _out[0] = _rv[7];
+    _out[1] = _rv[4];
+    _out[2] = _rv[5];
   }
 
   // Once, after every row: the values of the [] outputs (Scalar) from those of the Total
@@ -295,7 +302,7 @@ struct Backward {
   // a sum a plain addition computes accurately and whether it is a pick (see fusegen_program.h).
   using InBcasts = fg::Table<fg::Bcast,
                              /* x [..., D] */ fg::Bcast::Full,
-                             /* _saved_m [...] (compute type) */ fg::Bcast::Stat,
+                             /* _saved_s [...] (compute type) */ fg::Bcast::Stat,
                              /* _saved_stat1 [...] (compute type) */ fg::Bcast::Stat,
                              /* _grad_lse [...] */ fg::Bcast::Row>;
   using InElems =
@@ -388,11 +395,11 @@ struct Backward {
     const T _grad_lse = _rowIn[3];
     const T _in__saved_stat1 = _rowIn[2];
     const T _t0 = fg::div<kFast>(_grad_lse, _in__saved_stat1);
-    const T _in__saved_m = _rowIn[1];
+    const T _in__saved_s = _rowIn[1];
     _rv[0] = _grad_lse;
     _rv[1] = _in__saved_stat1;
     _rv[2] = _t0;
-    _rv[3] = _in__saved_m;
+    _rv[3] = _in__saved_s;
   }
 
   // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
@@ -467,8 +474,8 @@ struct Backward {
     (void)_D;
     (void)_j;
     const T _in_x = _in[0];
-    const T _in__saved_m = _rv[3];
-    const T _t0 = _in_x - _in__saved_m;
+    const T _in__saved_s = _rv[3];
+    const T _t0 = _in_x - _in__saved_s;
     const T _t1 = fg::exp<kFast>(_t0);
     const T _t2 = _rv[2] * _t1;
     _out[0] = _t2;

@@ -33,7 +33,7 @@ constexpr glue::TensorInfo kForwardTensors[] = {
 };
 constexpr glue::TensorInfo kBackwardTensors[] = {
     {"x", fg::Bcast::Full, 1, fg::Elem::Dtype, true, fg::kAllDims, 1},
-    {"_saved_m", fg::Bcast::Stat, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
+    {"_saved_s", fg::Bcast::Stat, 2, fg::Elem::Dtype, true, fg::kAllDims, 1},
     {"_saved_stat1", fg::Bcast::Stat, 3, fg::Elem::Dtype, true, fg::kAllDims, 1},
     {"_grad_lse", fg::Bcast::Row, 0, fg::Elem::Dtype, true, fg::kAllDims, 1},
 };
@@ -64,7 +64,7 @@ constexpr glue::OpInfo kOp{__FILE__,
                            "logsumexp",
                            "logsumexp(Tensor x) -> (Tensor, Tensor, Tensor)",
                            "logsumexp_backward",
-                           "logsumexp_backward(Tensor _grad_lse, Tensor x, Tensor _saved_m, Tensor "
+                           "logsumexp_backward(Tensor _grad_lse, Tensor x, Tensor _saved_s, Tensor "
                            "_saved_stat1, bool[1] output_mask) -> Tensor",
                            glue::plan<Forward>("fusegen::logsumexp", kForwardTensors, /*full=*/0,
                                                kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
