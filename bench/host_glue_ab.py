@@ -12,24 +12,15 @@ forward / forward+backward (torch.autograd.grad).
 bench/results/2026-11-28-h200-host-cost/ holds a run (the host-cost stop's A/B)."""
 import importlib
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
+import host_cost
 
-def per_call_us(fn, calls=300):
-    for _ in range(30):
-        fn()
-    best = float("inf")
-    for _ in range(5):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    return best
+
+def per_call_us(fn):
+    return host_cost.per_call_us(fn, 300, torch.cuda.synchronize, reduce=min)
 
 
 def main():

@@ -769,8 +769,9 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   d.set("backward_schema", api::schema(bwd));
   d.set("dim_names", stringItems(op.spec.dims));
   d.set("has_dims", !op.spec.dims.empty());
-  d.set("moves_columns", !evenDMoves(op).empty());
-  d.set("even_d_moves", evenDMoves(op));
+  const std::string evenD = evenDMoves(op);
+  d.set("moves_columns", !evenD.empty()); // (a section: an empty string is true to mustache)
+  d.set("even_d_moves", evenD);
   d.set("surrogate_gradient", statesSurrogateGradient(op));
   // Whether it rolls columns (roll(x, k)), and the attrs its shifts read: the tests vary them.
   {
@@ -946,7 +947,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     std::string entry = name;
     entry[0] = static_cast<char>(std::tolower(entry[0]));
     x.set("entry", entry);
-    x.set("body", renderProgram(p, name, comment, fn, evenDMoves(op), templates));
+    x.set("body", renderProgram(p, name, comment, fn, evenD, templates));
     x.set("tensors", stringItems(api::tensorTable(sig, p)));
     x.set("op_name", sig.name);
     programs.push_back(x);
