@@ -37,6 +37,7 @@ SPEC = _support.OpInfo(
     save_inputs=[True, True, False, ],
     passthrough=[-1, -1, -1, ],
     over_rows=True,
+    reads_all_rows=True,
     columns_independent=True,
 )
 

@@ -38,6 +38,7 @@ SPEC = _support.OpInfo(
     column=True,
     save_inputs=[True, True, ],
     passthrough=[-1, -1, ],
+    reads_all_rows=True,
 )
 
 

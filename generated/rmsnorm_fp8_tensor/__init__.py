@@ -32,6 +32,7 @@ SPEC = _support.OpInfo(
     backward_schema="rmsnorm_fp8_tensor_backward(Tensor x, Tensor weight, Tensor scale, Tensor _saved_total0, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     save_inputs=[False, False, False, ],
     passthrough=[-1, -1, -1, ],
+    reads_all_rows=True,
 )
 
 

@@ -31,6 +31,7 @@ SPEC = _support.OpInfo(
     backward_schema="swiglu_fp8_backward(Tensor gate, Tensor up, Tensor scale, Tensor _saved_total0, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
     save_inputs=[False, False, False, ],
     passthrough=[-1, -1, -1, ],
+    reads_all_rows=True,
 )
 
 

@@ -129,6 +129,9 @@ class OpInfo:
     saved_totals: List[str] = dataclasses.field(default_factory=list)  # whole-tensor values
     saved_columns: List[str] = dataclasses.field(default_factory=list)  # [D] batch statistics
     over_rows: bool = False  # reduces over the rows, per column (colsum): values of the batch
+    # A value depends on every row of the call (a column statistic, a whole-tensor value, the
+    # row count): vmap calls it per sample, DTensor shards no leading dim.
+    reads_all_rows: bool = False
     # Every column computed from its own (no reduction over the row, move, column index or
     # packed chunks): the last dim may be sharded (DTensor).
     columns_independent: bool = False
@@ -530,7 +533,7 @@ def register_vmap(spec: OpInfo) -> None:
     torch.library.register_vmap(
         spec.qualname, functools.partial(_batch_rule, getattr(ops, spec.name).default, inputs,
                                          forward_results, None,
-                                         spec.random, spec.over_rows))
+                                         spec.random, spec.reads_all_rows))
     # <op>_backward(output gradients, inputs, saved statistics, rng, attrs, output_mask)
     backward_args = ([o.shape for o in spec.differentiable_outputs()] + inputs
                      + [ROW] * len(spec.saved) + [SCALAR] * len(spec.saved_totals)
@@ -539,17 +542,18 @@ def register_vmap(spec: OpInfo) -> None:
         spec.qualname + "_backward",
         functools.partial(_batch_rule, getattr(ops, spec.name + "_backward").default,
                           backward_args, inputs, len(backward_args) + len(spec.attrs),
-                          spec.random, spec.over_rows))
+                          spec.random, spec.reads_all_rows))
 
 
-def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int, over_rows: bool,
+def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int, all_rows: bool,
                 info, in_dims, *args, **kwargs):
     """The vmap rule of `op`, whose first len(classes) arguments are tensors of those shape
     classes and whose results have the classes `results`; mask_at: the position of the
     backward's output_mask (None for a forward), whose unrequested gradients are empty
     tensors (expanded to the batch: torch.vmap fails to place an unbatched result at a
-    negative out_dims). A random op (each sample its own draw) and one reducing over the rows
-    (over_rows: each sample over its own) are called per sample. Every result comes back with
+    negative out_dims). A random op (each sample its own draw) and one whose values depend on
+    every row (all_rows: column statistics, whole-tensor values, the row count; each sample over
+    its own) are called per sample. Every result comes back with
     the batch at dim 0."""
     n = len(classes)
     tensors, dims, rest = args[:n], in_dims[:n], args[n:]
@@ -564,13 +568,12 @@ def _batch_rule(op, classes: List[str], results: List[str], mask_at, random: int
     full = next(i for i, c in enumerate(classes) if full_like(c))
     scalar_rank = tensors[full].dim() - (dims[full] is not None) == 0  # a 0-dim [..., D]
     per_sample = (
-        random or over_rows
+        random or all_rows
         or any(d is not None and (c in (COL, SCALAR) or is_mapped(c))
                for c, d in zip(classes, dims))
         or (mask_at is not None
             and any(m and (c in (COL, SCALAR) or is_mapped(c)) for c, m in zip(results, mask)))
         or (scalar_rank and COL in classes)  # the op's error, per sample
-        or (mask_at is None and SCALAR in results)  # whole-tensor values: each sample's own
         or info.batch_size == 0)
     if per_sample:
         return _per_sample(op, info.batch_size, tensors, dims, rest, kwargs, mask)
@@ -941,7 +944,7 @@ def _sharding_dims(spec: OpInfo, ndim: int):
         return []
     # (a dim a position is read along: a shard's rows would count from 0)
     k = len(spec.dims)
-    leading = [] if spec.over_rows else [
+    leading = [] if spec.reads_all_rows else [
         d for d in range(ndim - 1)
         if d < ndim - 1 - k or spec.dims[d - (ndim - 1 - k)] not in spec.positions]
     return leading + ([ndim - 1] if spec.columns_independent and ndim else [])

@@ -10,6 +10,10 @@ right: each matched PyTorch written by hand in float64):
   subnormal step.
 - A `reference:` formula calling a torch op with no second derivative (F.multi_margin_loss):
   the second-derivative check raised instead of checking reference() alone and saying so.
+- A mean squared error over the whole tensor, `sum_all((x - t) * (x - t)) / (rows * D)`: its
+  backward reads the row count, and torch.vmap over x alone ran the backward once over the
+  batch, so `rows` was the batch's and every gradient 1/B of what it is (the vmap rules called
+  an op per sample only for column statistics). The same for a per-element `x / rows`.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -52,6 +56,22 @@ outputs:
   loss: sum(h) / D
 reference:
   loss: "F.multi_margin_loss(x.reshape(-1, x.shape[-1]), target.reshape(-1), margin=margin, reduction='none').reshape(target.shape)"
+""",
+    "mse_mean": """
+op: mse_mean
+inputs:
+  x: [..., D]
+  t: [..., D]
+outputs:
+  r: x - t
+  loss: sum_all((x - t) * (x - t)) / (rows * D)
+""",
+    "per_row_share": """
+op: per_row_share
+inputs:
+  x: [..., D]
+outputs:
+  y: x / rows
 """,
     "half_rotation": """
 op: half_rotation
@@ -116,3 +136,21 @@ def test_an_odd_last_dim_is_told_the_move_the_spec_makes(package):
                        r"last dim") as raised:
         op(torch.randn(3, 5), torch.randn(5))
     assert "swap_pairs" not in str(raised.value)
+
+
+@pytest.mark.parametrize("op", ["mse_mean", "per_row_share"])
+def test_an_op_reading_the_row_count_is_mapped_per_sample(package, op):
+    c = checks(package, op)
+    c.vmap_forward("cpu", torch.float64)
+    c.vmap_backward("cpu", torch.float64)
+    f = getattr(importlib.import_module(f"{package}.{op}"), op)
+    x = torch.randn(3, 4, 5, dtype=torch.float64)
+    if op == "mse_mean":  # the loss per sample, and its gradient through jacrev (vmap of vjp)
+        t = torch.randn(4, 5, dtype=torch.float64)
+        got = torch.vmap(lambda v: f(v, t)[1])(x)
+        want = torch.stack([((v - t) ** 2).mean() for v in x])
+        torch.testing.assert_close(torch.func.jacrev(lambda v: f(v, t)[1])(x[0]),
+                                   2 * (x[0] - t) / t.numel())
+    else:
+        got, want = torch.vmap(f)(x), x / x.shape[1]
+    torch.testing.assert_close(got, want)

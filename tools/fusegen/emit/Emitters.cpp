@@ -861,7 +861,20 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
                      o.kind != plan::OutKind::Scalar;
   }
   d.set("columns_independent", columnsApart); // (a move is a moved input, or a moved j)
-  std::set<std::string> positionDims;         // the named dims pos() reads (not to be sharded)
+  // Whether a value depends on every row of the call (a column statistic, a whole-tensor value
+  // of the forward, the row count `rows`): a sample of torch.vmap, or a shard of the rows, is
+  // then a call of its own, not a part of one call over the batch. (The backward's sums over
+  // every row, the gradients of [] inputs, add up over parts: they do not count.)
+  bool allRows = !op.plan.forwardBefore.empty() || !op.plan.backwardBefore.empty();
+  for (const plan::Program* p : all)
+    for (const plan::Program::Output& o : p->outputs)
+      allRows = allRows ||
+                (p == &op.plan.forward &&
+                 (o.kind == plan::OutKind::Total || o.kind == plan::OutKind::Scalar)) ||
+                (o.value && uses({o.value}, ir::NodeKind::Rows)) ||
+                (o.whole && uses({o.whole}, ir::NodeKind::Rows));
+  d.set("reads_all_rows", allRows);
+  std::set<std::string> positionDims; // the named dims pos() reads (not to be sharded)
   for (const plan::Program* p : all)
     for (const plan::Program::Input& in : p->inputs)
       if (in.position) positionDims.insert(in.leaf->name());
