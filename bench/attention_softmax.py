@@ -111,6 +111,7 @@ def main():
             del want
             torch.cuda.empty_cache()
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "glue": benchmark.glue(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "copy_GBps": copy, "dtype": "bfloat16", "scale": SCALE}
     with open(os.path.join(args.out, "bench.json"), "w") as f:

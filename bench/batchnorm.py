@@ -79,6 +79,7 @@ def main():
                   f"({timing.spread(boths)})  err {err:.2e}", flush=True)
     kernels = kernel_times(args.shapes.split(",")[0]) if args.kernels else []
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "glue": benchmark.glue(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "copy_GBps": copy, "dtype": "bfloat16"}
     with open(os.path.join(args.out, "bench.json"), "w") as f:

@@ -63,6 +63,7 @@ def measure(args):
                     rows[-1]["fwd_bwd_kernel_us"] = kernel_us(step, grad_to_none=xg)
             print(json.dumps(rows[-1]), flush=True)
     meta = {"label": args.label, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "glue": benchmark.glue(),
             "dtype": args.dtype, "date": datetime.date.today().isoformat(),
             "copy_GBps": benchmark.copy_bandwidth("cuda")}
     with open(args.json, "w") as f:

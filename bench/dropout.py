@@ -91,6 +91,7 @@ def main():
                       f"  f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}%  peak {peak:8.1f} MiB",
                       flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "glue": benchmark.glue(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "copy_GBps": copy, "dtype": "bfloat16", "p": P}
     with open(os.path.join(args.out, "bench.json"), "w") as f:

@@ -94,6 +94,7 @@ def main():
             results.append(r)
             print(json.dumps(r), flush=True)
     meta = {"gpu": torch.cuda.get_device_name() if args.device == "cuda" else args.device, "torch": torch.__version__,
+            "glue": benchmark.glue(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "calls": args.calls, "shape": f"{rows}x{D} {args.dtype}"}
     os.makedirs(args.out, exist_ok=True)

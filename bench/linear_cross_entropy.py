@@ -80,6 +80,7 @@ def main():
               f"{float(loss.detach()):.6f}",
               flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "glue": benchmark.glue(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)

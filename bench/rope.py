@@ -127,6 +127,7 @@ def main():
                   f"({timing.spread(fwds)})  f+b {both:7.3f} ms {r['fwd_bwd_copy_pct']:5.1f}% "
                   f"({timing.spread(boths)})  err {err:.2e}", flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "glue": benchmark.glue(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "copy_GBps": copy, "dtype": "bfloat16"}
     with open(os.path.join(args.out, "bench.json"), "w") as f:

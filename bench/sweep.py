@@ -87,6 +87,7 @@ def measure(args):
                         results.append(r)
                         print(json.dumps(r), flush=True)
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "glue": benchmark.glue(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "copy_GBps": copy}
     return {"meta": meta, "results": results}

@@ -75,6 +75,7 @@ def main():
         print(f"config {config}: {len(json.loads(r.stdout))} measurements", flush=True)
     import torch
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "glue": benchmark.glue(),
             "date": datetime.date.today().isoformat(), "dtype": "bfloat16",
             "elements": args.elements}
     os.makedirs(args.out, exist_ok=True)

@@ -66,6 +66,14 @@ def _time(fn, grad_to_none=None) -> float:
     return do_bench(fn, warmup=25, rep=200, grad_to_none=grad_to_none, return_mode="median")
 
 
+def glue() -> str:
+    """The glue this package was built with (_build_info.py): forward+backward timings depend
+    on it wherever the host's time per call shows, as the stable ABI build's autograd is a
+    Python function (bench/results/2026-12-05-h100/README.md)."""
+    from ._support import stable_abi
+    return "stable ABI" if stable_abi() else "ATen"
+
+
 def copy_bandwidth(device) -> float:
     """Device-to-device copy of 1 GiB, GB/s counting bytes read and written."""
     src = torch.empty(1 << 29, dtype=torch.float16, device=device)
