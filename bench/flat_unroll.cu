@@ -11,6 +11,8 @@
 
 #include "fusegen_cuda.cuh"
 
+#include "cuda_timing.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -23,25 +25,7 @@ using fg::cuda::check;
 constexpr int64_t kRows = 16384, kD = 8192, kN = kRows * kD;
 constexpr int kV = fg::cuda::vecWidth<S>();
 
-template <class F> float medianMs(F launch) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  for (int i = 0; i < 5; ++i)
-    launch(); // warm-up
-  std::vector<float> ms;
-  for (int r = 0; r < 25; ++r) { // each run moves 268 MB per tensor: far beyond the 50 MB L2
-    check(cudaEventRecord(start), "record");
-    launch();
-    check(cudaEventRecord(stop), "record");
-    check(cudaEventSynchronize(stop), "sync");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, start, stop), "elapsed");
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using bench::medianMs;
 
 void report(const std::string& what, int unroll, unsigned blocks, float ms, int tensors) {
   const double gbps = double(tensors) * kN * sizeof(S) / ms / 1e6;

@@ -17,6 +17,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "cuda_timing.cuh"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -30,12 +32,7 @@ constexpr int64_t kPositions = kB * kS, kRows = kPositions * kH, kN = kRows * kD
 constexpr int kV = 8;               // bf16 lanes of a 16-byte vector
 constexpr int kPairs = kD / 2 / kV; // vector pairs (c, c + D/2) per row
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+using bench::check;
 
 struct alignas(16) Vec {
   __nv_bfloat162 h[4];
@@ -48,125 +45,93 @@ __device__ __forceinline__ void st(__nv_bfloat16* p, const Vec& v) {
   *reinterpret_cast<Vec*>(p) = v;
 }
 
-// y's vector at c = x * cos + (-x at c + D/2) * sin, and at c + D/2 = x * cos + (x at c) * sin.
-__device__ __forceinline__ void rotate(const Vec& lo, const Vec& hi, const Vec& cl,
-                                       const Vec& ch, const Vec& sl, const Vec& sh, Vec& ylo,
-                                       Vec& yhi) {
+// A vector of row `row` at column c and its partner at c + D/2 (x's, or a table's at row s).
+struct Pair {
+  Vec lo, hi;
+};
+__device__ __forceinline__ Pair loadPair(const __nv_bfloat16* t, int64_t row, int64_t c) {
+  return {ld(t + row * kD + c), ld(t + row * kD + c + kD / 2)};
+}
+
+// y's pair: at c, x * cos + (-x at c + D/2) * sin; at c + D/2, x * cos + (x at c) * sin.
+__device__ __forceinline__ void storeRotated(__nv_bfloat16* y, int64_t row, int64_t c,
+                                             const Pair& x, const Pair& cs, const Pair& sn) {
+  Vec lo, hi;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float2 a = __bfloat1622float2(lo.h[i]), b = __bfloat1622float2(hi.h[i]);
-    const float2 c0 = __bfloat1622float2(cl.h[i]), c1 = __bfloat1622float2(ch.h[i]);
-    const float2 s0 = __bfloat1622float2(sl.h[i]), s1 = __bfloat1622float2(sh.h[i]);
-    ylo.h[i] = __floats2bfloat162_rn(a.x * c0.x - b.x * s0.x, a.y * c0.y - b.y * s0.y);
-    yhi.h[i] = __floats2bfloat162_rn(b.x * c1.x + a.x * s1.x, b.y * c1.y + a.y * s1.y);
+    const float2 a = __bfloat1622float2(x.lo.h[i]), b = __bfloat1622float2(x.hi.h[i]);
+    const float2 c0 = __bfloat1622float2(cs.lo.h[i]), c1 = __bfloat1622float2(cs.hi.h[i]);
+    const float2 s0 = __bfloat1622float2(sn.lo.h[i]), s1 = __bfloat1622float2(sn.hi.h[i]);
+    lo.h[i] = __floats2bfloat162_rn(a.x * c0.x - b.x * s0.x, a.y * c0.y - b.y * s0.y);
+    hi.h[i] = __floats2bfloat162_rn(b.x * c1.x + a.x * s1.x, b.y * c1.y + a.y * s1.y);
   }
+  st(y + row * kD + c, lo);
+  st(y + row * kD + c + kD / 2, hi);
 }
 
 // HT heads per thread (kH / HT threads share a position's vector pair, each loading the tables).
 template <int R, int B, int HT = kH>
-__global__ void __launch_bounds__(256, B)
-    groups(const __nv_bfloat16* x, const __nv_bfloat16* cs, const __nv_bfloat16* sn,
-           __nv_bfloat16* y) {
+__global__ void __launch_bounds__(256, B) groups(const __nv_bfloat16* x, const __nv_bfloat16* cs,
+                                                 const __nv_bfloat16* sn, __nv_bfloat16* y) {
   constexpr int kChunks = kH / HT;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
-  if (t >= kPositions * kPairs * kChunks)
-    return;
+  if (t >= kPositions * kPairs * kChunks) return;
   const int64_t pos = t / (kPairs * kChunks), c = (t % kPairs) * kV, s = pos % kS;
   const int first = static_cast<int>((t / kPairs) % kChunks) * HT;
-  const Vec cl = ld(cs + s * kD + c), ch = ld(cs + s * kD + c + kD / 2);
-  const Vec sl = ld(sn + s * kD + c), sh = ld(sn + s * kD + c + kD / 2);
+  const Pair cp = loadPair(cs, s, c), sp = loadPair(sn, s, c);
   for (int h0 = first; h0 < first + HT; h0 += R) {
-    Vec lo[R], hi[R];
+    Pair xs[R];
 #pragma unroll
-    for (int u = 0; u < R; ++u) {
-      const int64_t row = pos * kH + h0 + u;
-      lo[u] = ld(x + row * kD + c);
-      hi[u] = ld(x + row * kD + c + kD / 2);
-    }
+    for (int u = 0; u < R; ++u)
+      xs[u] = loadPair(x, pos * kH + h0 + u, c);
 #pragma unroll
-    for (int u = 0; u < R; ++u) {
-      const int64_t row = pos * kH + h0 + u;
-      Vec a, b;
-      rotate(lo[u], hi[u], cl, ch, sl, sh, a, b);
-      st(y + row * kD + c, a);
-      st(y + row * kD + c + kD / 2, b);
-    }
+    for (int u = 0; u < R; ++u)
+      storeRotated(y, pos * kH + h0 + u, c, xs[u], cp, sp);
   }
 }
 
 // N positions per block of 128 threads: thread (head h of 16, pair p), heads h and h + 16.
 template <int N>
 __global__ void __launch_bounds__(128) blockpos(const __nv_bfloat16* x, const __nv_bfloat16* cs,
-                                                 const __nv_bfloat16* sn, __nv_bfloat16* y) {
+                                                const __nv_bfloat16* sn, __nv_bfloat16* y) {
   const int p = threadIdx.x % kPairs, h = threadIdx.x / kPairs;
   const int64_t c = p * kV;
 #pragma unroll 1
   for (int n = 0; n < N; ++n) {
     const int64_t pos = static_cast<int64_t>(blockIdx.x) * N + n, s = pos % kS;
-    Vec lo[2], hi[2];
+    Pair xs[2];
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int64_t row = pos * kH + h + 16 * u;
-      lo[u] = ld(x + row * kD + c);
-      hi[u] = ld(x + row * kD + c + kD / 2);
-    }
-    const Vec cl = ld(cs + s * kD + c), ch = ld(cs + s * kD + c + kD / 2);
-    const Vec sl = ld(sn + s * kD + c), sh = ld(sn + s * kD + c + kD / 2);
+    for (int u = 0; u < 2; ++u)
+      xs[u] = loadPair(x, pos * kH + h + 16 * u, c);
+    const Pair cp = loadPair(cs, s, c), sp = loadPair(sn, s, c);
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int64_t row = pos * kH + h + 16 * u;
-      Vec a, b;
-      rotate(lo[u], hi[u], cl, ch, sl, sh, a, b);
-      st(y + row * kD + c, a);
-      st(y + row * kD + c + kD / 2, b);
-    }
+    for (int u = 0; u < 2; ++u)
+      storeRotated(y, pos * kH + h + 16 * u, c, xs[u], cp, sp);
   }
 }
 
 // U vector pairs per thread, consecutive pairs on consecutive threads of a block.
 template <int U>
 __global__ void __launch_bounds__(256) flat(const __nv_bfloat16* x, const __nv_bfloat16* cs,
-                                             const __nv_bfloat16* sn, __nv_bfloat16* y) {
+                                            const __nv_bfloat16* sn, __nv_bfloat16* y) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * 256 * U + threadIdx.x;
-  Vec lo[U], hi[U];
+  Pair xs[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const int64_t q = base + 256 * u, row = q / kPairs, c = (q % kPairs) * kV;
-    lo[u] = ld(x + row * kD + c);
-    hi[u] = ld(x + row * kD + c + kD / 2);
+    const int64_t q = base + 256 * u;
+    xs[u] = loadPair(x, q / kPairs, (q % kPairs) * kV);
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int64_t q = base + 256 * u, row = q / kPairs, c = (q % kPairs) * kV;
     const int64_t s = (row / kH) % kS;
-    const Vec cl = ld(cs + s * kD + c), ch = ld(cs + s * kD + c + kD / 2);
-    const Vec sl = ld(sn + s * kD + c), sh = ld(sn + s * kD + c + kD / 2);
-    Vec a, b;
-    rotate(lo[u], hi[u], cl, ch, sl, sh, a, b);
-    st(y + row * kD + c, a);
-    st(y + row * kD + c + kD / 2, b);
+    storeRotated(y, row, c, xs[u], loadPair(cs, s, c), loadPair(sn, s, c));
   }
 }
 
+// (30 timed runs: the figures in bench/results/2026-12-05-h100/rope_pattern.txt)
 template <class F> float medianMs(F launch) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  for (int i = 0; i < 5; ++i)
-    launch();
-  std::vector<float> ms;
-  for (int r = 0; r < 30; ++r) {
-    check(cudaEventRecord(start), "record");
-    launch();
-    check(cudaEventRecord(stop), "record");
-    check(cudaEventSynchronize(stop), "sync");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, start, stop), "elapsed");
-    ms.push_back(t);
-  }
-  check(cudaGetLastError(), "launch");
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return bench::medianMs(launch, 30);
 }
 
 float copyMs = 0;
@@ -194,8 +159,8 @@ int main() {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   std::printf("%s, %d SMs; q %lld x %lld x %lld x %lld bf16 (%.0f MB)\n", prop.name,
-              prop.multiProcessorCount, (long long)kB, (long long)kS, (long long)kH,
-              (long long)kD, kN * 2 / 1e6);
+              prop.multiProcessorCount, (long long)kB, (long long)kS, (long long)kH, (long long)kD,
+              kN * 2 / 1e6);
   __nv_bfloat16 *x, *y, *cs, *sn;
   check(cudaMalloc(&x, kN * 2), "malloc");
   check(cudaMalloc(&y, kN * 2), "malloc");
@@ -209,7 +174,8 @@ int main() {
   }
   check(cudaMemset(cs, 0x3c, kS * kD * 2), "memset");
   check(cudaMemset(sn, 0x3c, kS * kD * 2), "memset");
-  copyMs = medianMs([&] { check(cudaMemcpyAsync(y, x, kN * 2, cudaMemcpyDeviceToDevice), "copy"); });
+  copyMs =
+      medianMs([&] { check(cudaMemcpyAsync(y, x, kN * 2, cudaMemcpyDeviceToDevice), "copy"); });
   gY = y;
   report("cudaMemcpy", copyMs, false);
   const unsigned gGroups = static_cast<unsigned>(kPositions * kPairs / 256);
@@ -228,8 +194,8 @@ int main() {
   report("flat 1", medianMs([&] { flat<1><<<pairs / 256, 256>>>(x, cs, sn, y); }));
   report("flat 2", medianMs([&] { flat<2><<<pairs / 512, 256>>>(x, cs, sn, y); }));
   report("flat 4", medianMs([&] { flat<4><<<pairs / 1024, 256>>>(x, cs, sn, y); }));
-  report("cudaMemcpy", medianMs([&] {
-           check(cudaMemcpyAsync(y, x, kN * 2, cudaMemcpyDeviceToDevice), "copy");
-         }), false);
+  report("cudaMemcpy",
+         medianMs([&] { check(cudaMemcpyAsync(y, x, kN * 2, cudaMemcpyDeviceToDevice), "copy"); }),
+         false);
   return 0;
 }

@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from ._support import COL, FULL, ROW, SCALAR, OpInfo, random_typed
+from ._support import COL, FULL, ROW, SCALAR, OpInfo, random_typed, stable_abi
 
 
 @dataclass
@@ -70,7 +70,6 @@ def glue() -> str:
     """The glue this package was built with (_build_info.py): forward+backward timings depend
     on it wherever the host's time per call shows, as the stable ABI build's autograd is a
     Python function (bench/results/2026-12-05-h100/README.md)."""
-    from ._support import stable_abi
     return "stable ABI" if stable_abi() else "ATen"
 
 

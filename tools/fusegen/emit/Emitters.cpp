@@ -844,7 +844,8 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
     savedColumns.push_back(st.name);
   d.set("saved_columns", stringItems(savedColumns));
   d.set("has_saved_columns", !savedColumns.empty());
-  d.set("over_rows", !op.plan.forwardBefore.empty() || !op.plan.backwardBefore.empty());
+  const bool overRows = !op.plan.forwardBefore.empty() || !op.plan.backwardBefore.empty();
+  d.set("over_rows", overRows);
   // The columns independent of each other in every program (DTensor may shard the last dim):
   // no reduction over the row, no move, no column index, no packed chunks.
   bool columnsApart = true;
@@ -865,15 +866,16 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   // of the forward, the row count `rows`): a sample of torch.vmap, or a shard of the rows, is
   // then a call of its own, not a part of one call over the batch. (The backward's sums over
   // every row, the gradients of [] inputs, add up over parts: they do not count.)
-  bool allRows = !op.plan.forwardBefore.empty() || !op.plan.backwardBefore.empty();
+  bool allRows = overRows;
+  std::vector<ir::Expr> values;
   for (const plan::Program* p : all)
-    for (const plan::Program::Output& o : p->outputs)
-      allRows = allRows ||
-                (p == &op.plan.forward &&
-                 (o.kind == plan::OutKind::Total || o.kind == plan::OutKind::Scalar)) ||
-                (o.value && uses({o.value}, ir::NodeKind::Rows)) ||
-                (o.whole && uses({o.whole}, ir::NodeKind::Rows));
-  d.set("reads_all_rows", allRows);
+    for (const plan::Program::Output& o : p->outputs) {
+      allRows = allRows || (p == &op.plan.forward &&
+                            (o.kind == plan::OutKind::Total || o.kind == plan::OutKind::Scalar));
+      for (const ir::Expr& e : {o.value, o.whole})
+        if (e) values.push_back(e);
+    }
+  d.set("reads_all_rows", allRows || uses(values, ir::NodeKind::Rows));
   std::set<std::string> positionDims; // the named dims pos() reads (not to be sharded)
   for (const plan::Program* p : all)
     for (const plan::Program::Input& in : p->inputs)
