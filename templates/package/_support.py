@@ -98,7 +98,7 @@ def reduce_to(g: torch.Tensor, cls: str, full: Sequence[int], dims: Sequence[str
 class Arg:
     name: str
     shape: str  # one of FULL, COL, ROW, SCALAR, or a mapped input's spelling ("[S, D]")
-    # An integer or bool input's dtype (int64, int32, bool), or an output's own type (float32,
+    # An integer or bool input's dtype (int64, int32, int8, uint8, bool), or an output's own type (float32,
     # float8_e4m3fn, float8_e5m2: no gradient flows through it); None: the op's dtype.
     dtype: str = None
 
@@ -180,11 +180,14 @@ _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat
 def random_typed(a: Arg, shape: Sequence[int], D: int, device="cpu", generator=None
                  ) -> torch.Tensor:
     """Random values of an integer or bool input (the tests' and benchmarks' inputs): integers
-    in [0, D) (class indices, positions along the last dim), bools fair coin flips."""
+    in [0, D) (class indices, positions along the last dim) within the type's range, int8 ones
+    of either sign (quantized values: [-min(D, 128), min(D, 128))), bools fair coin flips."""
     if a.dtype == "bool":
         return (torch.rand(shape, generator=generator) < 0.5).to(device)
-    return torch.randint(0, max(D, 1), list(shape), generator=generator,
-                         dtype=getattr(torch, a.dtype)).to(device)
+    dtype = getattr(torch, a.dtype)
+    high = min(max(D, 1), torch.iinfo(dtype).max + 1)
+    low = -high if dtype == torch.int8 else 0
+    return torch.randint(low, high, list(shape), generator=generator, dtype=dtype).to(device)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

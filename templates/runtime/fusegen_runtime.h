@@ -240,6 +240,10 @@ template <typename T> FG_HD T loadTyped(Elem e, const void* p, int64_t i) {
     return static_cast<T>(static_cast<const int64_t*>(p)[i]);
   case Elem::Int32:
     return static_cast<T>(static_cast<const int32_t*>(p)[i]);
+  case Elem::Int8:
+    return static_cast<T>(static_cast<const int8_t*>(p)[i]);
+  case Elem::UInt8:
+    return static_cast<T>(static_cast<const uint8_t*>(p)[i]);
   case Elem::Compute:
     return static_cast<const T*>(p)[i];
   default:
@@ -277,6 +281,10 @@ template <typename T, int N> FG_HD void loadTypedVec(Elem e, const void* p, int6
     return loadPack<T, int64_t, N>(p, i, out);
   case Elem::Int32:
     return loadPack<T, int32_t, N>(p, i, out);
+  case Elem::Int8:
+    return loadPack<T, int8_t, N>(p, i, out);
+  case Elem::UInt8:
+    return loadPack<T, uint8_t, N>(p, i, out);
   case Elem::Compute: // a statistic or an earlier program's [D] result (difffuzz found them read
     return loadPack<T, T, N>(p, i, out); // as bools by the row plan on CUDA)
   default:

@@ -15,3 +15,19 @@ def cache(tmp_path_factory):
         del os.environ["FUSEGEN_CACHE_DIR"]
     else:
         os.environ["FUSEGEN_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def load_specs(tmp_path_factory):
+    """load_specs({op: spec text}, package name, cpu_only=True): the specs written to files and
+    built into one package (fusegen.load); returns the package's name."""
+    import fusegen
+
+    def load(specs, name, cpu_only=True):
+        d = tmp_path_factory.mktemp("specs")
+        paths = []
+        for op, text in specs.items():
+            paths.append(d / f"{op}.yaml")
+            paths[-1].write_text(text)
+        return fusegen.load(paths, name=name, cpu_only=cpu_only).__name__
+    return load

@@ -21,7 +21,6 @@ import importlib
 import pytest
 import torch
 
-import fusegen
 
 SPECS = {
     "pos_scale": """
@@ -85,13 +84,8 @@ outputs:
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory):
-    d = tmp_path_factory.mktemp("specs")
-    paths = []
-    for op, text in SPECS.items():
-        paths.append(d / f"{op}.yaml")
-        paths[-1].write_text(text)
-    return fusegen.load(paths, name="newcomer_reference_ops", cpu_only=True).__name__
+def package(load_specs):
+    return load_specs(SPECS, "newcomer_reference_ops")
 
 
 def checks(package, op):

@@ -81,11 +81,27 @@ std::string pythonD(const OpModel& op) {
 
 // Input i as a Python body uses it, broadcasting against the op's [..., D] values: per-row
 // inputs as [..., 1], mapped ones aligned with the op's dims (_support.align).
+// Whether the Python formulas take input i as int64: int8 and uint8 values, whose sums and
+// differences torch would wrap in their own type (uint8 3 - 128 is 131), where the kernels
+// compute integers exactly in the compute type.
+bool pythonWidened(const OpModel& op, size_t i) {
+  const spec::InputType t = op.spec.inputs[i].type;
+  return t == spec::InputType::Int8 || t == spec::InputType::UInt8;
+}
+
+// Input i as the Python formulas read it: aligned with the full shape, widened.
 std::string pythonAligned(const OpModel& op, size_t i) {
   const spec::Input& in = op.spec.inputs[i];
+  const std::string wide = pythonWidened(op, i) ? ".long()" : "";
   if (spec::isMapped(op.spec, in))
-    return "_support.align(" + in.name + ", \"" + pythonClass(op, i) + "\", SPEC.dims)";
-  return in.name + (in.shape == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "");
+    return "_support.align(" + in.name + wide + ", \"" + pythonClass(op, i) + "\", SPEC.dims)";
+  return in.name + wide + (in.shape == ir::ShapeClass::Row ? ".unsqueeze(-1)" : "");
+}
+
+// Whether the Python formulas rebind input i (pythonAligned differs from its name).
+bool pythonRebound(const OpModel& op, size_t i) {
+  return op.spec.inputs[i].shape == ir::ShapeClass::Row ||
+         spec::isMapped(op.spec, op.spec.inputs[i]) || pythonWidened(op, i);
 }
 
 // ", dims=SPEC.dims" where input i is mapped: the Python helpers that sum its gradient.
@@ -286,7 +302,7 @@ std::string secondOrderBody(const OpModel& op) {
       out += "    " + plan::gradArgName(o.name) + " = " + plan::gradArgName(o.name) +
              ".unsqueeze(-1)\n";
   for (size_t i = 0; i < nIn; ++i)
-    if (fn.inputs[i].shape == ir::ShapeClass::Row || spec::isMapped(op.spec, op.spec.inputs[i]))
+    if (pythonRebound(op, i))
       out += "    " + fn.inputs[i].name + " = " + pythonAligned(op, i) + "\n";
   for (size_t k = 0; k < nIn; ++k)
     if (g2.cotangents[k])
@@ -637,12 +653,12 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
 }
 
 // The Python reference's body: per-row inputs get a trailing dim of 1 to broadcast against
-// rows, and per-row outputs lose it again in `py_return`.
+// rows, and per-row outputs lose it again in `py_return`; int8 and uint8 inputs are widened.
 std::string referenceBody(const OpModel& op) {
   const ir::Function& fn = op.fn;
   std::string out;
   for (size_t i = 0; i < fn.inputs.size(); ++i)
-    if (fn.inputs[i].shape == ir::ShapeClass::Row || spec::isMapped(op.spec, op.spec.inputs[i]))
+    if (pythonRebound(op, i))
       out += "    " + fn.inputs[i].name + " = " + pythonAligned(op, i) + "\n";
   std::vector<Assignment> reference;
   std::vector<ir::Expr> roots;

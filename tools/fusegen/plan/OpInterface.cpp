@@ -45,6 +45,8 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
   for (const ir::FunctionInput& in : fn.inputs) {
     const ElemType type = in.type == spec::InputType::Int64   ? ElemType::Int64
                           : in.type == spec::InputType::Int32 ? ElemType::Int32
+                          : in.type == spec::InputType::Int8  ? ElemType::Int8
+                          : in.type == spec::InputType::UInt8 ? ElemType::UInt8
                           : in.type == spec::InputType::Bool  ? ElemType::Bool
                                                               : ElemType::Dtype;
     inputs.push_back(tensor(in.name, Role::Input, type, in.shape, type == ElemType::Dtype));

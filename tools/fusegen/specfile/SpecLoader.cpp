@@ -379,12 +379,17 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
         type = InputType::Int64;
       else if (t == "int32")
         type = InputType::Int32;
+      else if (t == "int8")
+        type = InputType::Int8;
+      else if (t == "uint8")
+        type = InputType::UInt8;
       else if (t == "bool")
         type = InputType::Bool;
       else {
         r.error(fv, field,
                 "unknown dtype '" + t + "' for input '" + name +
-                    "'; expected int64, int32 or bool (a floating input takes the op's dtype: "
+                    "'; expected int64, int32, int8, uint8 or bool (a floating input takes the "
+                    "op's dtype: "
                     "declare it in the short form, '" +
                     name + ": <shape>')");
         bad = true;
@@ -397,7 +402,7 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
   if (bad) return std::nullopt;
   if (!shape || !type) {
     r.error(key, std::string("input '") + name + "' needs " +
-                     (!shape ? "a 'shape'" : "a 'dtype' (int64, int32 or bool)"));
+                     (!shape ? "a 'shape'" : "a 'dtype' (int64, int32, int8, uint8 or bool)"));
     return std::nullopt;
   }
   if (in.chunks > 1) {

@@ -24,6 +24,10 @@ const char* inputTypeName(InputType t) {
     return "int64";
   case InputType::Int32:
     return "int32";
+  case InputType::Int8:
+    return "int8";
+  case InputType::UInt8:
+    return "uint8";
   case InputType::Bool:
     return "bool";
   }

@@ -23,8 +23,8 @@ const char* dtypeName(DType d); // float32, float16, bfloat16, float64
 // What an input's elements are: values of the call's dtype (the default), or a fixed
 // integer or bool type declared in the spec (`{shape: [...], dtype: int64}`). Integer and bool
 // inputs carry no gradient.
-enum class InputType { Dtype, Int64, Int32, Bool };
-const char* inputTypeName(InputType t); // "the op's dtype", int64, int32, bool
+enum class InputType { Dtype, Int64, Int32, Int8, UInt8, Bool };
+const char* inputTypeName(InputType t); // "the op's dtype", int64, int32, int8, uint8, bool
 
 // What an output's elements are stored as: the call's dtype (the default; differentiable), or a
 // type of its own declared in the spec (`{value: ..., dtype: float8_e4m3fn}`): float32 for

@@ -55,6 +55,10 @@ const char* elemEnumerator(spec::InputType t) {
     return "fg::Elem::Int64";
   case spec::InputType::Int32:
     return "fg::Elem::Int32";
+  case spec::InputType::Int8:
+    return "fg::Elem::Int8";
+  case spec::InputType::UInt8:
+    return "fg::Elem::UInt8";
   case spec::InputType::Bool:
     return "fg::Elem::Bool";
   case spec::InputType::Dtype:
