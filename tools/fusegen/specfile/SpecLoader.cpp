@@ -312,9 +312,26 @@ void checkDims(Reader& r, OpSpec& spec) {
                                          "the same order (or none)");
         r.diags().note(first->shapeLoc, "the op's dims are set here");
         std::vector<std::string> a = in.dims, b = spec.dims;
+        // Some of the op's dims in its order (position ids [..., S] against [..., S, H]):
+        // broadcast over the others, which '...' cannot say.
+        const bool some = in.dims.size() < spec.dims.size() && [&] {
+          size_t at = 0;
+          for (const std::string& d : spec.dims)
+            if (at < a.size() && d == a[at]) ++at;
+          return at == a.size();
+        }();
         std::sort(a.begin(), a.end());
         std::sort(b.begin(), b.end());
-        if (a != b) // (another dim, not another order: q's H heads against k's K)
+        if (some) {
+          std::string spelled = list(in.dims); // "[S]", "[S, D]"
+          spelled.insert(spelled.size() - 1, in.shape == ir::ShapeClass::Full ? ", D" : "");
+          r.diags().note(in.shapeLoc,
+                         "an input broadcast over some of the op's dims names the ones it has, "
+                         "without '...': '" +
+                             in.name + ": " + spelled +
+                             "'; a leading dim of its own too (a batch) is named in the op's "
+                             "full input as well, as B in [..., B, S, H, D] with [B, S]");
+        } else if (a != b) // (another dim, not another order: q's H heads against k's K)
           r.diags().note(in.shapeLoc,
                          "for the same fusion over tensors whose dims differ in size (q with H "
                          "heads, k with K), write the op for one and call it with a list: "
