@@ -1,6 +1,7 @@
 """Where a forward+backward's time goes, in packages built from the same specs with different
 glues (a stable ABI build against FUSEGEN_STABLE_ABI=0): RoPE over q and k in bench/rope.py's
-[B, S, H, D] memory (without its transposed views), and batchnorm_train as bench/batchnorm.py does. Per package and op:
+[B, S, H, D] memory (without its transposed views), and batchnorm_train as bench/batchnorm.py
+does. Per package and op:
 
 - the GPU kernels of one step (torch.profiler: name, calls, microseconds), so a kernel one
   glue launches and the other does not shows;
