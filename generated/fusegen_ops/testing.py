@@ -575,12 +575,13 @@ class OpChecks:
         value of one of the op's int attrs (a sentinel such as ignore_index) that the input's
         type holds."""
         t = random_typed(a, shape, D, generator=generator)
+        if a.dtype == "bool":
+            return t
+        info = torch.iinfo(t.dtype)
         sentinels = [int(v) for n, v in self.attrs().items()
-                     if any(x.name == n and x.type == "int" for x in self.spec.attrs)]
-        if a.dtype != "bool":
-            info = torch.iinfo(t.dtype)
-            sentinels = [v for v in sentinels if info.min <= v <= info.max]
-        if a.dtype != "bool" and sentinels and t.numel():
+                     if any(x.name == n and x.type == "int" for x in self.spec.attrs)
+                     and info.min <= int(v) <= info.max]
+        if sentinels and t.numel():
             pick = torch.randint(0, 4 * len(sentinels), list(shape), generator=generator)
             for k, v in enumerate(sentinels):
                 t = torch.where(pick == k, torch.tensor(v, dtype=t.dtype), t)

@@ -98,8 +98,9 @@ def reduce_to(g: torch.Tensor, cls: str, full: Sequence[int], dims: Sequence[str
 class Arg:
     name: str
     shape: str  # one of FULL, COL, ROW, SCALAR, or a mapped input's spelling ("[S, D]")
-    # An integer or bool input's dtype (int64, int32, int8, uint8, bool), or an output's own type (float32,
-    # float8_e4m3fn, float8_e5m2: no gradient flows through it); None: the op's dtype.
+    # An integer or bool input's dtype (int64, int32, int8, uint8, bool), or an output's own
+    # type (float32, float8_e4m3fn, float8_e5m2: no gradient flows through it); None: the op's
+    # dtype.
     dtype: str = None
 
     @property

@@ -79,8 +79,6 @@ std::string pythonD(const OpModel& op) {
          full.name + ".dim() else 1";
 }
 
-// Input i as a Python body uses it, broadcasting against the op's [..., D] values: per-row
-// inputs as [..., 1], mapped ones aligned with the op's dims (_support.align).
 // Whether the Python formulas take input i as int64: int8 and uint8 values, whose sums and
 // differences torch would wrap in their own type (uint8 3 - 128 is 131), where the kernels
 // compute integers exactly in the compute type.
@@ -89,7 +87,9 @@ bool pythonWidened(const OpModel& op, size_t i) {
   return t == spec::InputType::Int8 || t == spec::InputType::UInt8;
 }
 
-// Input i as the Python formulas read it: aligned with the full shape, widened.
+// Input i as a Python body uses it, broadcasting against the op's [..., D] values: per-row
+// inputs as [..., 1], mapped ones aligned with the op's dims (_support.align), int8 and uint8
+// ones widened (pythonWidened).
 std::string pythonAligned(const OpModel& op, size_t i) {
   const spec::Input& in = op.spec.inputs[i];
   const std::string wide = pythonWidened(op, i) ? ".long()" : "";

@@ -374,6 +374,15 @@ bool parseNumber(const std::string& text, double& value) {
   return !in.fail() && in.eof() && std::isfinite(value);
 }
 
+// "int64, int32, ... or bool": the dtypes an input or output may declare, for messages.
+template <class Type, size_t N>
+std::string spelledTypes(const Type (&types)[N], const char* (*name)(Type)) {
+  std::string s;
+  for (size_t i = 0; i < N; ++i)
+    s += std::string(i == 0 ? "" : i + 1 == N ? " or " : ", ") + name(types[i]);
+  return s;
+}
+
 // An input's mapping form, {shape: [...], dtype: int64}: the shape as in the short form, and the
 // element type of an integer or bool input (float inputs take the op's dtype and are written
 // in the short form).
@@ -392,22 +401,13 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
       bad = bad || !shape;
     } else if (f == "dtype") {
       const std::string t = fv.IsScalar() ? fv.Scalar() : "";
-      if (t == "int64")
-        type = InputType::Int64;
-      else if (t == "int32")
-        type = InputType::Int32;
-      else if (t == "int8")
-        type = InputType::Int8;
-      else if (t == "uint8")
-        type = InputType::UInt8;
-      else if (t == "bool")
-        type = InputType::Bool;
-      else {
+      for (InputType c : kDeclarableInputTypes)
+        if (t == inputTypeName(c)) type = c;
+      if (!type) {
         r.error(fv, field,
-                "unknown dtype '" + t + "' for input '" + name +
-                    "'; expected int64, int32, int8, uint8 or bool (a floating input takes the "
-                    "op's dtype: "
-                    "declare it in the short form, '" +
+                "unknown dtype '" + t + "' for input '" + name + "'; expected " +
+                    spelledTypes(kDeclarableInputTypes, inputTypeName) +
+                    " (a floating input takes the op's dtype: declare it in the short form, '" +
                     name + ": <shape>')");
         bad = true;
       }
@@ -419,7 +419,9 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
   if (bad) return std::nullopt;
   if (!shape || !type) {
     r.error(key, std::string("input '") + name + "' needs " +
-                     (!shape ? "a 'shape'" : "a 'dtype' (int64, int32, int8, uint8 or bool)"));
+                     (!shape ? "a 'shape'"
+                             : "a 'dtype' (" + spelledTypes(kDeclarableInputTypes, inputTypeName) +
+                                   ")"));
     return std::nullopt;
   }
   if (in.chunks > 1) {
@@ -514,18 +516,6 @@ void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec
   }
 }
 
-// "float32, float8_e4m3fn, ... or bool": the dtypes an output may declare, for messages.
-std::string declarableOutputTypes() {
-  std::string s;
-  const size_t n = std::size(kDeclarableOutputTypes);
-  for (size_t i = 0; i < n; ++i)
-    s += std::string(i == 0       ? ""
-                     : i + 1 == n ? " or "
-                                  : ", ") +
-         outputTypeName(kDeclarableOutputTypes[i]);
-  return s;
-}
-
 // An output's mapping form, {value: formula, dtype: float8_e4m3fn}: the formula as in the short
 // form, and the type its elements are stored as (no gradient flows through it).
 std::optional<Binding> readTypedOutput(Reader& r, const YAML::Node& n, const YAML::Node& key) {
@@ -561,7 +551,7 @@ std::optional<Binding> readTypedOutput(Reader& r, const YAML::Node& n, const YAM
       if (!type) {
         r.error(fv, field,
                 "unknown dtype '" + t + "' for output '" + name + "'; expected " +
-                    declarableOutputTypes() +
+                    spelledTypes(kDeclarableOutputTypes, outputTypeName) +
                     " (an output in the op's dtype is written in the short form, '" + name +
                     ": <formula>')");
         bad = true;
@@ -575,7 +565,8 @@ std::optional<Binding> readTypedOutput(Reader& r, const YAML::Node& n, const YAM
   if (!formula || !type) {
     r.error(key, "output '" + name + "' needs " +
                      (!formula ? "a 'value' (its formula)"
-                               : "a 'dtype' (" + declarableOutputTypes() + ")"));
+                               : "a 'dtype' (" +
+                                     spelledTypes(kDeclarableOutputTypes, outputTypeName) + ")"));
     return std::nullopt;
   }
   std::vector<SourceLoc> locs = r.charLocs(*formula);

@@ -34,6 +34,9 @@ const char* inputTypeName(InputType t) {
   return "?";
 }
 
+const InputType kDeclarableInputTypes[5] = {InputType::Int64, InputType::Int32, InputType::Int8,
+                                            InputType::UInt8, InputType::Bool};
+
 const OutputType kDeclarableOutputTypes[8] = {
     OutputType::Float32, OutputType::Float8E4M3, OutputType::Float8E5M2, OutputType::Int8,
     OutputType::UInt8,   OutputType::Int32,      OutputType::Int64,      OutputType::Bool};

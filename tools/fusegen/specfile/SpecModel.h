@@ -25,6 +25,8 @@ const char* dtypeName(DType d); // float32, float16, bfloat16, float64
 // inputs carry no gradient.
 enum class InputType { Dtype, Int64, Int32, Int8, UInt8, Bool };
 const char* inputTypeName(InputType t); // "the op's dtype", int64, int32, int8, uint8, bool
+// The types a spec may give an input (InputType less Dtype), in that order.
+extern const InputType kDeclarableInputTypes[5];
 
 // What an output's elements are stored as: the call's dtype (the default; differentiable), or a
 // type of its own declared in the spec (`{value: ..., dtype: float8_e4m3fn}`): float32 for
