@@ -33,6 +33,9 @@ struct Forward0 {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 0u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -152,6 +155,17 @@ struct Forward0 {
     (void)_j;
   }
 
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -257,6 +271,9 @@ struct Forward1 {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 0u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -379,6 +396,17 @@ struct Forward1 {
     (void)_j;
   }
 
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -493,6 +521,9 @@ struct Forward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 0u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -626,6 +657,17 @@ struct Forward {
     (void)_j;
   }
 
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -745,6 +787,9 @@ struct Backward0 {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 0u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -869,6 +914,17 @@ struct Backward0 {
     (void)_j;
   }
 
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -984,6 +1040,9 @@ struct Backward1 {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 0u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -1104,6 +1163,17 @@ struct Backward1 {
   // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
   template <typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
     (void)_in;
     (void)_rv;
     (void)_attr;
@@ -1234,6 +1304,9 @@ struct Backward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 0u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -1360,6 +1433,17 @@ struct Backward {
   // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
   template <typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
     (void)_in;
     (void)_rv;
     (void)_attr;

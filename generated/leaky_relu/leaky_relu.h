@@ -27,6 +27,9 @@ struct Forward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 0u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -140,6 +143,17 @@ struct Forward {
     (void)_j;
   }
 
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -245,6 +259,9 @@ struct Backward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 0;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 0u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -352,6 +369,17 @@ struct Backward {
   // Per element (_j: its column): the prefix, _in[kInputs ...] from the inputs _in[0 ...].
   template <typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void prefix(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+  }
+
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
     (void)_in;
     (void)_rv;
     (void)_attr;

@@ -117,11 +117,11 @@ template <class P, typename S> struct Runner {
     }
   }
 
-  // The element's inputs, then the program's prefix from them (P::kPrefix values after them).
-  void elementValues(int64_t row, int64_t c, const T* rv, T* in) const {
+  // The element's inputs, then the values pass kPass reads from them (P::kPrefix values after
+  // them: fusegen_program.h elementValuesAt).
+  template <int kPass> void elementValues(int64_t row, int64_t c, const T* rv, T* in) const {
     elementInputs(row, c, in);
-    if constexpr (P::kPrefix > 0)
-      P::template prefix<T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c));
+    elementValuesAt<P, kPass, T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c));
   }
 
   // Pass St's picks (fusegen_program.h): the term at the picked column, into lane 0.
@@ -135,7 +135,7 @@ template <class P, typename S> struct Runner {
         if (!P::pick(St, j) || !pickedColumn(c[j], a.D, col))
           continue;
         T in[P::kInputs + P::kPrefix], t[N];
-        elementValues(row, col, rv, in);
+        elementValues<St>(row, col, rv, in);
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, c[j], t);
         accAdd(Reduce::Sum, acc[j][0], t[j]);
       }
@@ -163,7 +163,7 @@ template <class P, typename S> struct Runner {
     }
     for (int64_t c = 0; c < a.D; ++c) {
       T in[P::kInputs + P::kPrefix], t[NM];
-      elementValues(row, c, rv, in);
+      elementValues<St>(row, c, rv, in);
       P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), t);
       for (int i = 0; i < NM; ++i)
         if (!P::pick(St, i) && need[i])
@@ -177,7 +177,7 @@ template <class P, typename S> struct Runner {
     }
     for (int64_t c = 0; c < a.D; ++c) {
       T in[P::kInputs + P::kPrefix], t[NS];
-      elementValues(row, c, rv, in);
+      elementValues<St + 1>(row, c, laneRv[c % kLanes], in);
       P::template term<St + 1, T, isHalf<S>()>(in, laneRv[c % kLanes], attr, Dval,
                                                 static_cast<T>(c), t);
       for (int j = 0; j < NS; ++j)
@@ -224,7 +224,7 @@ template <class P, typename S> struct Runner {
           acc[j][l] = accIdentity<T>(P::reduceKind(St, j));
       auto add = [&](int64_t c, int l) {
         T in[P::kInputs + P::kPrefix], t[N];
-        elementValues(row, c, rv, in);
+        elementValues<St>(row, c, rv, in);
         P::template term<St, T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), t);
         for (int j = 0; j < P::reductions(St); ++j)
           if (!P::pick(St, j) && need[j])
@@ -275,7 +275,7 @@ template <class P, typename S> struct Runner {
       stage<0>(row, rv);
       for (int64_t c = 0; c < a.D; ++c) {
         T in[P::kInputs + P::kPrefix], out[P::kOutputs];
-        elementValues(row, c, rv, in);
+        elementValues<P::kStages>(row, c, rv, in);
         P::template elem<T, isHalf<S>()>(in, rv, attr, Dval, static_cast<T>(c), out);
         int slot = 0;
         for (int m = 0; m < P::kOutputs; ++m) {

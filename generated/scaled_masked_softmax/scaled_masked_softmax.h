@@ -30,6 +30,9 @@ struct Forward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 1;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 2u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -153,6 +156,24 @@ struct Forward {
     _in[2] = _t1;
   }
 
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
+    if constexpr (kPass == 1) {
+      T _r[1];
+      const T _t0 = _in[2] - _rv[1];
+      const T _t1 = fg::exp<kFast>(_t0);
+      _r[0] = _t1;
+      _in[kInputs + 0] = _r[0];
+    }
+  }
+
   // Per element (_j: its column): the terms the reductions of pass kPass combine.
   template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
   FG_HD static void term(const T* _in, const T* _rv, const T* _attr, T _D, T _j, T* _t) {
@@ -166,9 +187,7 @@ struct Forward {
       _t[0] = _in[2];
     }
     if constexpr (kPass == 1) {
-      const T _t0 = _in[2] - _rv[1];
-      const T _t1 = fg::exp<kFast>(_t0);
-      _t[0] = _t1;
+      _t[0] = _in[2];
     }
   }
 
@@ -238,10 +257,8 @@ struct Forward {
     (void)_attr;
     (void)_D;
     (void)_j;
-    const T _t0 = _in[2] - _rv[1];
-    const T _t1 = fg::exp<kFast>(_t0);
-    const T _t2 = fg::div<kFast>(_t1, _rv[2]);
-    _out[0] = _t2;
+    const T _t0 = fg::div<kFast>(_in[2], _rv[2]);
+    _out[0] = _t0;
     _out[1] = T(0);
     _out[2] = T(0);
   }
@@ -286,6 +303,9 @@ struct Backward {
   // Element values the passes read, computed once per element by prefix() (fusegen's
   // Program::prefix), after the inputs in the _in of term and elem.
   static constexpr int kPrefix = 3;
+  // The passes (bits) that refresh those values, computing the ones the later passes read in
+  // their place once per element (fusegen's Program::refreshes; refresh() below).
+  static constexpr unsigned kRefreshPasses = 0u;
   static constexpr bool kColumn = false; // reads the column index j
   // What the op moves that needs an even D, in the message for an odd one ("": nothing).
   static constexpr const char* kEvenD = "";
@@ -424,6 +444,17 @@ struct Backward {
     _in[5] = _t0;
     _in[6] = _t4;
     _in[7] = _t6;
+  }
+
+  // Per element (_j: its column), in pass kPass (a bit of kRefreshPasses): the values the later
+  // passes read, from those in _in[kInputs ...] before it, put in their place.
+  template <int kPass, typename T, bool kFast, class U = fg::NoUniforms>
+  FG_HD static void refresh(T* _in, const T* _rv, const T* _attr, T _D, T _j) {
+    (void)_in;
+    (void)_rv;
+    (void)_attr;
+    (void)_D;
+    (void)_j;
   }
 
   // Per element (_j: its column): the terms the reductions of pass kPass combine.

@@ -7,6 +7,8 @@
 //                                         [...] inputs' values of the row, and [] inputs)
 //   prefix(in, rv, attr, D, j)            per element: the kPrefix values every pass reads,
 //                                         into in[kInputs ...] (the row plan may cache them)
+//   refresh<s>(in, rv, attr, D, j)        per element, in the passes of kRefreshPasses: the
+//                                         values the later passes read, in their place
 //   live<k>(rv, attr, D, j)               whether input k (inGuarded) is read at column j
 //   for each stage s < kStages:
 //     term<s>(in, rv, attr, D, t)         per element: the terms of stage s's reductions
@@ -243,6 +245,27 @@ template <typename T> FG_HD bool pickedColumn(T c, int64_t D, int64_t& col) {
     return false;
   col = static_cast<int64_t>(c);
   return static_cast<T>(col) == c;
+}
+
+// The element values pass kPass reads, after the inputs in `in` (in[kInputs ...]): the prefix
+// computed from them, then the refreshes of passes 1 ... kPass (P::kRefreshPasses) in order,
+// each reading the row values rv has by then. Where the row is not held computed (rows re-read
+// per pass, the CPU), every pass computes them so; the row plan's cache keeps them instead,
+// refreshed in place (fusegen_row_cuda.cuh elementValues).
+template <class P, int kFrom, int kTo, typename T, bool kFast, class U>
+FG_HD void refreshes(T* in, const T* rv, const T* attr, T D, T j) {
+  if constexpr (kFrom <= kTo) {
+    if constexpr (((P::kRefreshPasses >> kFrom) & 1u) != 0)
+      P::template refresh<kFrom, T, kFast, U>(in, rv, attr, D, j);
+    refreshes<P, kFrom + 1, kTo, T, kFast, U>(in, rv, attr, D, j);
+  }
+}
+template <class P, int kPass, typename T, bool kFast, class U = NoUniforms>
+FG_HD void elementValuesAt(T* in, const T* rv, const T* attr, T D, T j) {
+  if constexpr (P::kPrefix > 0) {
+    P::template prefix<T, kFast, U>(in, rv, attr, D, j);
+    refreshes<P, 1, kPass, T, kFast, U>(in, rv, attr, D, j);
+  }
 }
 
 // Whether pass s is shifted by pass s - 1 (every reduction of it; the planner marks a pass

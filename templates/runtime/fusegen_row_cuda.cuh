@@ -544,18 +544,27 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
     });
   }
 
-  // The inputs of element l of vector vi (x: their vectors), then the prefix after them (the
-  // generated code's _in[kInputs ...]): from the row cache where it keeps it, else computed.
-  template <class I>
+  // The inputs of element l of vector vi (x: their vectors), then the values pass kPass reads
+  // after them (the generated code's _in[kInputs ...]): from the row cache where it keeps them,
+  // refreshed there in the passes that refresh them (P::kRefreshPasses: the masked softmaxes'
+  // output pass reads e = exp(z - m) that the sum's pass computed), else computed
+  // (fusegen_program.h elementValuesAt).
+  template <int kPass, class I>
   __device__ __forceinline__ void elementValues(const Vectors& x, int vi, int l, I, const T* rv,
-                                                T* in) const {
+                                                T* in) {
     elementInputs(x, l, in);
     if constexpr (kCachePrefix) {
 #pragma unroll
       for (int i = 0; i < P::kPrefix; ++i)
         in[P::kInputs + i] = prefixCache[i][I::value][l];
-    } else if constexpr (P::kPrefix > 0) {
-      P::template prefix<T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l));
+      if constexpr (((P::kRefreshPasses >> kPass) & 1u) != 0) {
+        P::template refresh<kPass, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l));
+#pragma unroll
+        for (int i = 0; i < P::kPrefix; ++i)
+          prefixCache[i][I::value][l] = in[P::kInputs + i];
+      }
+    } else {
+      elementValuesAt<P, kPass, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l));
     }
   }
 
@@ -571,7 +580,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
 #pragma unroll
       for (int l = 0; l < V; ++l) {
         T in[P::kInputs + P::kPrefix], t[N];
-        elementValues(x, vi, l, item, rv, in);
+        elementValues<St>(x, vi, l, item, rv, in);
         P::template term<St, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
         for (int j = 0; j < P::reductions(St); ++j)
@@ -616,8 +625,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
           else
             in[k] = scalar[k];
         });
-        if constexpr (P::kPrefix > 0)
-          P::template prefix<T, isHalf<S>(), U>(in, rv, attr, Dval, c[j]);
+        elementValuesAt<P, St, T, isHalf<S>(), U>(in, rv, attr, Dval, c[j]);
         P::template term<St, T, isHalf<S>(), U>(in, rv, attr, Dval, c[j], t);
         acc[j].s += t[j];
       }
@@ -666,7 +674,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
 #pragma unroll
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs + P::kPrefix], t[NM];
-          elementValues(x[b], vi, l, std::integral_constant<int, 0>{}, rv, in);
+          elementValues<St>(x[b], vi, l, std::integral_constant<int, 0>{}, rv, in);
           P::template term<St, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
           for (int i = 0; i < NM; ++i)
@@ -704,7 +712,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
 #pragma unroll
         for (int l = 0; l < V; ++l) {
           T in[P::kInputs + P::kPrefix], t[NS];
-          elementValues(x[b], vi, l, std::integral_constant<int, 0>{}, rv, in);
+          elementValues<St + 1>(x[b], vi, l, std::integral_constant<int, 0>{}, rv, in);
           P::template term<St + 1, T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), t);
 #pragma unroll
           for (int j = 0; j < NS; ++j)
@@ -952,7 +960,7 @@ template <class P, typename S, int V, int ITEMS, bool CLUSTER, class U> struct R
 #pragma unroll
     for (int l = 0; l < V; ++l) {
       T in[P::kInputs + P::kPrefix], out[P::kOutputs];
-      elementValues(x, vi, l, item, rv, in);
+      elementValues<P::kStages>(x, vi, l, item, rv, in);
       P::template elem<T, isHalf<S>(), U>(in, rv, attr, Dval, column(vi, l), out);
       staticFor<P::kOutputs>([&](auto mc) {
         constexpr int m = decltype(mc)::value;

@@ -510,9 +510,22 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   }
   // The prefix (Program::prefix): computed from the inputs by `prefix`, read by the passes and
   // the outputs as the inputs after the program's own (_in[kInputs + i]).
+  // After pass k's refresh (Program::refreshes), the refreshed values are in those places
+  // instead: the passes from k on and the outputs read them.
   const Bindings inputsOnly = element;
-  for (size_t i = 0; i < p.prefix.size(); ++i)
-    element[p.prefix[i].get()] = "_in[" + std::to_string(p.inputs.size() + i) + "]";
+  auto inPlaces = [&](const std::vector<ir::Expr>& values) {
+    Bindings b = inputsOnly;
+    for (size_t i = 0; i < values.size(); ++i)
+      b[values[i].get()] = "_in[" + std::to_string(p.inputs.size() + i) + "]";
+    return b;
+  };
+  element = inPlaces(p.prefix);
+  auto elementAt = [&](int pass) { // the element values' places as pass `pass` reads them
+    const std::vector<ir::Expr>* values = &p.prefix;
+    for (const plan::Program::Refresh& r : p.refreshes)
+      if (r.pass <= pass) values = &r.values;
+    return inPlaces(*values);
+  };
   d.set("columns", p.columns ? "true" : "false");
   d.set("n_stages", std::to_string(p.stages.size()));
   d.set("n_row_values", std::to_string(p.rowValues.size()));
@@ -532,6 +545,26 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
       prefix.push_back({"_in[" + std::to_string(p.inputs.size() + i) + "]", p.prefix[i]});
     d.set("prefix", printCpp(prefix, 4, rowValuesBefore(inputsOnly, 0), &uniforms));
   }
+  // Each refresh computes its values from those before it into _r, then puts them in place.
+  std::vector<Data> refreshes;
+  unsigned refreshPasses = 0;
+  for (const plan::Program::Refresh& r : p.refreshes) {
+    std::vector<Assignment> values;
+    std::string place;
+    for (size_t i = 0; i < r.values.size(); ++i) {
+      values.push_back({"_r[" + std::to_string(i) + "]", r.values[i]});
+      place += "      _in[kInputs + " + std::to_string(i) + "] = _r[" + std::to_string(i) + "];\n";
+    }
+    Data x;
+    x.set("pass", std::to_string(r.pass));
+    x.set("n_values", std::to_string(r.values.size()));
+    x.set("values",
+          printCpp(values, 6, rowValuesBefore(elementAt(r.pass - 1), r.pass), &uniforms) + place);
+    refreshes.push_back(x);
+    refreshPasses |= 1u << r.pass;
+  }
+  d.set("refreshes", list(refreshes));
+  d.set("refresh_passes", std::to_string(refreshPasses) + "u");
   // Where the inputs read under index conditions are read (plan/Liveness.h): the conditions
   // over j and the values rowPre computed, as a disjunction of conjunctions.
   std::vector<Data> guarded;
@@ -599,7 +632,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
       if (!p.stages[s].guardWhen[j]) negate += "      " + target + " = !" + target + ";\n";
     }
     x.set("guards", printCpp(guards, 6, attrs, &uniforms) + negate);
-    x.set("term", printCpp(terms, 6, rowValuesBefore(element, st), &uniforms));
+    x.set("term", printCpp(terms, 6, rowValuesBefore(elementAt(st), st), &uniforms));
     x.set("after", printCpp(assignRowValues(st), 6, after));
     stages.push_back(x);
   }
@@ -626,7 +659,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
                 target + " = _D > T(0) ? " + target + " * _D : T(0);\n";
   }
   const int all = static_cast<int>(p.stages.size());
-  d.set("elem", printCpp(elem, 4, rowValuesBefore(element, all), &uniforms));
+  d.set("elem", printCpp(elem, 4, rowValuesBefore(elementAt(all), all), &uniforms));
   std::vector<Assignment> uniformValues;
   for (size_t i = 0; i < uniforms.conditions().size(); ++i)
     uniformValues.push_back({"_u[" + std::to_string(i) + "]", uniforms.conditions()[i]});

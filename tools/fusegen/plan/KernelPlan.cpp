@@ -260,6 +260,98 @@ std::vector<ir::Expr> choosePrefix(const Program& p, const std::vector<ir::Expr>
   return prefix;
 }
 
+// Program::refreshes: for each pass k after the first and before the last, the element values
+// of depth <= k that the later passes' terms and the element outputs read (the frontier of
+// that region, reached from them through what is not in it), and the values before it (the
+// prefix or the last refresh) that pass k's own terms read besides; where something after
+// pass k reads element values, the element inputs are read only through the values before it,
+// and they are new values, no more than the prefix's. None where the program has no prefix: the row
+// cache holds the inputs then, in their storage type, with no room for computed values.
+std::vector<Program::Refresh>
+chooseRefreshes(const Program& p, const std::unordered_map<const ir::Node*, int>& depth) {
+  std::vector<Program::Refresh> refreshes;
+  if (p.prefix.empty()) return refreshes;
+  std::unordered_set<const ir::Node*> leaves;
+  for (const Program::Input& in : p.inputs)
+    leaves.insert(in.leaf.get());
+  std::vector<ir::Expr> elementRoots; // the element outputs' values (elem computes them)
+  for (const Program::Output& o : p.outputs) {
+    const bool perRow = o.kind == OutKind::Row || o.kind == OutKind::Stat ||
+                        (o.kind == OutKind::Total && o.totalOf != Program::TotalOf::Elements);
+    if (o.value && !perRow && o.kind != OutKind::Scalar) elementRoots.push_back(o.value);
+  }
+  std::vector<ir::Expr> before = p.prefix;
+  const int passes = static_cast<int>(p.stages.size());
+  for (int k = 1; k < passes; ++k) {
+    auto inRegion = [&](const ir::Node* n) {
+      return n->kind() == ir::NodeKind::Call && !leaves.count(n) &&
+             n->prim()->kind == prims::PrimKind::Elementwise &&
+             n->shape() == ir::ShapeClass::Full && depth.at(n) <= k;
+    };
+    // Walks from `n` down to `stop`'s nodes (found: collected), failing at an element input;
+    // per-row and uniform values are the row's (bound by name), not walked into.
+    auto walk = [&](const ir::Node* root, auto&& stop, std::unordered_set<const ir::Node*>& found) {
+      std::vector<const ir::Node*> todo{root};
+      std::unordered_set<const ir::Node*> seen{root};
+      while (!todo.empty()) {
+        const ir::Node* n = todo.back();
+        todo.pop_back();
+        if (stop(n)) {
+          found.insert(n);
+          continue;
+        }
+        if (leaves.count(n)) {
+          if (n->shape() == ir::ShapeClass::Full) return false; // an element input
+          continue;
+        }
+        if (n->shape() == ir::ShapeClass::Row || n->shape() == ir::ShapeClass::Scalar) continue;
+        for (const ir::Expr& a : n->args())
+          if (seen.insert(a.get()).second) todo.push_back(a.get());
+      }
+      return true;
+    };
+    // What the passes after k read, as high in the DAG as the region goes; then what pass k's
+    // own terms read of the values before it that those do not cover (its terms compute the
+    // rest from them: a variance pass's square of x - mean from x - mean).
+    std::vector<ir::Expr> roots = elementRoots;
+    for (int s = k + 1; s < passes; ++s)
+      for (const ir::Expr& r : p.stages[s].reductions)
+        roots.push_back(r->args()[0]);
+    if (roots.empty()) continue; // (nothing after pass k reads element values)
+    std::unordered_set<const ir::Node*> frontier;
+    bool ok = true;
+    for (const ir::Expr& r : roots)
+      ok = ok && walk(r.get(), inRegion, frontier);
+    std::unordered_set<const ir::Node*> prev, reached;
+    for (const ir::Expr& e : before)
+      prev.insert(e.get());
+    for (const ir::Expr& r : p.stages[k].reductions) {
+      roots.push_back(r->args()[0]);
+      ok =
+          ok && walk(
+                    r->args()[0].get(),
+                    [&](const ir::Node* n) { return frontier.count(n) || prev.count(n); }, reached);
+    }
+    for (const ir::Node* n : reached)
+      frontier.insert(n);
+    reached.clear();
+    for (const ir::Node* f : frontier)
+      ok = ok && walk(
+                     f, [&](const ir::Node* n) { return prev.count(n) > 0; }, reached);
+    if (!ok || frontier.empty() || frontier.size() > p.prefix.size() ||
+        std::all_of(frontier.begin(), frontier.end(),
+                    [&](const ir::Node* n) { return prev.count(n) > 0; }))
+      continue;
+    Program::Refresh r{k, {}};
+    const std::unordered_map<const ir::Node*, ir::Expr> owned = ir::owners(roots);
+    for (const ir::Node* n : ir::topoOrder(roots))
+      if (frontier.count(n)) r.values.push_back(owned.at(n));
+    before = r.values;
+    refreshes.push_back(r);
+  }
+  return refreshes;
+}
+
 bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Diagnostics& diags) {
   std::vector<ir::Expr> roots = values(p.outputs);
   std::unordered_map<const ir::Node*, int> depth = depths(roots);
@@ -305,6 +397,7 @@ bool stageProgram(Program& p, const std::string& what, const SourceLoc& loc, Dia
   markPlainSums(p);
   markGuards(p, roots);
   p.prefix = choosePrefix(p, roots, depth);
+  p.refreshes = chooseRefreshes(p, depth);
   for (const ir::Node* n : ir::topoOrder(roots))
     p.usesColumn = p.usesColumn || n->kind() == ir::NodeKind::Column;
   for (Program::Input& in : p.inputs)
@@ -910,6 +1003,9 @@ std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {
     if (!p.prefix.empty())
       out << "    prefix: " << p.prefix.size()
           << " value(s) per element that the passes read, computed once per element\n";
+    for (const Program::Refresh& r : p.refreshes)
+      out << "    refreshed in pass " << r.pass + 1 << ": " << r.values.size()
+          << " value(s) per element in the prefix's place, which the passes after it read\n";
     for (const Program::Input& in : p.inputs)
       if (!in.live.always)
         out << "    input " << in.name << ": read only under " << in.live.any.size()

@@ -155,6 +155,19 @@ struct Program {
   // instead of the inputs, where that takes at most a vector more (fusegen_row_cuda.cuh), so
   // the passes do not compute them again. Empty where an input is read otherwise too.
   std::vector<ir::Expr> prefix;
+  // The prefix refreshed after a pass: where every later pass and the outputs read the row
+  // only through element values that the row values known after pass `pass` - 1 make
+  // computable (softmax's e = exp(z - m) once m is known), and they are no more than the
+  // prefix's, the pass `pass` computes them from the values before it (prefix or earlier
+  // refresh) once per element and puts them in their place, so the passes after it read them
+  // instead of computing them again (the row plan's cache keeps them: the output pass of a
+  // masked softmax takes no second exp). In pass order, one per pass at most, each before the
+  // last pass (the output pass reads its own values once).
+  struct Refresh {
+    int pass = 0;                 // 1 .. stages.size() - 1
+    std::vector<ir::Expr> values; // at most prefix.size(), in topological order
+  };
+  std::vector<Refresh> refreshes;
   RuntimePlan plan = RuntimePlan::Row;
   int namedDims = 0;       // the op's named leading dims (KernelPlan::namedDims)
   bool usesColumn = false; // reads j: the flat plan, which knows no columns, cannot run it
