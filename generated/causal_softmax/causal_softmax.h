@@ -347,7 +347,7 @@ struct Backward {
   using InSources = fg::Table<int, -1, -1, -1, -1, -1>;
   using InChunks = fg::Table<int, 0, 0, 0, 0, 0>;
   using InChunkCounts = fg::Table<int, 1, 1, 1, 1, 1>;
-  using InGuarded = fg::Table<bool, true, false, false, false, false>;
+  using InGuarded = fg::Table<bool, true, false, false, false, true>;
   using OutKinds = fg::Table<fg::OutKind,
                              /* grad_x [..., D] */ fg::OutKind::Full>;
   using OutElems = fg::Table<fg::Elem, fg::Elem::Dtype>;
@@ -495,6 +495,13 @@ struct Backward {
     (void)_D;
     (void)_j;
     if constexpr (kInput == 0) {
+      bool _c[1];
+      const T _pos_S = _rv[0];
+      const bool _t0 = _j > _pos_S;
+      _c[0] = _t0;
+      return (!_c[0]);
+    }
+    if constexpr (kInput == 4) {
       bool _c[1];
       const T _pos_S = _rv[0];
       const bool _t0 = _j > _pos_S;

@@ -262,6 +262,59 @@ TEST(Signs, EveryElementwiseClaimHoldsOnSamples) {
     EXPECT_TRUE(claimed.count(name)) << name << " lost its sign claim";
 }
 
+// The `zero` and `neg_inf` claims of primitives.yaml (prims::Zero, prims::NegInf), sampled: the
+// liveness analysis trusts them to leave an element input unread where a factor multiplying
+// it is 0 (a wrong claim would drop a value that reaches an output). Each claimed argument at
+// its trigger value (0 or NaN; -inf or NaN), the others anything, infinities and NaN included:
+// the value is 0 or NaN (-inf or NaN).
+TEST(Vanishing, EveryZeroAndNegInfClaimHoldsOnSamples) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> any = {-inf, -40, -1, -1e-3, 0, 1e-3, 1, 40, inf, nan};
+  std::set<std::string> claimed;
+  for (const auto& pp : library().all()) {
+    const prims::Primitive& p = *pp;
+    if (p.kind != prims::PrimKind::Elementwise) continue;
+    // (which claim, its trigger values, the arguments it is about, what the value must be)
+    struct Claim {
+      std::vector<double> triggers;
+      std::vector<size_t> args;
+      double value;
+    };
+    std::vector<Claim> claims;
+    if (p.zero == prims::Zero::Product) {
+      claims.push_back({{0.0, nan}, {0}, 0.0});
+      claims.push_back({{0.0, nan}, {1}, 0.0});
+    } else if (p.zero == prims::Zero::First) {
+      claims.push_back({{0.0, nan}, {0}, 0.0});
+    } else if (p.zero == prims::Zero::AtNegInf) {
+      claims.push_back({{-inf, nan}, {0}, 0.0});
+    }
+    if (p.negInf == prims::NegInf::First || p.negInf == prims::NegInf::Any)
+      claims.push_back({{-inf, nan}, {0}, -inf});
+    if (p.negInf == prims::NegInf::Any) claims.push_back({{-inf, nan}, {1}, -inf});
+    if (claims.empty()) continue;
+    SCOPED_TRACE("primitive " + p.signature());
+    claimed.insert(p.name);
+    const ir::Function fn = applyOnInputs(p, true, 0.0);
+    for (const Claim& claim : claims)
+      for (double trigger : claim.triggers)
+        for (double other : any) {
+          Env env;
+          for (size_t i = 0; i < p.params.size(); ++i)
+            env.inputs["x" + std::to_string(i)] =
+                std::find(claim.args.begin(), claim.args.end(), i) != claim.args.end() ? trigger
+                                                                                       : other;
+          const double y = ir::evaluate(fn.outputs[0].value, env);
+          EXPECT_TRUE(std::isnan(y) || y == claim.value)
+              << y << " with argument " << claim.args[0] << " = " << trigger << ", the other "
+              << other;
+        }
+  }
+  for (const char* name : {"add", "sub", "mul", "div", "neg", "exp"})
+    EXPECT_TRUE(claimed.count(name)) << name << " lost its zero or neg_inf claim";
+}
+
 // Gradient values at the documented non-smooth points (where finite differences say
 // nothing): ties of min/max split the gradient evenly, abs and relu have gradient 0 at 0.
 TEST(Derivatives, ConventionsAtKinksAndTies) {

@@ -1,7 +1,8 @@
 // Where a program reads its element inputs (plan/Liveness.h), checked against the row
-// interpreter: wherever the analysis says an input is not read, any value there (NaN, huge)
-// leaves every root's value on every column as it was; and the conditions are not vacuous: a
-// causal mask leaves the columns past the row's position unread.
+// interpreter: wherever the analysis says an input is not read, any value there (NaN, huge;
+// any finite one where it is unread because a factor multiplying it is 0 there) leaves every
+// root's value on every column as it was; and the conditions are not vacuous: a causal mask
+// leaves the columns past the row's position unread, in the forward and in the backward.
 #include "RowInterpreter.h"
 #include "TestUtil.h"
 #include "plan/Liveness.h"
@@ -38,16 +39,18 @@ bool sameValue(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || a == b;
 }
 
-// Every root unchanged where `input` is not read, whatever it holds there; returns the number
-// of columns not read.
-int checkUnreadColumns(const std::vector<ir::Expr>& roots, const ir::Expr& input, RowEnv env) {
+// Every root unchanged where `input` is not read, whatever it holds there (`finite`: whatever
+// finite value); returns the number of columns not read.
+int checkUnreadColumns(const std::vector<ir::Expr>& roots, const ir::Expr& input, RowEnv env,
+                       bool finite = false) {
   const auto live = plan::liveness(roots);
   const std::vector<bool> read = liveColumns(live.at(input.get()), env);
   std::vector<std::vector<double>> before;
   for (const ir::Expr& r : roots)
     before.push_back(evalRow(r, env));
   int unread = 0;
-  for (double junk : {std::numeric_limits<double>::quiet_NaN(), 1e300, -7.0}) {
+  for (double junk : {std::numeric_limits<double>::quiet_NaN(), 1e300, -7.0, 0.0}) {
+    if (finite && !std::isfinite(junk)) continue;
     RowEnv changed = env;
     unread = 0;
     for (size_t j = 0; j < read.size(); ++j)
@@ -85,17 +88,37 @@ struct Leaves {
 TEST(Liveness, CausalSoftmaxReadsNoColumnPastThePosition) {
   Leaves l;
   // z = where(j > s, -inf, x * 0.5); m = max(z); e = exp(z - m); y = e / sum(e)
-  const ir::Expr z = call("where", {call("gt", {l.j, l.s}), l.inf,
-                                    call("mul", {l.x, ir::Node::makeConst(0.5)})});
+  const ir::Expr z =
+      call("where", {call("gt", {l.j, l.s}), l.inf, call("mul", {l.x, ir::Node::makeConst(0.5)})});
   const ir::Expr e = call("exp", {call("sub", {z, call("max", {z})})});
   const ir::Expr out = call("div", {e, call("sum", {e})});
   EXPECT_EQ(checkUnreadColumns({out}, l.x, l.env()), 4); // columns 4 ... 7
-  // Its backward's term, g * y: g is read everywhere, x where y is.
+  // Its backward's term, g * y: y is exp(-inf - m) / sum = 0 past the position (primitives'
+  // `neg_inf` and `zero` claims: sub, exp, div), so g is read where x is, and its value
+  // elsewhere, if finite, changes nothing (the row plan loads 0 there).
   const ir::Expr g = ir::Node::makeInput("y", 1, ir::ShapeClass::Full);
   const ir::Expr term = call("mul", {g, out});
-  const auto live = plan::liveness({call("sum", {term}), term});
-  EXPECT_TRUE(live.at(g.get()).always);
-  EXPECT_FALSE(live.at(l.x.get()).always);
+  const std::vector<ir::Expr> roots{call("sum", {term}), term};
+  EXPECT_EQ(checkUnreadColumns(roots, g, l.env(), /*finite=*/true), 4);
+  EXPECT_EQ(checkUnreadColumns(roots, l.x, l.env()), 4);
+}
+
+TEST(Liveness, FactorsThatVanishLeaveTheOtherFactorUnread) {
+  Leaves l;
+  const ir::Expr c = call("lt", {l.j, ir::Node::makeConst(3, ir::ValueType::Int)});
+  const ir::Expr w = call("where", {c, ir::Node::makeConst(0), call("exp", {l.y})});
+  // x * w and w * x: x only where j >= 3; a quotient by x does not vanish with w.
+  EXPECT_EQ(checkUnreadColumns({call("mul", {l.x, w})}, l.x, l.env(), true), 3);
+  EXPECT_EQ(checkUnreadColumns({call("mul", {w, l.x})}, l.x, l.env(), true), 3);
+  EXPECT_EQ(checkUnreadColumns({call("div", {w, l.x})}, l.x, l.env()), 0);
+  // Nor does a sum with it, or a factor that is not the input itself (exp(x) may be inf where
+  // x is finite: 0 * inf is NaN), or a where with no literal 0.
+  EXPECT_EQ(checkUnreadColumns({call("mul", {call("add", {w, l.y}), l.x})}, l.x, l.env()), 0);
+  EXPECT_TRUE(plan::liveness({call("mul", {w, call("exp", {l.x})})}).at(l.x.get()).always);
+  const ir::Expr notZero = call("where", {c, ir::Node::makeConst(1), l.y});
+  EXPECT_TRUE(plan::liveness({call("mul", {notZero, l.x})}).at(l.x.get()).always);
+  // A product that vanishes vanishes further: (w * y) * x.
+  EXPECT_EQ(checkUnreadColumns({call("mul", {call("mul", {w, l.y}), l.x})}, l.x, l.env(), true), 3);
 }
 
 TEST(Liveness, BothBranchesOrOtherUsesReadEverywhere) {

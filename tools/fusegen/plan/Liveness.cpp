@@ -4,6 +4,7 @@
 #include "prims/PrimitiveLibrary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <unordered_set>
 
@@ -92,6 +93,89 @@ bool elementwise(const ir::Node* n) {
   return n->kind() == ir::NodeKind::Call && n->prim()->kind == prims::PrimKind::Elementwise;
 }
 
+// Index-condition literals any one of which makes a value 0 or NaN (or -inf or NaN) at a
+// column, whatever the element inputs hold there: a disjunction, at most kMaxConjuncts long.
+using Literals = std::vector<std::pair<ir::Expr, bool>>;
+
+void addLiterals(Literals& into, const Literals& from) {
+  for (const auto& l : from)
+    if (into.size() < kMaxConjuncts && std::none_of(into.begin(), into.end(), [&](const auto& o) {
+          return o.first.get() == l.first.get() && o.second == l.second;
+        }))
+      into.push_back(l);
+}
+
+bool isConst(const ir::Node* n, double v) {
+  return n->kind() == ir::NodeKind::Const && n->value() == v;
+}
+
+bool isNegInf(const ir::Node* n) {
+  return isConst(n, -INFINITY) || (n->isCall("neg") && isConst(n->args()[0].get(), INFINITY));
+}
+
+// Where each elementwise value is 0 or NaN (zero) and -inf or NaN (negInf), from a where of
+// an index condition with a literal branch and the primitives' `zero` and `neg_inf` claims.
+struct Vanishing {
+  std::unordered_map<const ir::Node*, Literals> zero, negInf;
+
+  explicit Vanishing(const std::vector<const ir::Node*>& order) {
+    for (const ir::Node* n : order) {
+      if (!elementwise(n)) continue;
+      const std::vector<ir::Expr>& args = n->args();
+      if (n->isCall("where") && isIndexCondition(args[0].get())) {
+        for (bool holds : {true, false}) {
+          const ir::Node* branch = args[holds ? 1 : 2].get();
+          if (isConst(branch, 0)) zero[n].push_back({args[0], holds});
+          if (isNegInf(branch)) negInf[n].push_back({args[0], holds});
+        }
+        continue;
+      }
+      auto of = [](std::unordered_map<const ir::Node*, Literals>& m, const ir::Expr& a) {
+        auto it = m.find(a.get());
+        return it == m.end() ? Literals{} : it->second;
+      };
+      switch (n->prim()->zero) {
+      case prims::Zero::Product:
+        addLiterals(zero[n], of(zero, args[0]));
+        addLiterals(zero[n], of(zero, args[1]));
+        break;
+      case prims::Zero::First:
+        addLiterals(zero[n], of(zero, args[0]));
+        break;
+      case prims::Zero::AtNegInf:
+        addLiterals(zero[n], of(negInf, args[0]));
+        break;
+      case prims::Zero::None:
+        break;
+      }
+      switch (n->prim()->negInf) {
+      case prims::NegInf::Any:
+        addLiterals(negInf[n], of(negInf, args[1]));
+        [[fallthrough]];
+      case prims::NegInf::First:
+        addLiterals(negInf[n], of(negInf, args[0]));
+        break;
+      case prims::NegInf::None:
+        break;
+      }
+    }
+  }
+
+  // w where none of the literals that make `factor` 0 holds.
+  LiveWhen whereNonZero(LiveWhen w, const ir::Node* factor) const {
+    auto it = zero.find(factor);
+    if (it != zero.end())
+      for (const auto& [c, holds] : it->second)
+        w = conjoin(w, c, !holds);
+    return w;
+  }
+};
+
+bool elementLeaf(const ir::Node* n) {
+  return (n->kind() == ir::NodeKind::Input || n->kind() == ir::NodeKind::GradOut) &&
+         n->shape() == ir::ShapeClass::Full;
+}
+
 } // namespace
 
 bool isIndexCondition(const ir::Node* c) {
@@ -129,6 +213,7 @@ std::unordered_map<const ir::Node*, LiveWhen> liveness(const std::vector<ir::Exp
   for (const ir::Expr& r : roots)
     if (r) live[r.get()] = LiveWhen{true, {}};
   std::vector<const ir::Node*> order = ir::topoOrder(roots);
+  const Vanishing vanishing(order);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::Node* n = *it;
     const LiveWhen here = live[n];
@@ -141,6 +226,12 @@ std::unordered_map<const ir::Node*, LiveWhen> liveness(const std::vector<ir::Exp
       continue;
     }
     const LiveWhen reads = elementwise(n) ? here : LiveWhen{true, {}};
+    if (n->prim()->zero == prims::Zero::Product) { // an element input times a vanishing factor
+      for (size_t i = 0; i < 2; ++i)
+        join(live[args[i].get()],
+             elementLeaf(args[i].get()) ? vanishing.whereNonZero(reads, args[1 - i].get()) : reads);
+      continue;
+    }
     for (const ir::Expr& a : args)
       join(live[a.get()], reads);
   }

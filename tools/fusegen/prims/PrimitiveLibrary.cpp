@@ -287,6 +287,22 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
           p->sign = Sign::Product;
         else
           diags.error(vloc, "sign must be nonnegative, of_args or product");
+      } else if (key == "zero") {
+        if (v.Scalar() == "product")
+          p->zero = Zero::Product;
+        else if (v.Scalar() == "first")
+          p->zero = Zero::First;
+        else if (v.Scalar() == "at_neg_inf")
+          p->zero = Zero::AtNegInf;
+        else
+          diags.error(vloc, "zero must be product, first or at_neg_inf");
+      } else if (key == "neg_inf") {
+        if (v.Scalar() == "first")
+          p->negInf = NegInf::First;
+        else if (v.Scalar() == "any")
+          p->negInf = NegInf::Any;
+        else
+          diags.error(vloc, "neg_inf must be first or any");
       } else if (key == "declares_gradient") {
         const std::string flag = v.Scalar();
         if (flag != "true" && flag != "false" && flag != "surrogate")
@@ -294,10 +310,11 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
         p->declaresGradient = flag == "true" || flag == "surrogate";
         p->surrogateGradient = flag == "surrogate";
       } else {
-        diags.error(locOf(path, it->first), "unknown key '" + key +
-                                                "'; expected name, doc, kind, returns, eval, "
-                                                "combine, finish, sign, torch, grad, "
-                                                "declares_gradient, move, expand");
+        diags.error(locOf(path, it->first),
+                    "unknown key '" + key +
+                        "'; expected name, doc, kind, returns, eval, "
+                        "combine, finish, sign, zero, neg_inf, torch, grad, "
+                        "declares_gradient, move, expand");
       }
     }
     if (!named) continue;

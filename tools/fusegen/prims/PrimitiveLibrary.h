@@ -88,12 +88,30 @@ enum class Sign {
   Product,     // a product or quotient of two values: when both are, or both are one value
 };
 
+// Where a primitive's value is 0 or NaN (`zero` in primitives.yaml) and where it is -inf or NaN
+// (`neg_inf`), from its value arguments: read by the liveness analysis (plan/Liveness.cpp), which
+// does not load an element input where a factor multiplying it is known to be 0 (a causal
+// softmax's gradient past the query, where the probability is exp(-inf) = 0).
+enum class Zero {
+  None,     // no claim
+  Product,  // where either argument is 0 or NaN (mul)
+  First,    // where the first argument is (div, neg)
+  AtNegInf, // where its argument is -inf or NaN (exp)
+};
+enum class NegInf {
+  None,  // no claim
+  First, // where the first argument is -inf or NaN (sub)
+  Any,   // where either argument is (add)
+};
+
 struct Primitive {
   std::string name;
   std::vector<Param> params;
   PrimKind kind = PrimKind::Elementwise;
   Combine combine = Combine::Sum; // reductions
   Sign sign = Sign::Any;
+  Zero zero = Zero::None;
+  NegInf negInf = NegInf::None;
   expr::AstPtr finish; // reductions: acc (the combined value), D -> result; null: acc
   bool returnsBool = false;
   // Integers in, integers out (ir::ValueType::Int): derived from `eval` (only + - * unary -,
