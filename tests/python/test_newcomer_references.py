@@ -14,6 +14,11 @@ right: each matched PyTorch written by hand in float64):
   backward reads the row count, and torch.vmap over x alone ran the backward once over the
   batch, so `rows` was the batch's and every gradient 1/B of what it is (the vmap rules called
   an op per sample only for column statistics). The same for a per-element `x / rows`.
+- A softmax with a per-head attention sink (`sink: [H]`, added to the denominator as
+  exp(sink - m)): the backward reads exp(sink - m) saved per row, not sink, so the forward
+  saved a placeholder for sink; the second derivatives (printed from `fusegen dump grad2`)
+  read sink and got the placeholder's garbage (every second derivative wrong, sink's missing).
+  An input that only the second derivatives read is saved now.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -71,6 +76,17 @@ inputs:
   x: [..., D]
 outputs:
   y: x / rows
+""",
+    "sink_softmax": """
+op: sink_softmax
+inputs:
+  x: [..., H, S, D]
+  sink: [H]
+let:
+  m: detach(max(max(x), sink))
+  e: exp(x - m)
+outputs:
+  y: e / (sum(e) + exp(sink - m))
 """,
     "half_rotation": """
 op: half_rotation
@@ -148,3 +164,9 @@ def test_an_op_reading_the_row_count_is_mapped_per_sample(package, op):
     else:
         got, want = torch.vmap(f)(x), x / x.shape[1]
     torch.testing.assert_close(got, want)
+
+
+def test_an_input_only_the_second_derivatives_read_is_saved(package):
+    c = checks(package, "sink_softmax")
+    c.gradgradcheck("cpu")
+    c.second_derivatives_match_reference("cpu", "all")

@@ -94,6 +94,7 @@ std::optional<Compiled> compileText(const std::string& path, const std::string& 
   fn = opt::dropStatedGradients(*fn, grad->inputGrads); // reverse mode has used them
   std::optional<plan::KernelPlan> plan = plan::planOp(*spec, *fn, *grad, lib, diags);
   if (!plan) return std::nullopt;
+  plan::saveSecondOrderInputs(*plan, *fn, grad2);
   return Compiled{std::move(*spec), std::move(*fn), std::move(*grad), std::move(grad2),
                   std::move(*plan)};
 }

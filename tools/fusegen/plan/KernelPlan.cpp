@@ -217,8 +217,8 @@ std::vector<ir::Expr> choosePrefix(const Program& p, const std::vector<ir::Expr>
     leaves.insert(in.leaf.get());
   auto inRegion = [&](const ir::Node* n) {
     return n->kind() == ir::NodeKind::Call && !leaves.count(n) &&
-           n->prim()->kind == prims::PrimKind::Elementwise &&
-           n->shape() == ir::ShapeClass::Full && depth.at(n) == 0;
+           n->prim()->kind == prims::PrimKind::Elementwise && n->shape() == ir::ShapeClass::Full &&
+           depth.at(n) == 0;
   };
   std::unordered_set<const ir::Node*> read; // the region's values read from outside it
   auto use = [&](const ir::Node* a) {
@@ -861,8 +861,8 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     // those are gone from `fn`) has no uses to tell: its adjoint's own shape does.
     if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full &&
         o.value->shape() != ir::ShapeClass::Col) {
-      const bool perRow = uses[i] == kRowUse ||
-                          (uses[i] == kUnused && o.value->shape() == ir::ShapeClass::Row);
+      const bool perRow =
+          uses[i] == kRowUse || (uses[i] == kUnused && o.value->shape() == ir::ShapeClass::Row);
       o.totalOf = perRow ? Program::TotalOf::Rows : Program::TotalOf::RowsTimesD;
     }
     if (dimsOf(i) != ~0u) { // summed over the dims the input omits, by the glue
@@ -971,6 +971,20 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
     plan.passthrough.push_back(same ? differentiable : -1);
   }
   return plan;
+}
+
+void saveSecondOrderInputs(KernelPlan& plan, const ir::Function& fn,
+                           const autodiff::SecondOrder& grad2) {
+  if (!grad2.failure.empty()) return; // (no second derivatives: the glue refuses them)
+  std::vector<ir::Expr> roots;
+  for (const std::vector<ir::Expr>* grads : {&grad2.inputGrads, &grad2.gradOutGrads})
+    for (const ir::Expr& g : *grads)
+      if (g) roots.push_back(g);
+  for (const ir::Node* n : ir::topoOrder(roots)) {
+    if (n->kind() != ir::NodeKind::Input) continue;
+    for (size_t i = 0; i < fn.inputs.size() && i < plan.saveInputs.size(); ++i)
+      if (fn.inputs[i].name == n->name()) plan.saveInputs[i] = true;
+  }
 }
 
 std::string describePlan(const ir::Function& fn, const KernelPlan& plan) {

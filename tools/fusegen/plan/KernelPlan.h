@@ -17,6 +17,7 @@
 #pragma once
 
 #include "autodiff/ReverseMode.h"
+#include "autodiff/SecondOrder.h"
 #include "ir/Function.h"
 #include "plan/Liveness.h"
 #include "prims/PrimitiveLibrary.h"
@@ -234,6 +235,14 @@ struct KernelPlan {
 std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& fn,
                                  const autodiff::Gradient& grad, const prims::PrimitiveLibrary& lib,
                                  Diagnostics& diags);
+
+// Marks saved (KernelPlan::saveInputs) the inputs the backward's backward reads (the second
+// derivatives, `grad2`'s DAG, printed into the generated _backward_backward): autograd hands
+// it the backward's saved tensors, so an input that only the second derivatives read (an
+// attention sink's logits, where the backward reads exp(sink - m) saved per row) must be
+// saved, not stood for by a placeholder.
+void saveSecondOrderInputs(KernelPlan& plan, const ir::Function& fn,
+                           const autodiff::SecondOrder& grad2);
 
 // A readable summary of the plan (fusegen dump plan).
 std::string describePlan(const ir::Function& fn, const KernelPlan& plan);
