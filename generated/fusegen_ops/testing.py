@@ -764,13 +764,13 @@ class OpChecks:
         gs = [None if g is None else g.to(ref_dtype) for g in grad_outs]
         want = self.grads(self.reference, xs, gs)
         _, tols = self.tolerances(x, dtype, ref_dtype, grad_outs)
-        for a, g, w, tol in zip(self.spec.inputs, got, want, tols):
+        for a, t, g, w, tol in zip(self.spec.inputs, x, got, want, tols):
             name = f"grad of {a.name}{what}"
             if w is None:
                 assert g is None or not g.any(), f"{name}: nonzero, the reference has none"
             else:
                 assert g is not None, f"{name}: missing"
-                assert g.dtype == x[0].dtype, f"{name}: dtype {g.dtype}"
+                assert g.dtype == t.dtype, f"{name}: dtype {g.dtype}, its input's {t.dtype}"
                 assert torch.isfinite(g).all(), f"{name}: non-finite values"
                 self.close(g, w, 0.0 if tol is None else tol, name)  # None: no gradient in the IR
 

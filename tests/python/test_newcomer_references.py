@@ -19,6 +19,9 @@ right: each matched PyTorch written by hand in float64):
   saved a placeholder for sink; the second derivatives (printed from `fusegen dump grad2`)
   read sink and got the placeholder's garbage (every second derivative wrong, sink's missing).
   An input that only the second derivatives read is saved now.
+- An int8 tensor as the first input (`q: {shape: [..., D], dtype: int8}` dequantized as
+  `q * scale + ref`): the gradient checks held every gradient to the first input's dtype,
+  int8, and failed a correct op in every dtype; each gradient is held to its own input's.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -87,6 +90,18 @@ let:
   e: exp(x - m)
 outputs:
   y: e / (sum(e) + exp(sink - m))
+""",
+    "dequant_rmsnorm": """
+op: dequant_rmsnorm
+inputs:
+  q: {shape: [..., D], dtype: int8}
+  ref: [..., D]
+  scale: [...]
+  w: [D]
+let:
+  x: q * scale + ref
+outputs:
+  y: x * rsqrt(mean(x * x) + 1e-6) * w
 """,
     "half_rotation": """
 op: half_rotation
@@ -170,3 +185,8 @@ def test_an_input_only_the_second_derivatives_read_is_saved(package):
     c = checks(package, "sink_softmax")
     c.gradgradcheck("cpu")
     c.second_derivatives_match_reference("cpu", "all")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gradients_are_held_to_their_own_inputs_dtype(package, dtype):
+    checks(package, "dequant_rmsnorm").backward_matches_reference("cpu", dtype)
