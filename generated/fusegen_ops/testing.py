@@ -20,7 +20,7 @@ import torch
 
 from . import _support
 from ._support import (COL, FULL, ROW, SCALAR, OpInfo, chunks_of, draw_rng, full_like,
-                                  is_mapped, mapped_shape, parse_shape, random_typed)
+                                  is_mapped, mapped_shape, parse_shape, random_float, random_typed)
 
 if os.environ.get("FUSEGEN_REQUIRE_CUDA") == "1" and not torch.cuda.is_available():
     raise RuntimeError("FUSEGEN_REQUIRE_CUDA=1 but torch sees no CUDA device")
@@ -565,8 +565,7 @@ class OpChecks:
             if a.dtype is not None:
                 out.append(self.typed_input(a, shape, D, generator).to(device))
                 continue
-            t = torch.randn(shape, dtype=torch.float64, generator=generator)
-            t = (t * scale).to(device=device, dtype=dtype)
+            t = random_float(a, shape, dtype, device, generator, scale)  # (a range: within it)
             out.append(t.requires_grad_(requires_grad))
         return out
 
@@ -843,7 +842,8 @@ class OpChecks:
         for mean, std in [(1e3, 1e-2), (-1e-3, 1e-8)]:
             x = self.inputs((16,), 1024, torch.float64, device,
                             generator=torch.Generator().manual_seed(13))
-            x = [_cast(mean + std * t if full_like(a.shape) and a.dtype is None else t, lambda t: t.to(dtype))
+            x = [_cast(mean + std * t if full_like(a.shape) and a.dtype is None and a.range is None
+                       else t, lambda t: t.to(dtype))
                  for a, t in zip(self.spec.inputs, x)]
             where = f"{dtype} rows of mean {mean:g}, std {std:g}"
             got, want = self.call(self.op, x), self.reference64(x)
@@ -1466,7 +1466,7 @@ class OpChecks:
             pytest.skip("bfloat16 (the widest tensors in the least memory), which the op's "
                         "dtypes leave out")
         shapes = [_shape_of(a.shape, lead, D, self.spec.dims) for a in self.spec.inputs]
-        x = [torch.randn(s, dtype=dtype, device=device).requires_grad_(True) if a.dtype is None
+        x = [random_float(a, s, dtype, device).requires_grad_(True) if a.dtype is None
              else self.typed_input(a, s, D).to(device) for a, s in zip(self.spec.inputs, shapes)]
         outs = self.call(self.op, x)
         gouts = self.grad_outs(outs)

@@ -102,6 +102,9 @@ class Arg:
     # type (float32, float8_e4m3fn, float8_e5m2: no gradient flows through it); None: the op's
     # dtype.
     dtype: str = None
+    # A float input's declared values (the spec's `range: [lo, hi]`), which the tests and
+    # benchmarks draw it from; None: N(0, 1).
+    range: Tuple[float, float] = None
 
     @property
     def differentiable(self) -> bool:
@@ -189,6 +192,23 @@ def random_typed(a: Arg, shape: Sequence[int], D: int, device="cpu", generator=N
     high = min(max(D, 1), torch.iinfo(dtype).max + 1)
     low = -high if dtype == torch.int8 else 0
     return torch.randint(low, high, list(shape), generator=generator, dtype=dtype).to(device)
+
+
+def random_float(a: Arg, shape: Sequence[int], dtype=torch.float64, device="cpu", generator=None,
+                 scale: float = 1.0) -> torch.Tensor:
+    """Random values of a float input (the tests' and benchmarks' inputs): uniform inside its
+    declared range, else N(0, 1) times scale. With a (CPU) generator drawn in float64 and then
+    rounded to dtype; without, on the device in dtype (tensors of 2^31 elements)."""
+    where = {"dtype": torch.float64} if generator is not None else {"dtype": dtype,
+                                                                      "device": device}
+    if a.range is not None:
+        lo, hi = a.range
+        t = torch.rand(list(shape), generator=generator, **where).mul_(hi - lo).add_(lo)
+    else:
+        t = torch.randn(list(shape), generator=generator, **where)
+        if scale != 1.0:
+            t.mul_(scale)
+    return t.to(device=device, dtype=dtype)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

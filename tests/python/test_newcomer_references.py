@@ -22,6 +22,9 @@ right: each matched PyTorch written by hand in float64):
 - An int8 tensor as the first input (`q: {shape: [..., D], dtype: int8}` dequantized as
   `q * scale + ref`): the gradient checks held every gradient to the first input's dtype,
   int8, and failed a correct op in every dtype; each gradient is held to its own input's.
+- A KL divergence of probabilities, `sum(p * (log(p) - log(q)))`: the tests drew p and q from
+  N(0, 1), half of them negative, and every check compared NaNs. A float input may declare the
+  values it takes (`p: {shape: [..., D], range: [0.01, 1.0]}`); the tests draw it inside.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -102,6 +105,16 @@ let:
   x: q * scale + ref
 outputs:
   y: x * rsqrt(mean(x * x) + 1e-6) * w
+""",
+    "prob_kl": """
+op: prob_kl
+inputs:
+  p: {shape: [..., D], range: [0.01, 1.0]}
+  q: {shape: [..., D], range: [0.01, 1.0]}
+outputs:
+  kl: sum(p * (log(p) - log(q)))
+reference:
+  kl: "(p * (p.log() - q.log())).sum(-1)"
 """,
     "half_rotation": """
 op: half_rotation
@@ -190,3 +203,13 @@ def test_an_input_only_the_second_derivatives_read_is_saved(package):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gradients_are_held_to_their_own_inputs_dtype(package, dtype):
     checks(package, "dequant_rmsnorm").backward_matches_reference("cpu", dtype)
+
+
+def test_a_float_input_is_drawn_from_its_declared_range(package):
+    c = checks(package, "prob_kl")
+    for t in c.inputs((6, 5), 33, torch.float64, "cpu", scale=4.0):
+        assert 0.01 <= float(t.min()) and float(t.max()) <= 1.0
+    c.forward_matches_reference("cpu", torch.float32)
+    c.backward_matches_reference("cpu", torch.bfloat16)
+    c.gradcheck("cpu")
+    c.extreme_magnitudes("cpu", torch.float32)

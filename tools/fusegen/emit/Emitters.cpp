@@ -8,6 +8,7 @@
 #include "opt/Moves.h"
 #include "plan/KernelPlan.h"
 #include "plan/OpInterface.h"
+#include "support/Format.h"
 #include "support/Version.h"
 
 #include <algorithm>
@@ -751,7 +752,7 @@ void linearPlan(const plan::Signature& fwd, const std::vector<const plan::Arg*>&
 }
 
 // Mustache items {name, shape} of tensor arguments: inputs spelled by inputClass (with the
-// spec), outputs by their class ([..., n*D] for cat's).
+// spec), outputs by their class ([..., n*D] for cat's); with the spec, a float input's range.
 Data tensorItems(const std::vector<const plan::Arg*>& args, const spec::OpSpec* spec = nullptr) {
   std::vector<Data> items;
   for (const plan::Arg* a : args) {
@@ -759,10 +760,18 @@ Data tensorItems(const std::vector<const plan::Arg*>& args, const spec::OpSpec* 
     x.set("name", a->name);
     std::string shape = a->chunks > 1 ? "[..., " + std::to_string(a->chunks) + "*D]"
                                       : spec::shapeClassSpelling(a->shape);
+    std::string range; // a float input's declared values, as a Python pair
     if (spec)
       for (const spec::Input& in : spec->inputs)
-        if (in.name == a->name) shape = inputClass(*spec, in);
+        if (in.name == a->name) {
+          shape = inputClass(*spec, in);
+          if (in.range)
+            range =
+                "(" + formatDouble(in.range->first) + ", " + formatDouble(in.range->second) + ")";
+        }
     x.set("shape", shape);
+    x.set("ranged", !range.empty());
+    x.set("range", range);
     // Integer and bool inputs and outputs of their own type: their dtype (torch's name), for
     // the Python side's checks and allocations.
     const char* dtype = a->type == plan::ElemType::Int64   ? "int64"

@@ -383,9 +383,9 @@ std::string spelledTypes(const Type (&types)[N], const char* (*name)(Type)) {
   return s;
 }
 
-// An input's mapping form, {shape: [...], dtype: int64}: the shape as in the short form, and the
-// element type of an integer or bool input (float inputs take the op's dtype and are written
-// in the short form).
+// An input's mapping form, {shape: [...], dtype: int64} or {shape: [...], range: [0, 1]}: the
+// shape as in the short form, and the element type of an integer or bool input, or the values
+// a float input (of the op's dtype) takes, which the generated tests draw from.
 std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::Node& key) {
   const std::string name = key.Scalar();
   Input in;
@@ -393,6 +393,7 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
   in.loc = r.loc(key);
   bool shape = false;
   std::optional<InputType> type;
+  YAML::Node rangeKey; // (reset to the range's key: a Node's = would assign to it)
   bool bad = false;
   for (auto& [field, fv] : r.entries(n, "input '" + name + "'")) {
     const std::string f = field.Scalar();
@@ -411,19 +412,41 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
                     name + ": <shape>')");
         bad = true;
       }
+    } else if (f == "range") {
+      double lo = 0, hi = 0;
+      const bool pair = fv.IsSequence() && fv.size() == 2 && fv[0].IsScalar() && fv[1].IsScalar() &&
+                        parseNumber(fv[0].Scalar(), lo) && parseNumber(fv[1].Scalar(), hi);
+      if (!pair || !(lo < hi)) {
+        r.error(fv, field,
+                "the range of input '" + name +
+                    "' must be [lo, hi], two finite numbers with lo < hi (its values, which "
+                    "the generated tests draw from)");
+        bad = true;
+      } else {
+        in.range = std::make_pair(lo, hi);
+        rangeKey.reset(field);
+      }
     } else {
-      r.error(field, "unknown key '" + f + "' in input '" + name + "'; expected shape, dtype");
+      r.error(field,
+              "unknown key '" + f + "' in input '" + name + "'; expected shape, dtype, range");
       bad = true;
     }
   }
   if (bad) return std::nullopt;
-  if (!shape || !type) {
+  if (!shape || (!type && !in.range)) {
     r.error(key, std::string("input '") + name + "' needs " +
                      (!shape ? "a 'shape'"
                              : "a 'dtype' (" + spelledTypes(kDeclarableInputTypes, inputTypeName) +
-                                   ")"));
+                                   ") or, for a float input, a 'range'"));
     return std::nullopt;
   }
+  if (type && in.range) {
+    r.error(rangeKey, "input '" + name + "' is of type " + inputTypeName(*type) +
+                          ": a range is for a float input, of the op's dtype (the tests "
+                          "draw integer and bool inputs by their type)");
+    return std::nullopt;
+  }
+  if (!type) return in; // a float input with a range
   if (in.chunks > 1) {
     r.error(key, "packed input '" + name +
                      "' takes the op's dtype: declare it in the short form, '" + name + ": [..., " +
