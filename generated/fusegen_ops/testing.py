@@ -1508,7 +1508,7 @@ class OpChecks:
             tols, gtols = ([None if p is None or isinstance(p, tuple) else C * (p + q) + floor
                             for p, q in zip(*(bounds[d][k] for d in open_sums))] for k in (0, 1))
             if edge:
-                got = [_rows(o.detach(), a, b, cls, named) if cls in (FULL, ROW) else o
+                got = [_rows(o.detach(), a, b, cls, named) if cls == ROW or full_like(cls) else o
                        for o, cls in zip(outs, out_cls)]
                 for o, g, w, tol in zip(self.spec.outputs, got, self.call(reference(a), xs), tols):
                     self.close(g, w, tol, f"{self.spec.name}.{o.name}, rows {a}:{b}")
