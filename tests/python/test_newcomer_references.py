@@ -25,6 +25,9 @@ right: each matched PyTorch written by hand in float64):
 - A KL divergence of probabilities, `sum(p * (log(p) - log(q)))`: the tests drew p and q from
   N(0, 1), half of them negative, and every check compared NaNs. A float input may declare the
   values it takes (`p: {shape: [..., D], range: [0.01, 1.0]}`); the tests draw it inside.
+- A packed output (`y: cat(...)`, [..., 2*D], rope_qk's): the large-tensor check compared
+  the rows of [..., D] and [...] outputs with each chunk's reference, and the packed one whole
+  (a shape mismatch on the H100, whose traceback then held 2^31-element tensors).
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -115,6 +118,13 @@ outputs:
   kl: sum(p * (log(p) - log(q)))
 reference:
   kl: "(p * (p.log() - q.log())).sum(-1)"
+""",
+    "packed_pair": """
+op: packed_pair
+inputs:
+  x: [..., S, D]
+outputs:
+  y: cat(x * pos(S), x * x)
 """,
     "half_rotation": """
 op: half_rotation
@@ -213,3 +223,8 @@ def test_a_float_input_is_drawn_from_its_declared_range(package):
     c.backward_matches_reference("cpu", torch.bfloat16)
     c.gradcheck("cpu")
     c.extreme_magnitudes("cpu", torch.float32)
+
+
+def test_the_rows_check_takes_rows_of_a_packed_output(package):
+    # index_beyond_2_31's comparison by chunks of rows, at a size the CPU runs
+    checks(package, "packed_pair").index_beyond_2_31("cpu", D=64, rows=4000, chunk=512)
