@@ -176,6 +176,25 @@ bool integerClosedFormula(const expr::AstPtr& ast) {
   return true;
 }
 
+// A key whose value is one of a few spellings (kind, combine, sign, zero, neg_inf): `into` set to
+// the one v spells, else the error "<key> must be a, b or c" at v.
+template <class T>
+void readChoice(const YAML::Node& v, const SourceLoc& vloc, const std::string& key,
+                std::initializer_list<std::pair<const char*, T>> choices, T& into,
+                Diagnostics& diags) {
+  std::string spelled;
+  size_t i = 0;
+  for (const auto& [name, value] : choices) {
+    if (v.Scalar() == name) {
+      into = value;
+      return;
+    }
+    spelled += std::string(i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + name;
+    ++i;
+  }
+  diags.error(vloc, key + " must be " + spelled);
+}
+
 } // namespace
 
 std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::string& path,
@@ -236,18 +255,14 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       } else if (key == "doc") {
         p->doc = v.Scalar();
       } else if (key == "kind") {
-        if (v.Scalar() == "reduction")
-          p->kind = PrimKind::Reduction;
-        else if (v.Scalar() == "total")
-          p->kind = PrimKind::Total;
-        else if (v.Scalar() == "column")
-          p->kind = PrimKind::Column;
-        else if (v.Scalar() == "move")
-          p->kind = PrimKind::Move;
-        else if (v.Scalar() == "view")
-          p->kind = PrimKind::View;
-        else if (v.Scalar() != "elementwise")
-          diags.error(vloc, "kind must be elementwise, reduction, total, column, move or view");
+        readChoice(v, vloc, key,
+                   {{"elementwise", PrimKind::Elementwise},
+                    {"reduction", PrimKind::Reduction},
+                    {"total", PrimKind::Total},
+                    {"column", PrimKind::Column},
+                    {"move", PrimKind::Move},
+                    {"view", PrimKind::View}},
+                   p->kind, diags);
       } else if (key == "move") {
         for (Move m : {Move::SwapHalves, Move::SwapPairs, Move::Roll})
           if (v.Scalar() == moveName(m)) p->move = m;
@@ -261,14 +276,9 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
         else if (v.Scalar() != "value")
           diags.error(vloc, "returns must be value or bool");
       } else if (key == "combine") {
-        if (v.Scalar() == "sum")
-          p->combine = Combine::Sum;
-        else if (v.Scalar() == "max")
-          p->combine = Combine::Max;
-        else if (v.Scalar() == "min")
-          p->combine = Combine::Min;
-        else
-          diags.error(vloc, "combine must be sum, max or min");
+        readChoice(v, vloc, key,
+                   {{"sum", Combine::Sum}, {"max", Combine::Max}, {"min", Combine::Min}},
+                   p->combine, diags);
       } else if (key == "finish") {
         p->finish = parse(v);
       } else if (key == "eval") {
@@ -279,30 +289,19 @@ std::optional<PrimitiveLibrary> PrimitiveLibrary::loadFromString(const std::stri
       } else if (key == "grad") {
         gradNode = v;
       } else if (key == "sign") {
-        if (v.Scalar() == "nonnegative")
-          p->sign = Sign::NonNegative;
-        else if (v.Scalar() == "of_args")
-          p->sign = Sign::OfArgs;
-        else if (v.Scalar() == "product")
-          p->sign = Sign::Product;
-        else
-          diags.error(vloc, "sign must be nonnegative, of_args or product");
+        readChoice(v, vloc, key,
+                   {{"nonnegative", Sign::NonNegative},
+                    {"of_args", Sign::OfArgs},
+                    {"product", Sign::Product}},
+                   p->sign, diags);
       } else if (key == "zero") {
-        if (v.Scalar() == "product")
-          p->zero = Zero::Product;
-        else if (v.Scalar() == "first")
-          p->zero = Zero::First;
-        else if (v.Scalar() == "at_neg_inf")
-          p->zero = Zero::AtNegInf;
-        else
-          diags.error(vloc, "zero must be product, first or at_neg_inf");
+        readChoice(
+            v, vloc, key,
+            {{"product", Zero::Product}, {"first", Zero::First}, {"at_neg_inf", Zero::AtNegInf}},
+            p->zero, diags);
       } else if (key == "neg_inf") {
-        if (v.Scalar() == "first")
-          p->negInf = NegInf::First;
-        else if (v.Scalar() == "any")
-          p->negInf = NegInf::Any;
-        else
-          diags.error(vloc, "neg_inf must be first or any");
+        readChoice(v, vloc, key, {{"first", NegInf::First}, {"any", NegInf::Any}}, p->negInf,
+                   diags);
       } else if (key == "declares_gradient") {
         const std::string flag = v.Scalar();
         if (flag != "true" && flag != "false" && flag != "surrogate")
