@@ -28,6 +28,10 @@ right: each matched PyTorch written by hand in float64):
 - A packed output (`y: cat(...)`, [..., 2*D], rope_qk's): the large-tensor check compared
   the rows of [..., D] and [...] outputs with each chunk's reference, and the packed one whole
   (a shape mismatch on the H100, whose traceback then held 2^31-element tensors).
+- A `[]` input inside a reduction's argument, `x / sqrt(mean(x * x * t * t) + eps)`: its
+  backward uses t per element and per row, and reverse mode added the two adjoints as one
+  full-shaped value, whose sum over the elements counted the per-row one D times (the second
+  derivative in t 183.0 against -12.96). The full-shaped one is summed over its row first.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -125,6 +129,14 @@ inputs:
   x: [..., S, D]
 outputs:
   y: cat(x * pos(S), x * x)
+""",
+    "scalar_in_reduction": """
+op: scalar_in_reduction
+inputs:
+  x: [..., D]
+  t: []
+outputs:
+  y: x / sqrt(mean(x * x * t * t) + 1e-6)
 """,
     "half_rotation": """
 op: half_rotation
@@ -228,3 +240,10 @@ def test_a_float_input_is_drawn_from_its_declared_range(package):
 def test_the_rows_check_takes_rows_of_a_packed_output(package):
     # index_beyond_2_31's comparison by chunks of rows, at a size the CPU runs
     checks(package, "packed_pair").index_beyond_2_31("cpu", D=64, rows=4000, chunk=512)
+
+
+
+def test_a_scalar_used_per_row_and_per_element_gets_one_sum_of_each(package):
+    c = checks(package, "scalar_in_reduction")
+    c.gradgradcheck("cpu")
+    c.second_derivatives_match_reference("cpu", "all")

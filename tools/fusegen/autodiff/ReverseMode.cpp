@@ -45,6 +45,20 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
         columnValues.count(n))
       contribution = simplifier.call("colsum", {contribution});
     auto it = adjoint.find(n);
+    // A [] value used both per row and per element (t in the backward of mean(x * x * t * t),
+    // whose second derivatives see both): its adjoint is summed over every element where it
+    // is full-shaped and over the rows where it is per row, so the sum of a per-row and a
+    // full-shaped one would count the per-row one D times. The full-shaped one is summed over
+    // its row instead, and the adjoint is per row (exact at D = 0 too: the empty sum).
+    if (n->shape() == ir::ShapeClass::Scalar && it != adjoint.end()) {
+      auto perElement = [](const ir::Expr& e) {
+        return e->shape() == ir::ShapeClass::Full || e->shape() == ir::ShapeClass::Col;
+      };
+      if (it->second->shape() == ir::ShapeClass::Row && perElement(contribution))
+        contribution = simplifier.call("sum", {contribution});
+      else if (perElement(it->second) && contribution->shape() == ir::ShapeClass::Row)
+        it->second = simplifier.call("sum", {it->second});
+    }
     adjoint[n] =
         it == adjoint.end() ? contribution : simplifier.call("add", {it->second, contribution});
   };
@@ -99,18 +113,18 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
           (contribution->shape() == ir::ShapeClass::Col ||
            contribution->shape() == ir::ShapeClass::Scalar))
         contribution = simplifier.call(
-            "where", {simplifier.call("eq", {ir::Node::makeRows(), ir::Node::makeConst(0)}),
-                      ir::Node::makeConst(0),
-                      simplifier.call("mul", {contribution, ir::Node::makeRows()})});
+            "where",
+            {simplifier.call("eq", {ir::Node::makeRows(), ir::Node::makeConst(0)}),
+             ir::Node::makeConst(0), simplifier.call("mul", {contribution, ir::Node::makeRows()})});
       // A statistic's total reaching a [D] or [] value that is not one (colmean(x) * w, w a
       // [D] input): that value's adjoint is summed over the rows at the input, so it gets one
       // row's share of the total (the empty sum without rows).
       if (total && !columnValues.count(arg.get()) &&
           (arg->shape() == ir::ShapeClass::Col || arg->shape() == ir::ShapeClass::Scalar))
         contribution = simplifier.call(
-            "where", {simplifier.call("eq", {ir::Node::makeRows(), ir::Node::makeConst(0)}),
-                      ir::Node::makeConst(0),
-                      simplifier.call("div", {contribution, ir::Node::makeRows()})});
+            "where",
+            {simplifier.call("eq", {ir::Node::makeRows(), ir::Node::makeConst(0)}),
+             ir::Node::makeConst(0), simplifier.call("div", {contribution, ir::Node::makeRows()})});
       accumulate(arg.get(), contribution);
     }
   }
