@@ -166,7 +166,6 @@ class Generator:
         self.move_family = None
         self.allow_col = False
         self.max_cd = 0
-        self.scalar_mode: Dict[str, str] = {}
         self.info: Dict[int, Info] = {}
         self.pool: List[Node] = []
         self.used_inputs = set()
@@ -184,20 +183,6 @@ class Generator:
             self.info[id(c)] = Info(FULL, -INPUT_BOUND, INPUT_BOUND, 0)
             return c
         return n
-
-    def scalar_uses(self, n: Node, cls: str, infos) -> bool:
-        """Records how the [] inputs reached through [] arguments are used by a node of class
-        cls: per element ([..., D], [D]) or per row. In an op with reductions a [] input may
-        be used one way only (docs/spec-language.md); False if n would use one both ways."""
-        if cls in (SCALAR, CONST):
-            return True
-        mode = "row" if cls == ROW else "elem"
-        for i in infos:
-            if i.cls == SCALAR:
-                for name in i.scalars:
-                    if self.scalar_mode.setdefault(name, mode) != mode:
-                        return False
-        return True
 
     def const(self, v, spelling=None):
         n = num(v, spelling)
@@ -238,8 +223,6 @@ class Generator:
         info.cd = max([i.cd for i in infos], default=0)
         if info.cls == SCALAR:
             info.scalars = scal
-        elif scal and not self.scalar_uses(n, info.cls, infos):
-            return None
         return n
 
     def special(self, n: Node, info: Info) -> Optional[Node]:
@@ -251,8 +234,6 @@ class Generator:
         self.info[id(n)] = info
         if info.cls == SCALAR:
             info.scalars = scal
-        elif scal and not self.scalar_uses(n, info.cls, infos):
-            return None
         return n
 
     def _mk(self, n, prim, infos, rd):

@@ -32,6 +32,8 @@ right: each matched PyTorch written by hand in float64):
   backward uses t per element and per row, and reverse mode added the two adjoints as one
   full-shaped value, whose sum over the elements counted the per-row one D times (the second
   derivative in t 183.0 against -12.96). The full-shaped one is summed over its row first.
+  With that, a forward may use a `[]` input both ways too (`x * shift - mean(x) * shift`, refused
+  before): its gradient is the per-row adjoint summed over the rows.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -137,6 +139,15 @@ inputs:
   t: []
 outputs:
   y: x / sqrt(mean(x * x * t * t) + 1e-6)
+""",
+    "shifted_center": """
+op: shifted_center
+inputs:
+  x: [..., D]
+  shift: []
+  w: [D]
+outputs:
+  y: (x * shift - mean(x) * shift) * rsqrt(mean(x * x) * shift * shift + 1e-5) * w
 """,
     "half_rotation": """
 op: half_rotation
@@ -247,3 +258,13 @@ def test_a_scalar_used_per_row_and_per_element_gets_one_sum_of_each(package):
     c = checks(package, "scalar_in_reduction")
     c.gradgradcheck("cpu")
     c.second_derivatives_match_reference("cpu", "all")
+
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_scalar_input_used_per_element_and_per_row(package, dtype):
+    c = checks(package, "shifted_center")
+    c.backward_matches_reference("cpu", dtype)
+    if dtype == torch.float32:
+        c.gradcheck("cpu")
+        c.second_derivatives_match_reference("cpu", "all")

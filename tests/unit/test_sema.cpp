@@ -471,12 +471,18 @@ TEST(Plan, ScalarInputsOfRowPlansAreReadPerRowAndTheirGradientsSummed) {
   EXPECT_EQ(scalars, 3);
 }
 
-TEST(Plan, ScalarInputUsedPerElementAndPerRowIsAnError) {
+// A [] input used per element and per row: reverse mode sums the per-element part of its
+// adjoint over the row (autodiff/ReverseMode.cpp), so its gradient is a sum over the rows of
+// a per-row value, not over the elements (which would count the per-row part D times).
+TEST(Plan, ScalarInputUsedPerElementAndPerRowSumsAPerRowAdjoint) {
   Planned p = planSpec(spec("  x: [..., D]\n  w: []\n", "  y: x * w - mean(x) * w\n"));
-  EXPECT_FALSE(p.plan);
-  EXPECT_TRUE(contains(p.messages, "t.yaml:4:3: error: 0-dim input 'w' is used both in "
-                                   "per-element values and directly in per-row values"))
-      << p.messages;
+  ASSERT_TRUE(p.plan) << p.messages;
+  const plan::Program::Output& g = p.plan->backward.outputs[1];
+  EXPECT_EQ(g.name, "grad_w");
+  EXPECT_EQ(g.kind, plan::OutKind::Total);
+  EXPECT_EQ(g.totalOf, plan::Program::TotalOf::Rows);
+  ASSERT_TRUE(g.value);
+  EXPECT_EQ(g.value->shape(), ir::ShapeClass::Row);
 }
 
 // A with_grad is as wide as its arguments, its value broadcast (docs/spec-language.md): the

@@ -465,9 +465,10 @@ std::vector<SavedStat> chooseSaved(const ir::Function& fn, const autodiff::Gradi
 
 // Where each [] input is used, from the forward: reverse mode gives a [] value the sum of its
 // uses' adjoints, per element for a use by a [..., D] or [D] value, per row for a use by a
-// per-row value. Its gradient is then summed over all elements, or over rows; uses of both
-// kinds give an adjoint that neither sum is right for. Uses through which no gradient flows
-// (conditions, detach: a derivative rule of 0) do not count.
+// per-row value. Its gradient is then summed over all elements, or over rows; with uses of
+// both kinds reverse mode sums the per-element part over its row (autodiff/ReverseMode.cpp),
+// so the adjoint is per row. Uses through which no gradient flows (conditions, detach: a
+// derivative rule of 0) do not count.
 enum ScalarUse { kUnused = 0, kElementUse = 1, kRowUse = 2, kBothUses = 3 };
 
 bool carriesGradient(const ir::Node* n, size_t arg) {
@@ -692,15 +693,6 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
                     "' needs at least one float input of shape [..., D]: it defines the "
                     "shape and the dtype of the outputs");
   const std::vector<int> uses = scalarUses(fn);
-  for (size_t i = 0; i < fn.inputs.size(); ++i)
-    if (uses[i] == kBothUses)
-      diags.error(spec.inputs[i].loc,
-                  "0-dim input '" + fn.inputs[i].name +
-                      "' is used both in per-element values and directly in per-row values; "
-                      "the row plan sums the gradient of a [] input over one kind only: use "
-                      "it in one kind only (inside a reduction counts as per element: mean(x * " +
-                      fn.inputs[i].name + ") rather than mean(x) * " + fn.inputs[i].name +
-                      "), or make it an attr");
   if (diags.errorCount() != errorsBefore) return std::nullopt;
 
   // Save-vs-recompute: the backward reads the saved per-row statistics as per-row inputs, and
@@ -853,16 +845,16 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
         }
       }
     }
-    // A [] input's adjoint is per row where its uses are, else per element; a per-element
-    // adjoint of one value per row is summed as D times that value, not D additions. (One
-    // that varies per column, from a use in a [D] value such as colmean(x) * s, is summed
-    // over the elements.)
+    // A [] input's adjoint is per row where (some of) its uses are, else per element; a
+    // per-element adjoint of one value per row is summed as D times that value, not D
+    // additions. (One that varies per column, from a use in a [D] value such as
+    // colmean(x) * s, is summed over the elements.)
     // An input the forward does not read (only a with_grad's stated derivative reaches it, and
     // those are gone from `fn`) has no uses to tell: its adjoint's own shape does.
     if (o.kind == OutKind::Total && o.value && o.value->shape() != ir::ShapeClass::Full &&
         o.value->shape() != ir::ShapeClass::Col) {
-      const bool perRow =
-          uses[i] == kRowUse || (uses[i] == kUnused && o.value->shape() == ir::ShapeClass::Row);
+      const bool perRow = uses[i] == kRowUse || uses[i] == kBothUses ||
+                          (uses[i] == kUnused && o.value->shape() == ir::ShapeClass::Row);
       o.totalOf = perRow ? Program::TotalOf::Rows : Program::TotalOf::RowsTimesD;
     }
     if (dimsOf(i) != ~0u) { // summed over the dims the input omits, by the glue
