@@ -28,8 +28,8 @@ DEFAULT_SHAPES = [(512, 4096), (4096, 4096), (16384, 8192)]
 
 
 def make_inputs(spec: OpInfo, rows: int, D: int, dtype, device, requires_grad=False):
-    """Random inputs: floats N(0, 1) in dtype (within a declared range: uniform); integer inputs indices in [0, D) (class
-    indices), bool inputs coin flips, neither requiring grad."""
+    """Random inputs: floats N(0, 1) in dtype (uniform within a declared range); integer inputs
+    indices in [0, D) (class indices), bool inputs coin flips, neither requiring grad."""
     shapes = {FULL: [rows, D], COL: [D], ROW: [rows], SCALAR: []}
     out = []
     for a in spec.inputs:

@@ -520,7 +520,6 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
       b[values[i].get()] = "_in[" + std::to_string(p.inputs.size() + i) + "]";
     return b;
   };
-  element = inPlaces(p.prefix);
   auto elementAt = [&](int pass) { // the element values' places as pass `pass` reads them
     const std::vector<ir::Expr>* values = &p.prefix;
     for (const plan::Program::Refresh& r : p.refreshes)
@@ -649,9 +648,7 @@ std::string renderProgram(const plan::Program& p, const std::string& name,
   for (size_t m = 0; m < p.outputs.size(); ++m) {
     const plan::Program::Output& o = p.outputs[m];
     const std::string target = "_out[" + std::to_string(m) + "]";
-    const bool perRow =
-        o.kind == plan::OutKind::Row || o.kind == plan::OutKind::Stat ||
-        (o.kind == plan::OutKind::Total && o.totalOf != plan::Program::TotalOf::Elements);
+    const bool perRow = o.perRow();
     const bool whole = o.kind == plan::OutKind::Scalar; // (finish computes it)
     elem.push_back({target, perRow || whole ? nullptr : o.value});
     rowOut.push_back({target, perRow && !whole ? o.value : nullptr});

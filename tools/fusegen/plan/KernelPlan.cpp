@@ -275,11 +275,8 @@ chooseRefreshes(const Program& p, const std::unordered_map<const ir::Node*, int>
   for (const Program::Input& in : p.inputs)
     leaves.insert(in.leaf.get());
   std::vector<ir::Expr> elementRoots; // the element outputs' values (elem computes them)
-  for (const Program::Output& o : p.outputs) {
-    const bool perRow = o.kind == OutKind::Row || o.kind == OutKind::Stat ||
-                        (o.kind == OutKind::Total && o.totalOf != Program::TotalOf::Elements);
-    if (o.value && !perRow && o.kind != OutKind::Scalar) elementRoots.push_back(o.value);
-  }
+  for (const Program::Output& o : p.outputs)
+    if (o.value && !o.perRow() && o.kind != OutKind::Scalar) elementRoots.push_back(o.value);
   std::vector<ir::Expr> before = p.prefix;
   const int passes = static_cast<int>(p.stages.size());
   for (int k = 1; k < passes; ++k) {

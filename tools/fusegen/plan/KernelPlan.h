@@ -114,6 +114,13 @@ struct Program {
     int chunk = 0, chunks = 1, result = -1;
     // OutKind::Passed: the index of the earlier program's result it is.
     int passed = -1;
+
+    // Whether its value is a per-row one (rowOut computes it): a [...] output, a saved
+    // statistic, a Total of per-row values; elem computes the others' (but Scalar's: finish).
+    bool perRow() const {
+      return kind == OutKind::Row || kind == OutKind::Stat ||
+             (kind == OutKind::Total && totalOf != TotalOf::Elements);
+    }
   };
   struct Stage {
     std::vector<ir::Expr> reductions; // combined in one pass over the row

@@ -105,12 +105,9 @@ void addLiterals(Literals& into, const Literals& from) {
       into.push_back(l);
 }
 
-bool isConst(const ir::Node* n, double v) {
-  return n->kind() == ir::NodeKind::Const && n->value() == v;
-}
-
+// -inf as a formula writes it (Sema: neg(inf)) or as a folded constant.
 bool isNegInf(const ir::Node* n) {
-  return isConst(n, -INFINITY) || (n->isCall("neg") && isConst(n->args()[0].get(), INFINITY));
+  return n->isConst(-INFINITY) || (n->isCall("neg") && n->args()[0]->isConst(INFINITY));
 }
 
 // Where each elementwise value is 0 or NaN (zero) and -inf or NaN (negInf), from a where of
@@ -125,7 +122,7 @@ struct Vanishing {
       if (n->isCall("where") && isIndexCondition(args[0].get())) {
         for (bool holds : {true, false}) {
           const ir::Node* branch = args[holds ? 1 : 2].get();
-          if (isConst(branch, 0)) zero[n].push_back({args[0], holds});
+          if (branch->isConst(0)) zero[n].push_back({args[0], holds});
           if (isNegInf(branch)) negInf[n].push_back({args[0], holds});
         }
         continue;
