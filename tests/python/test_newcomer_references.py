@@ -34,6 +34,11 @@ right: each matched PyTorch written by hand in float64):
   derivative in t 183.0 against -12.96). The full-shaped one is summed over its row first.
   With that, a forward may use a `[]` input both ways too (`x * shift - mean(x) * shift`, refused
   before): its gradient is the per-row adjoint summed over the rows.
+- A fake quantization with a straight-through gradient, `with_surrogate_grad(q * s, x, 1)`,
+  whose `reference:` formula is the plain `clamp(round(x / s), ...) * s`: the second-derivative
+  check held the op's derivatives to torch's of that formula (0 through the rounding), which
+  the spec says are not the op's. The first derivatives were compared with reference() alone;
+  the second ones are now too.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -157,6 +162,18 @@ inputs:
 outputs:
   y: rotate_half(x) * w
 """,
+    "fake_quant": """
+op: fake_quant
+inputs:
+  x: [..., D]
+  s: {shape: [D], range: [0.01, 0.1]}
+let:
+  q: clamp(round(x / s), -128, 127)
+outputs:
+  y: with_surrogate_grad(q * s, x, 1)
+reference:
+  y: "torch.clamp(torch.round(x / s), -128, 127) * s"
+""",
 }
 
 
@@ -268,3 +285,9 @@ def test_a_scalar_input_used_per_element_and_per_row(package, dtype):
     if dtype == torch.float32:
         c.gradcheck("cpu")
         c.second_derivatives_match_reference("cpu", "all")
+
+
+def test_a_surrogate_gradient_is_not_held_to_torchs_derivatives_of_the_formula(package):
+    c = checks(package, "fake_quant")
+    c.forward_matches_independent("cpu", torch.float32)
+    c.second_derivatives_match_reference("cpu", "all")
