@@ -78,12 +78,12 @@ constexpr glue::OpInfo kOp{
     "add_rmsnorm_backward(Tensor _grad_y, Tensor _grad_residual_out, Tensor x, Tensor residual, "
     "Tensor weight, Tensor _saved_rstd, float eps, bool[3] output_mask) -> (Tensor, Tensor, "
     "Tensor)",
-    glue::plan<Forward>("fusegen::add_rmsnorm", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::add_rmsnorm", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::add_rmsnorm_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::add_rmsnorm_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::add_rmsnorm_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

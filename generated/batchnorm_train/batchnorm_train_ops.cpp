@@ -132,20 +132,20 @@ constexpr fg::DType kDtypes[] = {
 
 // The programs the forward runs first, in order (its reductions over the rows).
 constexpr glue::PlanInfo kForwardBefore[] = {
-    glue::plan<Forward0>("fusegen::batchnorm_train", kForward0Tensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Forward0::Args, &forward0Cpu>, kForward0CudaWorkspace,
-                         kForward0Cuda, kDimNames),
-    glue::plan<Forward1>("fusegen::batchnorm_train", kForward1Tensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Forward1::Args, &forward1Cpu>, kForward1CudaWorkspace,
-                         kForward1Cuda, kDimNames),
+    glue::plan<Forward0>("fusegen::batchnorm_train", kForward0Tensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Forward0::Args, &forward0Cpu>,
+                         kForward0CudaWorkspace, kForward0Cuda, kDimNames),
+    glue::plan<Forward1>("fusegen::batchnorm_train", kForward1Tensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Forward1::Args, &forward1Cpu>,
+                         kForward1CudaWorkspace, kForward1Cuda, kDimNames),
 };
 // The programs the backward runs first, in order.
 constexpr glue::PlanInfo kBackwardBefore[] = {
     glue::plan<Backward0>("fusegen::batchnorm_train_backward", kBackward0Tensors, /*full=*/0,
-                          kDtypes, &glue::cpuEntry<Backward0::Args, &backward0Cpu>,
+                          /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward0::Args, &backward0Cpu>,
                           kBackward0CudaWorkspace, kBackward0Cuda, kDimNames),
     glue::plan<Backward1>("fusegen::batchnorm_train_backward", kBackward1Tensors, /*full=*/0,
-                          kDtypes, &glue::cpuEntry<Backward1::Args, &backward1Cpu>,
+                          /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward1::Args, &backward1Cpu>,
                           kBackward1CudaWorkspace, kBackward1Cuda, kDimNames),
 };
 
@@ -158,12 +158,12 @@ constexpr glue::OpInfo kOp{
     "batchnorm_train_backward",
     "batchnorm_train_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor bias, Tensor "
     "_saved_m, Tensor _saved_r, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::batchnorm_train", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+    glue::plan<Forward>("fusegen::batchnorm_train", kForwardTensors, /*full=*/0, /*dtype=*/0,
+                        kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames, /*rngTensor=*/-1, kForwardBefore),
-    glue::plan<Backward>("fusegen::batchnorm_train_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::batchnorm_train_backward", kBackwardTensors, /*full=*/0,
+                         /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1, kBackwardBefore),
     {"fusegen::batchnorm_train_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/3,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

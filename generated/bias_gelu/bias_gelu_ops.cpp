@@ -61,23 +61,23 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "fusegen",
-                           "bias_gelu",
-                           "bias_gelu(Tensor x, Tensor bias) -> Tensor",
-                           "bias_gelu_backward",
-                           "bias_gelu_backward(Tensor _grad_y, Tensor x, Tensor bias, bool[2] "
-                           "output_mask) -> (Tensor, Tensor)",
-                           glue::plan<Forward>("fusegen::bias_gelu", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
-                           glue::plan<Backward>("fusegen::bias_gelu_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
-                                                /*rngTensor=*/-1),
-                           {"fusegen::bias_gelu_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
-                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "fusegen",
+    "bias_gelu",
+    "bias_gelu(Tensor x, Tensor bias) -> Tensor",
+    "bias_gelu_backward",
+    "bias_gelu_backward(Tensor _grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> (Tensor, "
+    "Tensor)",
+    glue::plan<Forward>("fusegen::bias_gelu", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda, kDimNames),
+    glue::plan<Backward>("fusegen::bias_gelu_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
+    {"fusegen::bias_gelu_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 

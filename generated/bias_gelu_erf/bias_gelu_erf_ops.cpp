@@ -69,12 +69,12 @@ constexpr glue::OpInfo kOp{
     "bias_gelu_erf_backward",
     "bias_gelu_erf_backward(Tensor _grad_y, Tensor x, Tensor bias, bool[2] output_mask) -> "
     "(Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::bias_gelu_erf", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::bias_gelu_erf", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::bias_gelu_erf_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::bias_gelu_erf_backward", kBackwardTensors, /*full=*/0,
+                         /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::bias_gelu_erf_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

@@ -69,12 +69,12 @@ constexpr glue::OpInfo kOp{
     "causal_softmax_backward",
     "causal_softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor _saved_stat1, float "
     "scale, bool[1] output_mask) -> Tensor",
-    glue::plan<Forward>("fusegen::causal_softmax", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+    glue::plan<Forward>("fusegen::causal_softmax", kForwardTensors, /*full=*/0, /*dtype=*/0,
+                        kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::causal_softmax_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::causal_softmax_backward", kBackwardTensors, /*full=*/0,
+                         /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::causal_softmax_backward", /*inputs=*/1, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

@@ -76,12 +76,12 @@ constexpr glue::OpInfo kOp{
     "cross_entropy_backward(Tensor _grad_loss, Tensor logits, Tensor target, Tensor _saved_m, "
     "Tensor _saved_stat1, Tensor _saved_lse, Tensor _saved_stat3, int ignore_index, float "
     "label_smoothing, float z_loss, float softcap, bool[2] output_mask) -> (Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::cross_entropy", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::cross_entropy", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::cross_entropy_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::cross_entropy_backward", kBackwardTensors, /*full=*/0,
+                         /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::cross_entropy_backward", /*inputs=*/2, /*attrs=*/4, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

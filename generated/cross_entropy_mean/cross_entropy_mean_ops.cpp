@@ -79,11 +79,11 @@ constexpr glue::OpInfo kOp{
     "Tensor _saved_stat1, Tensor _saved_lse, Tensor _saved_stat3, Tensor _saved_total0, Tensor "
     "_saved_total1, int ignore_index, float label_smoothing, float z_loss, float softcap, bool[2] "
     "output_mask) -> (Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::cross_entropy_mean", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+    glue::plan<Forward>("fusegen::cross_entropy_mean", kForwardTensors, /*full=*/0, /*dtype=*/0,
+                        kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::cross_entropy_mean_backward", kBackwardTensors, /*full=*/0,
-                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
                          kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::cross_entropy_mean_backward", /*inputs=*/2, /*attrs=*/4, /*outputs=*/1,

@@ -81,11 +81,11 @@ constexpr glue::OpInfo kOp{
     "dropout_add_rmsnorm_backward(Tensor _grad_y, Tensor _grad_residual_out, Tensor x0, Tensor "
     "residual, Tensor weight, Tensor _saved_rstd, Tensor _saved_rng, float p, float eps, bool[3] "
     "output_mask) -> (Tensor, Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::dropout_add_rmsnorm", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+    glue::plan<Forward>("fusegen::dropout_add_rmsnorm", kForwardTensors, /*full=*/0, /*dtype=*/0,
+                        kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
     glue::plan<Backward>("fusegen::dropout_add_rmsnorm_backward", kBackwardTensors, /*full=*/0,
-                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
                          kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/6),
     {"fusegen::dropout_add_rmsnorm_backward", /*inputs=*/3, /*attrs=*/2, /*outputs=*/2,

@@ -69,23 +69,23 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "fusegen",
-                           "dyt",
-                           "dyt(Tensor x, Tensor alpha, Tensor weight, Tensor bias) -> Tensor",
-                           "dyt_backward",
-                           "dyt_backward(Tensor _grad_y, Tensor x, Tensor alpha, Tensor weight, "
-                           "Tensor bias, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor)",
-                           glue::plan<Forward>("fusegen::dyt", kForwardTensors, /*full=*/0, kDtypes,
-                                               &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
-                           glue::plan<Backward>("fusegen::dyt_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
-                                                /*rngTensor=*/-1),
-                           {"fusegen::dyt_backward", /*inputs=*/4, /*attrs=*/0, /*outputs=*/1,
-                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "fusegen",
+    "dyt",
+    "dyt(Tensor x, Tensor alpha, Tensor weight, Tensor bias) -> Tensor",
+    "dyt_backward",
+    "dyt_backward(Tensor _grad_y, Tensor x, Tensor alpha, Tensor weight, Tensor bias, bool[4] "
+    "output_mask) -> (Tensor, Tensor, Tensor, Tensor)",
+    glue::plan<Forward>("fusegen::dyt", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda, kDimNames),
+    glue::plan<Backward>("fusegen::dyt_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
+    {"fusegen::dyt_backward", /*inputs=*/4, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 

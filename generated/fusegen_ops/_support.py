@@ -167,8 +167,18 @@ class OpInfo:
         return [getattr(torch, d) for d in self.dtypes]
 
     def full_input(self) -> int:
-        """The first float [..., D] input: its shape is the outputs', its dtype the op's."""
-        return next(i for i, a in enumerate(self.inputs) if full_like(a.shape) and a.dtype is None)
+        """The input whose shape is the outputs': the first float [..., D] input, else the
+        first [..., D] one (int8 values scaled by a float [...] input)."""
+        fulls = [i for i, a in enumerate(self.inputs) if full_like(a.shape)]
+        return next((i for i in fulls if self.inputs[i].dtype is None), fulls[0])
+
+    def dtype_input(self) -> int:
+        """The input whose dtype is the op's: the full input where it is float, else the first
+        float input."""
+        full = self.full_input()
+        if self.inputs[full].dtype is None:
+            return full
+        return next(i for i, a in enumerate(self.inputs) if a.dtype is None)
 
     def differentiable_outputs(self) -> List[Arg]:
         """The outputs the backward takes gradients of, in order."""
@@ -232,6 +242,7 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
     shape and D. Raises RuntimeError naming the argument."""
     full = spec.full_input()
     ref_name, _, ref = named[full][:3]
+    type_name, _, type_ref = named[spec.dtype_input()][:3]
     has_col = any(n[1] in (COL, COLSTAT) for n in named)
     for name, cls, t, *fixed in named:
         if fixed and fixed[0] is not None:  # an integer or bool input: its own dtype
@@ -239,16 +250,17 @@ def check_arguments(spec: OpInfo, op: str, named: Sequence[Tuple[str, str, torch
                 raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
                                    f"must have dtype {fixed[0]}")
         elif cls in (STAT, TOTAL, COLSTAT):
-            if t.dtype != compute_dtype(ref.dtype):
+            if t.dtype != compute_dtype(type_ref.dtype):
                 raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
-                                   f"must have dtype {_dtype_name(compute_dtype(ref.dtype))} (the "
-                                   f"compute type of '{ref_name}', {_dtype_name(ref.dtype)})")
+                                   f"must have dtype {_dtype_name(compute_dtype(type_ref.dtype))} "
+                                   f"(the compute type of '{type_name}', "
+                                   f"{_dtype_name(type_ref.dtype)})")
         elif t.dtype not in spec.torch_dtypes():
             raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but this "
                                f"op supports {', '.join(spec.dtypes)}")
-        elif t.dtype != ref.dtype:
+        elif t.dtype != type_ref.dtype:
             raise RuntimeError(f"{op}: argument '{name}' has dtype {_dtype_name(t.dtype)}, but "
-                               f"'{ref_name}' has dtype {_dtype_name(ref.dtype)}; all tensor "
+                               f"'{type_name}' has dtype {_dtype_name(type_ref.dtype)}; all tensor "
                                "arguments must have the same dtype")
         if t.device != ref.device:
             raise RuntimeError(f"{op}: argument '{name}' is on {t.device}, but '{ref_name}' is on "
@@ -494,7 +506,7 @@ def uniform(rng: torch.Tensor, stream: int, like: torch.Tensor, first_row: int =
 def fake_forward(spec: OpInfo, tensors: Sequence[torch.Tensor]):
     named = [(a.name, a.shape, t, a.dtype) for a, t in zip(spec.inputs, tensors)]
     full_shape, _ = check_arguments(spec, spec.qualname, named)
-    return _outputs(spec, tensors[spec.full_input()], full_shape)
+    return _outputs(spec, tensors[spec.dtype_input()], full_shape)
 
 
 def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence[torch.Tensor],
@@ -507,7 +519,7 @@ def fake_backward(spec: OpInfo, tensors: Sequence[torch.Tensor], saved: Sequence
     named += [(f"_grad_{o.name}", o.shape, g) for o, g in zip(spec.differentiable_outputs(), grads)]
     check_arguments(spec, spec.qualname + "_backward", named)
     # Gradients in the dtype of the call (an integer input's, never asked for, too).
-    ref = tensors[spec.full_input()]
+    ref = tensors[spec.dtype_input()]
     out = tuple(ref.new_empty(t.shape) if m else ref.new_empty(0)
                 for t, m in zip(tensors, output_mask))
     return out[0] if len(out) == 1 else out

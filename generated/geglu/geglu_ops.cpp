@@ -61,23 +61,23 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "fusegen",
-                           "geglu",
-                           "geglu(Tensor gate, Tensor up) -> Tensor",
-                           "geglu_backward",
-                           "geglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] "
-                           "output_mask) -> (Tensor, Tensor)",
-                           glue::plan<Forward>("fusegen::geglu", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
-                           glue::plan<Backward>("fusegen::geglu_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
-                                                /*rngTensor=*/-1),
-                           {"fusegen::geglu_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
-                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "fusegen",
+    "geglu",
+    "geglu(Tensor gate, Tensor up) -> Tensor",
+    "geglu_backward",
+    "geglu_backward(Tensor _grad_y, Tensor gate, Tensor up, bool[2] output_mask) -> (Tensor, "
+    "Tensor)",
+    glue::plan<Forward>("fusegen::geglu", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda, kDimNames),
+    glue::plan<Backward>("fusegen::geglu_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
+    {"fusegen::geglu_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 

@@ -61,23 +61,23 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "fusegen",
-                           "jsd",
-                           "jsd(Tensor log_q, Tensor log_p, *, float beta=0.5) -> Tensor",
-                           "jsd_backward",
-                           "jsd_backward(Tensor _grad_loss, Tensor log_q, Tensor log_p, float "
-                           "beta, bool[2] output_mask) -> (Tensor, Tensor)",
-                           glue::plan<Forward>("fusegen::jsd", kForwardTensors, /*full=*/0, kDtypes,
-                                               &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
-                           glue::plan<Backward>("fusegen::jsd_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
-                                                /*rngTensor=*/-1),
-                           {"fusegen::jsd_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
-                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "fusegen",
+    "jsd",
+    "jsd(Tensor log_q, Tensor log_p, *, float beta=0.5) -> Tensor",
+    "jsd_backward",
+    "jsd_backward(Tensor _grad_loss, Tensor log_q, Tensor log_p, float beta, bool[2] output_mask) "
+    "-> (Tensor, Tensor)",
+    glue::plan<Forward>("fusegen::jsd", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda, kDimNames),
+    glue::plan<Backward>("fusegen::jsd_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
+    {"fusegen::jsd_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 

@@ -61,23 +61,23 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "fusegen",
-                           "kl_div",
-                           "kl_div(Tensor input, Tensor target, *, bool log_target=True) -> Tensor",
-                           "kl_div_backward",
-                           "kl_div_backward(Tensor _grad_loss, Tensor input, Tensor target, bool "
-                           "log_target, bool[2] output_mask) -> (Tensor, Tensor)",
-                           glue::plan<Forward>("fusegen::kl_div", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
-                           glue::plan<Backward>("fusegen::kl_div_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
-                                                /*rngTensor=*/-1),
-                           {"fusegen::kl_div_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
-                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "fusegen",
+    "kl_div",
+    "kl_div(Tensor input, Tensor target, *, bool log_target=True) -> Tensor",
+    "kl_div_backward",
+    "kl_div_backward(Tensor _grad_loss, Tensor input, Tensor target, bool log_target, bool[2] "
+    "output_mask) -> (Tensor, Tensor)",
+    glue::plan<Forward>("fusegen::kl_div", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda, kDimNames),
+    glue::plan<Backward>("fusegen::kl_div_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
+    {"fusegen::kl_div_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 

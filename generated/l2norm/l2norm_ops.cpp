@@ -67,12 +67,12 @@ constexpr glue::OpInfo kOp{
     "l2norm_backward",
     "l2norm_backward(Tensor _grad_y, Tensor x, Tensor _saved_stat0, Tensor _saved_stat1, float "
     "eps, bool[1] output_mask) -> Tensor",
-    glue::plan<Forward>("fusegen::l2norm", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::l2norm", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::l2norm_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::l2norm_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::l2norm_backward", /*inputs=*/1, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

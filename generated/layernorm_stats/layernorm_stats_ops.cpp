@@ -78,12 +78,12 @@ constexpr glue::OpInfo kOp{
     "layernorm_stats_backward",
     "layernorm_stats_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor bias, Tensor "
     "_saved_m, Tensor _saved_r, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::layernorm_stats", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+    glue::plan<Forward>("fusegen::layernorm_stats", kForwardTensors, /*full=*/0, /*dtype=*/0,
+                        kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::layernorm_stats_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::layernorm_stats_backward", kBackwardTensors, /*full=*/0,
+                         /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::layernorm_stats_backward", /*inputs=*/3, /*attrs=*/1, /*outputs=*/3,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

@@ -65,12 +65,12 @@ constexpr glue::OpInfo kOp{
     "leaky_relu_backward",
     "leaky_relu_backward(Tensor _grad_y, Tensor x, float negative_slope, bool[1] output_mask) -> "
     "Tensor",
-    glue::plan<Forward>("fusegen::leaky_relu", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::leaky_relu", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::leaky_relu_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::leaky_relu_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::leaky_relu_backward", /*inputs=*/1, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

@@ -59,23 +59,23 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "fusegen",
-                           "logsumexp",
-                           "logsumexp(Tensor x) -> (Tensor, Tensor, Tensor)",
-                           "logsumexp_backward",
-                           "logsumexp_backward(Tensor _grad_lse, Tensor x, Tensor _saved_s, Tensor "
-                           "_saved_stat1, bool[1] output_mask) -> Tensor",
-                           glue::plan<Forward>("fusegen::logsumexp", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
-                           glue::plan<Backward>("fusegen::logsumexp_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
-                                                /*rngTensor=*/-1),
-                           {"fusegen::logsumexp_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
-                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "fusegen",
+    "logsumexp",
+    "logsumexp(Tensor x) -> (Tensor, Tensor, Tensor)",
+    "logsumexp_backward",
+    "logsumexp_backward(Tensor _grad_lse, Tensor x, Tensor _saved_s, Tensor _saved_stat1, bool[1] "
+    "output_mask) -> Tensor",
+    glue::plan<Forward>("fusegen::logsumexp", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda, kDimNames),
+    glue::plan<Backward>("fusegen::logsumexp_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
+    {"fusegen::logsumexp_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 

@@ -72,12 +72,12 @@ constexpr glue::OpInfo kOp{
     "masked_softmax_backward",
     "masked_softmax_backward(Tensor _grad_y, Tensor x, Tensor mask, Tensor _saved_m, Tensor "
     "_saved_stat1, Tensor _saved_stat2, bool[2] output_mask) -> (Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::masked_softmax", kForwardTensors, /*full=*/0, kDtypes,
-                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+    glue::plan<Forward>("fusegen::masked_softmax", kForwardTensors, /*full=*/0, /*dtype=*/0,
+                        kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::masked_softmax_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::masked_softmax_backward", kBackwardTensors, /*full=*/0,
+                         /*dtype=*/0, kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::masked_softmax_backward", /*inputs=*/2, /*attrs=*/0, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

@@ -57,22 +57,22 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "fusegen",
-                           "mish",
-                           "mish(Tensor x) -> Tensor",
-                           "mish_backward",
-                           "mish_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor",
-                           glue::plan<Forward>("fusegen::mish", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
-                           glue::plan<Backward>("fusegen::mish_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
-                                                /*rngTensor=*/-1),
-                           {"fusegen::mish_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
-                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "fusegen",
+    "mish",
+    "mish(Tensor x) -> Tensor",
+    "mish_backward",
+    "mish_backward(Tensor _grad_y, Tensor x, bool[1] output_mask) -> Tensor",
+    glue::plan<Forward>("fusegen::mish", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda, kDimNames),
+    glue::plan<Backward>("fusegen::mish_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
+    {"fusegen::mish_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 

@@ -78,12 +78,12 @@ constexpr glue::OpInfo kOp{
     "polynorm_backward(Tensor _grad_y, Tensor x, Tensor w0, Tensor w1, Tensor w2, Tensor b, Tensor "
     "_saved_stat0, Tensor _saved_stat1, Tensor _saved_stat2, float eps, bool[5] output_mask) -> "
     "(Tensor, Tensor, Tensor, Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::polynorm", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::polynorm", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::polynorm_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::polynorm_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::polynorm_backward", /*inputs=*/5, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

@@ -70,12 +70,12 @@ constexpr glue::OpInfo kOp{
     "rmsnorm_backward",
     "rmsnorm_backward(Tensor _grad_y, Tensor x, Tensor weight, Tensor _saved_rstd, float eps, "
     "bool[2] output_mask) -> (Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::rmsnorm", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::rmsnorm", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::rmsnorm_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::rmsnorm_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::rmsnorm_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

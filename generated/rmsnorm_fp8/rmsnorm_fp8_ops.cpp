@@ -69,12 +69,12 @@ constexpr glue::OpInfo kOp{
     "rmsnorm_fp8_backward",
     "rmsnorm_fp8_backward(Tensor x, Tensor weight, float eps, bool[2] output_mask) -> (Tensor, "
     "Tensor)",
-    glue::plan<Forward>("fusegen::rmsnorm_fp8", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::rmsnorm_fp8", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::rmsnorm_fp8_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::rmsnorm_fp8_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::rmsnorm_fp8_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

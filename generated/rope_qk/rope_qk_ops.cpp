@@ -78,23 +78,23 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "fusegen",
-                           "rope_qk",
-                           "rope_qk(Tensor qk, Tensor cos, Tensor sin) -> Tensor",
-                           "rope_qk_backward",
-                           "rope_qk_backward(Tensor _grad_y, Tensor qk, Tensor cos, Tensor sin, "
-                           "bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
-                           glue::plan<Forward>("fusegen::rope_qk", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
-                           glue::plan<Backward>("fusegen::rope_qk_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
-                                                /*rngTensor=*/-1),
-                           {"fusegen::rope_qk_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/1,
-                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "fusegen",
+    "rope_qk",
+    "rope_qk(Tensor qk, Tensor cos, Tensor sin) -> Tensor",
+    "rope_qk_backward",
+    "rope_qk_backward(Tensor _grad_y, Tensor qk, Tensor cos, Tensor sin, bool[3] output_mask) -> "
+    "(Tensor, Tensor, Tensor)",
+    glue::plan<Forward>("fusegen::rope_qk", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda, kDimNames),
+    glue::plan<Backward>("fusegen::rope_qk_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
+    {"fusegen::rope_qk_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 

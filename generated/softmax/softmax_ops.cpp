@@ -59,23 +59,23 @@ constexpr fg::DType kDtypes[] = {
     fg::DType::Float64,
 };
 
-constexpr glue::OpInfo kOp{__FILE__,
-                           "fusegen",
-                           "softmax",
-                           "softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
-                           "softmax_backward",
-                           "softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor "
-                           "_saved_stat1, bool[1] output_mask) -> Tensor",
-                           glue::plan<Forward>("fusegen::softmax", kForwardTensors, /*full=*/0,
-                                               kDtypes, &glue::cpuEntry<Forward::Args, &forwardCpu>,
-                                               kForwardCudaWorkspace, kForwardCuda, kDimNames),
-                           glue::plan<Backward>("fusegen::softmax_backward", kBackwardTensors,
-                                                /*full=*/0, kDtypes,
-                                                &glue::cpuEntry<Backward::Args, &backwardCpu>,
-                                                kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
-                                                /*rngTensor=*/-1),
-                           {"fusegen::softmax_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
-                            /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
+constexpr glue::OpInfo kOp{
+    __FILE__,
+    "fusegen",
+    "softmax",
+    "softmax(Tensor x) -> (Tensor, Tensor, Tensor)",
+    "softmax_backward",
+    "softmax_backward(Tensor _grad_y, Tensor x, Tensor _saved_m, Tensor _saved_stat1, bool[1] "
+    "output_mask) -> Tensor",
+    glue::plan<Forward>("fusegen::softmax", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
+                        &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
+                        kForwardCuda, kDimNames),
+    glue::plan<Backward>("fusegen::softmax_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
+                         /*rngTensor=*/-1),
+    {"fusegen::softmax_backward", /*inputs=*/1, /*attrs=*/0, /*outputs=*/1,
+     /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};
 
 const glue::Registrar kRegistrar(kOp, glue::kStableKernels<kOp>);
 

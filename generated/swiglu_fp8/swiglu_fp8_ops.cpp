@@ -74,12 +74,12 @@ constexpr glue::OpInfo kOp{
     "swiglu_fp8_backward",
     "swiglu_fp8_backward(Tensor gate, Tensor up, Tensor scale, Tensor _saved_total0, bool[3] "
     "output_mask) -> (Tensor, Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::swiglu_fp8", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::swiglu_fp8", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::swiglu_fp8_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::swiglu_fp8_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::swiglu_fp8_backward", /*inputs=*/3, /*attrs=*/0, /*outputs=*/2,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

@@ -72,12 +72,12 @@ constexpr glue::OpInfo kOp{
     "token_shift_backward",
     "token_shift_backward(Tensor _grad_y, Tensor x, Tensor mu, int shift, bool[2] output_mask) -> "
     "(Tensor, Tensor)",
-    glue::plan<Forward>("fusegen::token_shift", kForwardTensors, /*full=*/0, kDtypes,
+    glue::plan<Forward>("fusegen::token_shift", kForwardTensors, /*full=*/0, /*dtype=*/0, kDtypes,
                         &glue::cpuEntry<Forward::Args, &forwardCpu>, kForwardCudaWorkspace,
                         kForwardCuda, kDimNames),
-    glue::plan<Backward>("fusegen::token_shift_backward", kBackwardTensors, /*full=*/0, kDtypes,
-                         &glue::cpuEntry<Backward::Args, &backwardCpu>, kBackwardCudaWorkspace,
-                         kBackwardCuda, kDimNames,
+    glue::plan<Backward>("fusegen::token_shift_backward", kBackwardTensors, /*full=*/0, /*dtype=*/0,
+                         kDtypes, &glue::cpuEntry<Backward::Args, &backwardCpu>,
+                         kBackwardCudaWorkspace, kBackwardCuda, kDimNames,
                          /*rngTensor=*/-1),
     {"fusegen::token_shift_backward", /*inputs=*/2, /*attrs=*/1, /*outputs=*/1,
      /*generator=*/false, kSaveInputs, kPassthrough, kDifferentiable}};

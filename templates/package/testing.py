@@ -1234,15 +1234,17 @@ class OpChecks:
                 with pytest.raises(RuntimeError, match=rf"{name}: argument '{a.name}' has dtype "
                                                        "int32, but this op supports"):
                     self.call(self.op, bad)
-            # A mismatch with the input that defines D is reported on the other argument.
+            # A mismatch with the input that defines D (or the dtype) is reported on the other
+            # argument.
             culprit = a.name if i != self.spec.full_input() else r"\w+"
+            type_culprit = a.name if i != self.spec.dtype_input() else r"\w+"
             if sum(b.dtype is None for b in self.spec.inputs) > 1 and a.dtype is None:
                 # Another of the op's dtypes; an op of one dtype refuses any other as such.
                 other = [d for d in (torch.float64, torch.float32, torch.bfloat16, torch.float16)
                          if d in self.spec.torch_dtypes() and d != self.f32]
                 bad[i] = good[i].to(other[0] if other else
                                     torch.float32 if self.f32 == torch.float64 else torch.float64)
-                with pytest.raises(RuntimeError, match=rf"argument '{culprit}' has dtype \w+, but "
+                with pytest.raises(RuntimeError, match=rf"argument '{type_culprit}' has dtype \w+, but "
                                    + (".* must have the same dtype" if other else "this op supports")):
                     self.call(self.op, bad)
             if chunks_of(a.shape) > 1:  # an odd packed last dim, or one more chunk's worth
@@ -1309,7 +1311,7 @@ class OpChecks:
     def bf16_against_fp32(self, x, where):
         """Outputs and gradients of bf16 inputs x against the reference run in fp32 (an op
         without bfloat16: x in self.bf16, the reference in float32 or, for wider x, float64)."""
-        dtype = x[self.spec.full_input()].dtype
+        dtype = x[self.spec.dtype_input()].dtype
         ref = torch.float32 if dtype in (torch.bfloat16, torch.float16) else torch.float64
         got = self.call(self.op, x)
         want = self.call(self.reference, [_cast(t, lambda t: t.to(ref)) for t in x])

@@ -57,7 +57,8 @@ struct PlanInfo {
   const char* evenD; // what it moves that needs an even D (P::kEvenD; "": nothing)
   const TensorInfo* tensors;
   int nTensors;
-  int full;                    // the first full input: it defines D and the output shape
+  int full;                    // the full input that defines D and the output shape
+  int dtype;                   // the float input whose dtype is the call's (often `full`)
   int namedDims;               // the op's named leading dims: the last of the full input's
   const char* const* dimNames; // ... their names, outermost first
   // Per program output: its shape (allocated by the glue, those not needed empty), element type
@@ -241,7 +242,7 @@ template <class P> constexpr int ownResults() {
 }
 
 template <class P, size_t NT, size_t ND>
-constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full,
+constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full, int dtype,
                         const DType (&dtypes)[ND], CpuEntry cpu, CudaWorkspaceEntry cudaWorkspace,
                         CudaEntry cuda, const char* const* dimNames, int rngTensor = -1) {
   return {op,
@@ -251,6 +252,7 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
           tensors,
           static_cast<int>(NT),
           full,
+          dtype,
           P::kNamedDims,
           dimNames,
           kOutKinds<P>.data(),
@@ -276,11 +278,11 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
 
 // The same, after the programs `before` (run first, in order).
 template <class P, size_t NT, size_t ND, size_t NB>
-constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full,
+constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int full, int dtype,
                         const DType (&dtypes)[ND], CpuEntry cpu, CudaWorkspaceEntry cudaWorkspace,
                         CudaEntry cuda, const char* const* dimNames, int rngTensor,
                         const PlanInfo (&before)[NB]) {
-  PlanInfo p = plan<P>(op, tensors, full, dtypes, cpu, cudaWorkspace, cuda, dimNames, rngTensor);
+  PlanInfo p = plan<P>(op, tensors, full, dtype, dtypes, cpu, cudaWorkspace, cuda, dimNames, rngTensor);
   p.before = before;
   p.nBefore = static_cast<int>(NB);
   return p;

@@ -287,14 +287,17 @@ typename B::Tensor sumToKept(const typename B::Tensor& t, const Prepared<B>& p, 
   return B::sumTo(t, view, sumDims, dtype, keptShape(p, keep, withD));
 }
 
-// `full` is the index of the first full input: it defines D and the output shape.
+// `full` is the index of the full input that defines D and the output shape; `dtypeArg` that
+// of the float input whose dtype is the call's (the same one unless `full` holds integers).
 template <class B>
-Prepared<B> prepare(const char* op, const std::vector<TensorArg<B>>& args, int full,
+Prepared<B> prepare(const char* op, const std::vector<TensorArg<B>>& args, int full, int dtypeArg,
                     const std::vector<TType>& dtypes, int namedDims, const char* const* dimNames) {
   const auto& ref = args[full].tensor;
   const char* refName = args[full].name;
+  const auto& typeRef = args[dtypeArg].tensor;
+  const char* typeRefName = args[dtypeArg].name;
   Prepared<B> p;
-  p.dtype = B::type(ref);
+  p.dtype = B::type(typeRef);
   p.device = B::device(ref);
   bool hasCol = false;
   for (const TensorArg<B>& a : args)
@@ -307,14 +310,14 @@ Prepared<B> prepare(const char* op, const std::vector<TensorArg<B>>& args, int f
     if (a.elem == Elem::Compute) { // a whole-tensor value saved by the forward
       FG_CHECK(type == computeType(p.dtype), op, ": argument '", a.name, "' has dtype ",
                dtypeName<B>(a.tensor), ", but must have dtype ", typeName(computeType(p.dtype)),
-               " (the compute type of '", refName, "', ", dtypeName<B>(ref), ")");
+               " (the compute type of '", typeRefName, "', ", dtypeName<B>(typeRef), ")");
     } else if (a.elem != Elem::Dtype) { // an integer or bool input: its own dtype, as the spec says
       FG_CHECK(type == elemType(a.elem), op, ": argument '", a.name, "' has dtype ",
                dtypeName<B>(a.tensor), ", but must have dtype ", typeName(elemType(a.elem)));
     } else if (a.bcast == Bcast::Stat) { // a statistic saved by the forward, in the compute type
       FG_CHECK(type == computeType(p.dtype), op, ": argument '", a.name, "' has dtype ",
                dtypeName<B>(a.tensor), ", but must have dtype ", typeName(computeType(p.dtype)),
-               " (the compute type of '", refName, "', ", dtypeName<B>(ref), ")");
+               " (the compute type of '", typeRefName, "', ", dtypeName<B>(typeRef), ")");
     } else {
       bool supported = false;
       for (TType t : dtypes)
@@ -327,7 +330,7 @@ Prepared<B> prepare(const char* op, const std::vector<TensorArg<B>>& args, int f
                  ", but this op supports ", list);
       }
       FG_CHECK(type == p.dtype, op, ": argument '", a.name, "' has dtype ", dtypeName<B>(a.tensor),
-               ", but '", refName, "' has dtype ", dtypeName<B>(ref),
+               ", but '", typeRefName, "' has dtype ", dtypeName<B>(typeRef),
                "; all tensor arguments must have the same dtype");
     }
     FG_CHECK(B::device(a.tensor) == p.device, op, ": argument '", a.name, "' is on ",
@@ -442,7 +445,8 @@ runPlan(B& backend, const PlanInfo& plan, const std::vector<TensorArg<B>>& args,
   std::vector<TType> dtypes;
   for (int k = 0; k < plan.nDtypes; ++k)
     dtypes.push_back(toTType(plan.dtypes[k]));
-  Prepared<B> p = prepare<B>(plan.op, args, plan.full, dtypes, plan.namedDims, plan.dimNames);
+  Prepared<B> p =
+      prepare<B>(plan.op, args, plan.full, plan.dtype, dtypes, plan.namedDims, plan.dimNames);
   // The number of rows, where a formula reads it: in the attr slot after the spec's.
   std::vector<double> attrs(spanAttrs.begin(), spanAttrs.end());
   if (plan.rowsAttr) attrs.push_back(static_cast<double>(p.rows));

@@ -301,7 +301,7 @@ private:
   // values are all numbers but a condition or a random draw is a tensor (where(c, 0.1, 0.3),
   // dropout(1, p)), the result is a tensor of torch's default dtype, float32, which would round
   // 0.1 in a float64 reference: the values become 0-dim tensors of the op's dtype and device
-  // (like_'s: its first float [..., D] input).
+  // (like_'s: its float input of the op's dtype, KernelPlan::dtypeInput).
   void pythonScalarOperands(const ir::Node& n, std::vector<std::string>& operands) {
     const prims::Primitive& p = *n.prim();
     const bool torchFunction = p.torch.find("torch.") != std::string::npos;

@@ -283,6 +283,7 @@ std::string secondOrderBody(const OpModel& op) {
   const size_t nIn = fn.inputs.size();
   size_t nOut = 0; // the differentiable outputs, whose gradients the backward takes
   const std::string full = fn.inputs[op.plan.fullInput].name;
+  const std::string typed = fn.inputs[op.plan.dtypeInput].name; // (of the op's dtype)
   std::vector<std::string> saved;
   for (const ir::FunctionOutput& o : fn.outputs)
     if (o.differentiable()) {
@@ -292,7 +293,7 @@ std::string secondOrderBody(const OpModel& op) {
   for (const ir::FunctionInput& in : fn.inputs)
     saved.push_back(in.name);
   std::string out =
-      "    _dtype = ctx.saved_tensors[" + std::to_string(nOut + op.plan.fullInput) + "].dtype\n";
+      "    _dtype = ctx.saved_tensors[" + std::to_string(nOut + op.plan.dtypeInput) + "].dtype\n";
   out += "    " + join(saved, ", ") + (saved.size() == 1 ? "," : "") +
          " = _support.compute_type(ctx.saved_tensors)\n";
   for (size_t a = 0; a < fn.attrs.size(); ++a)
@@ -308,7 +309,7 @@ std::string secondOrderBody(const OpModel& op) {
   for (size_t k = 0; k < nIn; ++k)
     if (g2.cotangents[k])
       out += "    " + g2.cotangents[k]->name() + " = _support.cotangent(_gg[" + std::to_string(k) +
-             "], ctx.mask[" + std::to_string(k) + "], \"" + pythonClass(op, k) + "\", " + full +
+             "], ctx.mask[" + std::to_string(k) + "], \"" + pythonClass(op, k) + "\", " + typed +
              pythonDimsArg(op, k) + ")\n";
   std::vector<ir::Expr> roots;
   std::vector<Assignment> assignments;
@@ -341,7 +342,7 @@ std::string secondOrderBody(const OpModel& op) {
     results.push_back("None");
   if (op.plan.randomStreams) results.push_back("None"); // (_saved_rng)
   out += pythonLeaves(op, roots, full, "ctx.rng");
-  out += printPython(assignments, 4, full);
+  out += printPython(assignments, 4, typed);
   out += "    _full = list(" + full + ".shape)\n";
   if (fn.inputs[op.plan.fullInput].chunks > 1) // (the op's shape: D, not the packed last dim)
     out += "    _full[-1] //= " + std::to_string(fn.inputs[op.plan.fullInput].chunks) + "\n";
@@ -702,7 +703,7 @@ std::string referenceBody(const OpModel& op) {
     out +=
         "    _rng = _support.draw_rng(SPEC, " + full + ", generator) if _rng is None else _rng\n";
   out += pythonLeaves(op, roots, full, "_rng", "", "", op.plan.randomStreams ? "_row0" : "");
-  out += printPython(reference, 4, full);
+  out += printPython(reference, 4, fn.inputs[op.plan.dtypeInput].name);
   // An output of its own type is stored as the kernels store it (FP8: saturated).
   for (const ir::FunctionOutput& o : fn.outputs)
     if (!o.differentiable())
@@ -849,6 +850,7 @@ std::vector<GeneratedFile> emitOp(const OpModel& op, const Templates& templates)
   }
   d.set("dtypes", stringItems(api::dtypeTable(api.dtypes)));
   d.set("full_input", std::to_string(fwd.full));
+  d.set("dtype_input", std::to_string(fwd.dtype));
   d.set("full_input_name", fn.inputs[op.plan.fullInput].name);
   d.set("n_inputs", std::to_string(inputs.size()));
   d.set("n_attrs", std::to_string(attrs.size()));

@@ -679,16 +679,33 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
                                  Diagnostics& diags) {
   KernelPlan plan;
   int errorsBefore = diags.errorCount();
-  // The first float [..., D] input: its shape is the outputs', its dtype the op's.
-  for (size_t i = 0; i < fn.inputs.size(); ++i)
-    if (fn.inputs[i].shape == ir::ShapeClass::Full && fn.inputs[i].type == spec::InputType::Dtype &&
-        plan.fullInput < 0)
-      plan.fullInput = static_cast<int>(i);
+  // The input whose shape the outputs take: the first float [..., D] one, else the first
+  // [..., D] one (int8 values with a per-row float scale). The input whose dtype is the op's:
+  // that one where it is float, else the first float input of any shape.
+  auto first = [&](auto&& wanted) {
+    for (size_t i = 0; i < fn.inputs.size(); ++i)
+      if (wanted(fn.inputs[i])) return static_cast<int>(i);
+    return -1;
+  };
+  const auto isFloat = [](const ir::FunctionInput& in) {
+    return in.type == spec::InputType::Dtype;
+  };
+  const auto isFull = [](const ir::FunctionInput& in) {
+    return in.shape == ir::ShapeClass::Full;
+  };
+  plan.fullInput = first([&](const ir::FunctionInput& in) { return isFull(in) && isFloat(in); });
+  if (plan.fullInput < 0) plan.fullInput = first(isFull);
+  plan.dtypeInput = plan.fullInput >= 0 && isFloat(fn.inputs[plan.fullInput]) ? plan.fullInput
+                                                                               : first(isFloat);
   if (plan.fullInput < 0)
     diags.error(spec.inputs.front().loc,
                 "op '" + spec.name +
-                    "' needs at least one float input of shape [..., D]: it defines the "
-                    "shape and the dtype of the outputs");
+                    "' needs at least one input of shape [..., D]: it defines the shape of the "
+                    "outputs");
+  else if (plan.dtypeInput < 0)
+    diags.error(spec.inputs.front().loc,
+                "op '" + spec.name +
+                    "' needs at least one float input: its dtype (the call's) is the outputs'");
   const std::vector<int> uses = scalarUses(fn);
   if (diags.errorCount() != errorsBefore) return std::nullopt;
 

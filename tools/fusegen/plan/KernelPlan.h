@@ -209,7 +209,11 @@ inline std::string rngArgName() {
 }
 
 struct KernelPlan {
-  int fullInput = -1; // the first [..., D] input: defines D and the output shape
+  // The input that defines D and the output shape: the first float [..., D] input, else the
+  // first [..., D] one. The input whose dtype is the op's: the first float input, that one
+  // where it is float.
+  int fullInput = -1;
+  int dtypeInput = -1;
   int namedDims = 0;  // the op's named leading dims (spec::OpSpec::dims)
   // Random streams the op draws (1 + the largest stream read): the forward takes a seed and
   // offset from torch's generator and returns them; the backward reads them back.

@@ -106,6 +106,7 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
   if (random) f.results.push_back(rng);
   f.program = &plan.forward;
   f.full = plan.fullInput;
+  f.dtype = plan.dtypeInput;
 
   Signature& b = op.backward;
   b.name = fn.name + "_backward";
@@ -123,6 +124,7 @@ OpInterface opInterface(const ir::Function& fn, const KernelPlan& plan,
   b.results = inputGrads;
   b.program = &plan.backward;
   b.full = plan.fullInput;
+  b.dtype = plan.dtypeInput;
   return op;
 }
 

@@ -70,6 +70,7 @@ struct Signature {
   std::vector<Arg> results; // in schema order
   const Program* program;   // what computes it: its inputs are tensor params, by name
   int full;                 // the program input that defines D and the outputs' shape
+  int dtype;                // the program input whose dtype is the call's (a float one)
 };
 
 struct OpInterface {
