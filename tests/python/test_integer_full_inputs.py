@@ -1,12 +1,12 @@
 """Ops whose only [..., D] input holds integers or bools, their dtype given by a float input of
 another shape: int8 activations with a per-token scale (`q: {shape: [..., D], dtype: int8}`,
 `scale: [...]`), with a per-tensor one (`s: []`, the flat plan), a bool mask filled with a
-per-row value. fusegen refused them ("needs at least one float input of shape [..., D]"), and
-where a float [..., D] input came after the integer one, the generated reference converted the
-integers to float32 and the second derivatives' cotangents to the integer input's dtype. The
-outputs take the shape of the integer input and the dtype of the float one; the generated checks
-run on the CPU here, and the kernels compile for CUDA where the toolkit is (test_cuda_compiles.py
-runs them on the GPU's test machine)."""
+per-row value. fusegen refused them ("needs at least one float input of shape [..., D]"). The
+outputs take the shape of the integer input and the dtype of the float one. Lifting the refusal
+first left the generated Python taking the op's dtype from the integer input in two places: the
+reference converted the integers to float32 (float64 checks failed at float32's rounding) and the
+second derivatives cast their cotangents to int8 or bool (all zero or one). The generated checks
+run on the CPU here; test_cuda_compiles.py compiles such an op's kernels where nvcc is."""
 import importlib
 
 import pytest
