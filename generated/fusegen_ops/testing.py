@@ -1757,10 +1757,10 @@ class OpChecks:
                 got = torch.vmap(fn, in_dims=tuple(dims), out_dims=out_dims, **random)(*args)
             self.reseed()
             want = self._loop(fn, dims, args, out_dims)
-            for k, (g, w) in enumerate(zip(got, want)):
-                torch.testing.assert_close(
-                    g, w, msg=lambda m: f"{what}, in_dims={dims}, out_dims={out_dims}, result "
-                                        f"{k}: {m}")
+            for k, (g, w) in enumerate(zip(got, want)):  # (a NaN the loop gives: a row
+                torch.testing.assert_close(                # masked whole, as in the reference)
+                    g, w, equal_nan=True,
+                    msg=lambda m: f"{what}, in_dims={dims}, out_dims={out_dims}, result {k}: {m}")
 
     def vmap_forward(self, device, dtype):
         """torch.vmap over the op (every input class batched, at dim 0 and at its last dim)
@@ -1834,7 +1834,8 @@ class OpChecks:
                     got = outer_grads(dims, args, True)
                 for a, g, w in zip(self.spec.inputs, got, outer_grads(dims, args, False)):
                     torch.testing.assert_close(
-                        g, w, msg=lambda m: f"autograd through vmap, in_dims={dims}, {a.name}: {m}")
+                        g, w, equal_nan=True,
+                        msg=lambda m: f"autograd through vmap, in_dims={dims}, {a.name}: {m}")
             for mask in masks:
                 self._compare_vmap(backward(mask), dims, args,
                                    f"vmap({self.spec.name}_backward), mask {mask}")

@@ -39,6 +39,9 @@ right: each matched PyTorch written by hand in float64):
   check held the op's derivatives to torch's of that formula (0 through the rounding), which
   the spec says are not the op's. The first derivatives were compared with reference() alone;
   the second ones are now too.
+- A softmax masked by per-sequence lengths, `where(j >= lengths, -inf, x)`: a length of 0
+  masks a row whole, whose softmax is NaN in the op and in torch alike, and torch.vmap's
+  checks (op against a loop of the op) failed on NaN == NaN. They compare NaNs as equal.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -174,6 +177,18 @@ outputs:
 reference:
   y: "torch.clamp(torch.round(x / s), -128, 127) * s"
 """,
+    "length_masked_softmax": """
+op: length_masked_softmax
+inputs:
+  x: [..., B, H, S, D]
+  lengths: {shape: [B], dtype: int64}
+let:
+  z: where(j >= lengths, -inf, x)
+  m: detach(max(z))
+  e: exp(z - m)
+outputs:
+  y: e / sum(e)
+""",
 }
 
 
@@ -291,3 +306,13 @@ def test_a_surrogate_gradient_is_not_held_to_torchs_derivatives_of_the_formula(p
     c = checks(package, "fake_quant")
     c.forward_matches_independent("cpu", torch.float32)
     c.second_derivatives_match_reference("cpu", "all")
+
+
+def test_vmap_agrees_with_the_loop_on_a_row_masked_whole(package):
+    c = checks(package, "length_masked_softmax")
+    x, lengths = c.inputs((2, 3), 5, torch.float64, "cpu")
+    lengths = torch.arange(lengths.numel()) % 2  # rows masked whole: NaN in op and loop
+    fn = lambda *t: (c.op(*t),)  # noqa: E731
+    for dims, args in c._vmap_cases([x, lengths]):
+        c._compare_vmap(fn, dims, args, "vmap(length_masked_softmax)")
+    assert c.op(x, lengths).isnan().any()  # (the case it is about)
