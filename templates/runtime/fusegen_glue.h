@@ -282,7 +282,8 @@ constexpr PlanInfo plan(const char* op, const TensorInfo (&tensors)[NT], int ful
                         const DType (&dtypes)[ND], CpuEntry cpu, CudaWorkspaceEntry cudaWorkspace,
                         CudaEntry cuda, const char* const* dimNames, int rngTensor,
                         const PlanInfo (&before)[NB]) {
-  PlanInfo p = plan<P>(op, tensors, full, dtype, dtypes, cpu, cudaWorkspace, cuda, dimNames, rngTensor);
+  PlanInfo p =
+      plan<P>(op, tensors, full, dtype, dtypes, cpu, cudaWorkspace, cuda, dimNames, rngTensor);
   p.before = before;
   p.nBefore = static_cast<int>(NB);
   return p;

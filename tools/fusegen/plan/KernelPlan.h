@@ -209,12 +209,12 @@ inline std::string rngArgName() {
 }
 
 struct KernelPlan {
-  // The input that defines D and the output shape: the first float [..., D] input, else the
-  // first [..., D] one. The input whose dtype is the op's: the first float input, that one
-  // where it is float.
+  // fullInput defines D and the output shape: the first float [..., D] input, else the first
+  // [..., D] one. dtypeInput's dtype is the call's: fullInput where it is float, else the
+  // first float input of any shape.
   int fullInput = -1;
   int dtypeInput = -1;
-  int namedDims = 0;  // the op's named leading dims (spec::OpSpec::dims)
+  int namedDims = 0; // the op's named leading dims (spec::OpSpec::dims)
   // Random streams the op draws (1 + the largest stream read): the forward takes a seed and
   // offset from torch's generator and returns them; the backward reads them back.
   int randomStreams = 0;
