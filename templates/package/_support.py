@@ -102,8 +102,9 @@ class Arg:
     # type (float32, float8_e4m3fn, float8_e5m2: no gradient flows through it); None: the op's
     # dtype.
     dtype: str = None
-    # A float input's declared values (the spec's `range: [lo, hi]`), which the tests and
-    # benchmarks draw it from; None: N(0, 1).
+    # An input's declared values (the spec's `range: [lo, hi]`), which the tests and
+    # benchmarks draw it from (an integer input's from lo to hi, both included); None: N(0, 1)
+    # for a float input, by its type for an integer one (random_typed).
     range: Tuple[float, float] = None
 
     @property
@@ -194,13 +195,17 @@ _DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat
 def random_typed(a: Arg, shape: Sequence[int], D: int, device="cpu", generator=None
                  ) -> torch.Tensor:
     """Random values of an integer or bool input (the tests' and benchmarks' inputs): integers
-    in [0, D) (class indices, positions along the last dim) within the type's range, int8 ones
-    of either sign (quantized values: [-min(D, 128), min(D, 128))), bools fair coin flips."""
+    in its declared range (lo to hi, both included), else in [0, D) (class indices, positions
+    along the last dim) within the type's range, int8 ones of either sign (quantized values:
+    [-min(D, 128), min(D, 128))); bools fair coin flips."""
     if a.dtype == "bool":
         return (torch.rand(shape, generator=generator) < 0.5).to(device)
     dtype = getattr(torch, a.dtype)
-    high = min(max(D, 1), torch.iinfo(dtype).max + 1)
-    low = -high if dtype == torch.int8 else 0
+    if a.range is not None:
+        low, high = int(a.range[0]), int(a.range[1]) + 1
+    else:
+        high = min(max(D, 1), torch.iinfo(dtype).max + 1)
+        low = -high if dtype == torch.int8 else 0
     return torch.randint(low, high, list(shape), generator=generator, dtype=dtype).to(device)
 
 

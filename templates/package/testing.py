@@ -227,15 +227,15 @@ class Rounding:
         a = self._b(a)
         return self._round(a.v.erf(), _times(1.1283791670955126 * (-a.v * a.v).exp(), a.e), 4)
 
-    def sqrt(self, a):
+    def sqrt(self, a):  # |sqrt(a) - sqrt(b)| <= sqrt(|a - b|): at 0 (or -0.0), sqrt(e)
         a = self._b(a)
         v = a.v.sqrt()
-        return self._round(v, _times(0.5 / v, a.e), 1)
+        return self._round(v, torch.minimum(_times(0.5 / v.abs(), a.e), a.e.sqrt()), 1)
 
     def rsqrt(self, a):
         a = self._b(a)
         v = a.v.rsqrt()
-        return self._round(v, _times(0.5 * v / a.v.abs(), a.e), 4)
+        return self._round(v, _times((0.5 * v / a.v).abs(), a.e), 4)
 
     def pow(self, a, p):
         a, p = self._b(a), float(_value(p))
@@ -571,14 +571,15 @@ class OpChecks:
     def typed_input(self, a, shape, D, generator=None):
         """An integer or bool input (random_typed), integers with one in 4 replaced by the
         value of one of the op's int attrs (a sentinel such as ignore_index) that the input's
-        type holds."""
+        type holds and its declared range, if any, includes."""
         t = random_typed(a, shape, D, generator=generator)
         if a.dtype == "bool":
             return t
         info = torch.iinfo(t.dtype)
+        lo, hi = a.range if a.range is not None else (info.min, info.max)
         sentinels = [int(v) for n, v in self.attrs().items()
                      if any(x.name == n and x.type == "int" for x in self.spec.attrs)
-                     and info.min <= int(v) <= info.max]
+                     and lo <= int(v) <= hi]
         if sentinels and t.numel():
             pick = torch.randint(0, 4 * len(sentinels), list(shape), generator=generator)
             for k, v in enumerate(sentinels):
@@ -678,10 +679,12 @@ class OpChecks:
                 shape = [(b - a) // unit] + named + [full[-1]] if named else [b - a, full[-1]]
                 r = Rounding(dtype, shape, x[0].device, partial=True, compensated=compensated,
                              columns=columns, rows=rows)
+                # (per-row arguments and gradients are cut; [D], [] and mapped ones are whole)
                 cut = [_rows(t, a, b, c, named) if c == ROW or full_like(c) else t
                        for t, c in zip(xs, ins)]
-                g = None if gs is None else [_rows(t, a, b, o.shape, named)
-                                             for t, o in zip(gs, self.spec.outputs)]
+                g = None if gs is None else [
+                    _rows(t, a, b, o.shape, named) if o.shape == ROW or full_like(o.shape)
+                    else t for t, o in zip(gs, self.spec.outputs)]
                 if rng:
                     rng["_row0"] = self.row_base + a
                 parts.append(self.error_bounds(r, g, *cut, **self.attrs(), **rng))
@@ -743,9 +746,9 @@ class OpChecks:
                                       f"the reference has {want[~finite & ~same][:4].tolist()}"
         err = (got - want).abs()
         bad = finite & ~(err <= tol)  # (a NaN error or bound fails)
-        if bad.any():
-            ratio = torch.where(bad, err / tol, 0.0)
-            i = int(ratio.reshape(-1).nan_to_num(float("inf")).argmax())
+        if bad.any():  # the worst: the largest error over its bound (a bound <= 0 or NaN first)
+            ratio = torch.where(tol > 0, err / tol, float("inf")).nan_to_num(float("inf"))
+            i = int(torch.where(bad, ratio, -1.0).reshape(-1).argmax())
             at = [int(k) for k in torch.unravel_index(torch.tensor(i), got.shape)]
             g, w, t = (z.reshape(-1)[i].item() for z in (got, want, tol.expand_as(got)))
             raise AssertionError(

@@ -42,6 +42,16 @@ right: each matched PyTorch written by hand in float64):
 - A softmax masked by per-sequence lengths, `where(j >= lengths, -inf, x)`: a length of 0
   masks a row whole, whose softmax is NaN in the op and in torch alike, and torch.vmap's
   checks (op against a loop of the op) failed on NaN == NaN. They compare NaNs as equal.
+- A weighted mean over the rows per column (`colsum(w * x) / colsum(w)`, a [D] output) at
+  the GPU's sizes: the bounds, computed in chunks of rows there, cut the [D] output's gradient
+  as if it were per row (a shape error on the H100).
+- Gaussian noise by Box-Muller, `sqrt(-2 * log(1 - rand()))`: where rand() is 0 the sqrt is
+  of -0.0 and its bound 0.5 / -0.0 * e was -inf; the report of the failure then named an
+  element within its bound. sqrt's bound at 0 is sqrt(e), and the report ranks a bound <= 0
+  first.
+- A softmax masked by per-sequence lengths drew lengths of 0 (integers are drawn in [0, D)),
+  rows masked whole, and its float64 gradchecks failed on NaN; an integer input may declare
+  its values too (`lengths: {shape: [B], dtype: int64, range: [1, 2048]}`).
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -189,6 +199,41 @@ let:
 outputs:
   y: e / sum(e)
 """,
+    "weighted_colmean": """
+op: weighted_colmean
+inputs:
+  x: [..., D]
+  w: {shape: [...], range: [0.1, 1.0]}
+let:
+  pm: colsum(w * x) / colsum(w + 0 * x)
+outputs:
+  pooled: pm
+  centered: x - pm
+reference:
+  pooled: "(w[..., None] * x).reshape(-1, x.shape[-1]).sum(0) / w.sum()"
+  centered: "x - (w[..., None] * x).reshape(-1, x.shape[-1]).sum(0) / w.sum()"
+""",
+    "ranged_length_softmax": """
+op: ranged_length_softmax
+inputs:
+  x: [..., B, H, S, D]
+  lengths: {shape: [B], dtype: int64, range: [1, 6]}
+attrs:
+  whole: {type: int, default: -1}
+let:
+  z: where(lengths == whole, x, where(j >= lengths, -inf, x))
+  m: detach(max(z))
+  e: exp(z - m)
+outputs:
+  y: e / sum(e)
+""",
+    "box_muller_radius": """
+op: box_muller_radius
+inputs:
+  x: {shape: [..., D], range: [0.0, 0.9]}
+outputs:
+  r: sqrt(-2 * log(1 - x))
+""",
 }
 
 
@@ -316,3 +361,48 @@ def test_vmap_agrees_with_the_loop_on_a_row_masked_whole(package):
     for dims, args in c._vmap_cases([x, lengths]):
         c._compare_vmap(fn, dims, args, "vmap(length_masked_softmax)")
     assert c.op(x, lengths).isnan().any()  # (the case it is about)
+
+
+def test_an_integer_input_is_drawn_from_its_declared_range(package):
+    # Lengths of 0 (drawn in [0, D) by their type) masked rows whole: NaN softmaxes, and the
+    # float64 gradchecks failed on the GPU. `range: [1, 6]`: both ends drawn, nothing outside,
+    # the int attr's value (-1, outside) never put in as a sentinel.
+    c = checks(package, "ranged_length_softmax")
+    drawn = torch.cat([c.inputs((2, 3), 8, torch.float64, "cpu")[1] for _ in range(40)])
+    assert drawn.dtype == torch.int64 and set(drawn.tolist()) == set(range(1, 7))
+    c.forward_matches_reference("cpu", torch.float32)
+    c.gradcheck("cpu")
+    c.gradgradcheck("cpu")
+
+
+def test_bounds_in_chunks_of_rows_take_a_column_outputs_gradient_whole(package):
+    # The GPU's row_lengths sizes (700 x 16384) bound in chunks of rows; the [D] output's
+    # gradient was cut as if per row ("size 512 must match 16384"). Small chunks here.
+    c = checks(package, "weighted_colmean")
+    c.BOUND_CHUNK = 8 * 48
+    try:
+        c.bf16_against_fp32(c.inputs((37,), 48, c.bf16, "cpu"), "in chunks of 8 rows")
+        c.backward_matches_reference("cpu", torch.float32)
+    finally:
+        del c.BOUND_CHUNK
+
+
+def test_the_bound_of_a_sqrt_at_minus_zero_is_not_negative(package):
+    # sqrt(-2 log(1 - x)) at x = 0 is sqrt(-0.0) = -0.0: the bound 0.5 / v * e was -inf, and
+    # the report named element [0, 0] (its ratio 0 / -inf = -0 the largest). One in 2^24 of a
+    # Box-Muller's uniform draws is 0 (1 of 19.7 M elements failed on the H100).
+    c = checks(package, "box_muller_radius")
+    x, = c.inputs((5,), 16, torch.float32, "cpu")
+    x[:, ::3] = 0.0
+    tols, _ = c.tolerances([x], torch.float32)
+    assert (tols[0] >= 0).all() and torch.isfinite(tols[0]).all()
+    c.close(c.call(c.op, [x])[0], c.reference64([x])[0], tols[0], "box_muller_radius.r")
+
+
+def test_the_report_names_an_element_over_a_bound_that_is_not_positive(package):
+    testing = importlib.import_module(f"{package}.testing")
+    got = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    want = torch.tensor([0.5, 1.0, 2.0 + 1e-3], dtype=torch.float64)
+    with pytest.raises(AssertionError, match=r"2 of 3 elements .* worst at \[1\]"):
+        testing.OpChecks.close(got, want, torch.tensor([1.0, -1.0, 1e-6], dtype=torch.float64),
+                               "a negative bound")

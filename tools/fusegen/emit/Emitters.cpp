@@ -750,7 +750,7 @@ void linearPlan(const plan::Signature& fwd, const std::vector<const plan::Arg*>&
 }
 
 // Mustache items {name, shape} of tensor arguments: inputs spelled by inputClass (with the
-// spec), outputs by their class ([..., n*D] for cat's); with the spec, a float input's range.
+// spec), outputs by their class ([..., n*D] for cat's); with the spec, an input's range.
 Data tensorItems(const std::vector<const plan::Arg*>& args, const spec::OpSpec* spec = nullptr) {
   std::vector<Data> items;
   for (const plan::Arg* a : args) {
@@ -758,14 +758,17 @@ Data tensorItems(const std::vector<const plan::Arg*>& args, const spec::OpSpec* 
     x.set("name", a->name);
     std::string shape = a->chunks > 1 ? "[..., " + std::to_string(a->chunks) + "*D]"
                                       : spec::shapeClassSpelling(a->shape);
-    std::string range; // a float input's declared values, as a Python pair
+    std::string range; // an input's declared values, as a Python pair (ints for an int input)
     if (spec)
       for (const spec::Input& in : spec->inputs)
         if (in.name == a->name) {
           shape = inputClass(*spec, in);
+          auto number = [&](double v) {
+            return in.type == spec::InputType::Dtype ? formatDouble(v)
+                                                     : std::to_string(static_cast<long long>(v));
+          };
           if (in.range)
-            range =
-                "(" + formatDouble(in.range->first) + ", " + formatDouble(in.range->second) + ")";
+            range = "(" + number(in.range->first) + ", " + number(in.range->second) + ")";
         }
     x.set("shape", shape);
     x.set("ranged", !range.empty());

@@ -383,9 +383,51 @@ std::string spelledTypes(const Type (&types)[N], const char* (*name)(Type)) {
   return s;
 }
 
+// The values an integer input type holds that a range may name: its own limits, within
+// +-2^53 (exact in the double a range is read as).
+std::pair<double, double> integerLimits(InputType t) {
+  switch (t) {
+  case InputType::Int32:
+    return {-2147483648.0, 2147483647.0};
+  case InputType::Int8:
+    return {-128.0, 127.0};
+  case InputType::UInt8:
+    return {0.0, 255.0};
+  default:
+    return {-9007199254740992.0, 9007199254740992.0};
+  }
+}
+
+// A range on an input of type `type` (declared or not): a float input's any finite lo < hi; an
+// integer input's, integers its type holds (drawn with both ends included); a bool input's,
+// none. False after an error at the range's key or value.
+bool checkRange(Reader& r, const Input& in, std::optional<InputType> type,
+                const YAML::Node& rangeKey, const YAML::Node& rangeValue) {
+  if (!type || !in.range) return true;
+  if (*type == InputType::Bool) {
+    r.error(rangeKey, "input '" + in.name +
+                          "' is of type bool: a range is for a number input (the tests draw "
+                          "bools as fair coin flips)");
+    return false;
+  }
+  const auto [lo, hi] = *in.range;
+  const auto [min, max] = integerLimits(*type);
+  if (lo != std::floor(lo) || hi != std::floor(hi) || lo < min || hi > max) {
+    r.error(rangeValue, rangeKey,
+            "the range of " + std::string(inputTypeName(*type)) + " input '" + in.name +
+                "' must be two integers its type holds, in [" +
+                std::to_string(static_cast<long long>(min)) + ", " +
+                std::to_string(static_cast<long long>(max)) +
+                "] (the tests draw it from lo to hi, both included)");
+    return false;
+  }
+  return true;
+}
+
 // An input's mapping form, {shape: [...], dtype: int64} or {shape: [...], range: [0, 1]}: the
-// shape as in the short form, and the element type of an integer or bool input, or the values
-// a float input (of the op's dtype) takes, which the generated tests draw from.
+// shape as in the short form, and the element type of an integer or bool input, and the values
+// it takes (a float input's, of the op's dtype, or an integer input's), which the generated
+// tests draw from.
 std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::Node& key) {
   const std::string name = key.Scalar();
   Input in;
@@ -393,7 +435,7 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
   in.loc = r.loc(key);
   bool shape = false;
   std::optional<InputType> type;
-  YAML::Node rangeKey; // (reset to the range's key: a Node's = would assign to it)
+  YAML::Node rangeKey, rangeValue; // (reset to the range's: a Node's = would assign to it)
   bool bad = false;
   for (auto& [field, fv] : r.entries(n, "input '" + name + "'")) {
     const std::string f = field.Scalar();
@@ -425,6 +467,7 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
       } else {
         in.range = std::make_pair(lo, hi);
         rangeKey.reset(field);
+        rangeValue.reset(fv);
       }
     } else {
       r.error(field,
@@ -440,12 +483,7 @@ std::optional<Input> readTypedInput(Reader& r, const YAML::Node& n, const YAML::
                                    ") or, for a float input, a 'range'"));
     return std::nullopt;
   }
-  if (type && in.range) {
-    r.error(rangeKey, "input '" + name + "' is of type " + inputTypeName(*type) +
-                          ": a range is for a float input, of the op's dtype (the tests "
-                          "draw integer and bool inputs by their type)");
-    return std::nullopt;
-  }
+  if (!checkRange(r, in, type, rangeKey, rangeValue)) return std::nullopt;
   if (!type) return in; // a float input with a range
   if (in.chunks > 1) {
     r.error(key, "packed input '" + name +

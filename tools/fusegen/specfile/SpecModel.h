@@ -68,9 +68,10 @@ struct Input {
   // A packed last dim, [..., n*D] (`gu: [..., 2*D]`, one projection of a gate and an up
   // value): n chunks of D, read in formulas as chunk(gu, c); 1: a plain last dim D.
   int chunks = 1;
-  // A float input's values where the formulas mean them (`range: [lo, hi]`: a probability in
-  // [0, 1], a variance above 0): the generated tests and benchmark draw it uniformly inside,
-  // not from N(0, 1). The op computes its formulas wherever a call's values fall.
+  // An input's values where the formulas mean them (`range: [lo, hi]`: a probability in
+  // [0, 1], a variance above 0, a length of at least 1): the generated tests and benchmark
+  // draw it uniformly inside (an integer input's from lo to hi, both included), not from
+  // N(0, 1) or [0, D). The op computes its formulas wherever a call's values fall.
   std::optional<std::pair<double, double>> range;
 };
 
