@@ -127,7 +127,8 @@ def error_bounds(_r, _grads, x: Tensor, residual: Tensor, weight: Tensor, *, eps
 def independent(x: Tensor, residual: Tensor, weight: Tensor, *, eps: float = 1e-06):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return (F.rms_norm(x + residual, (x.shape[-1],), weight, eps), x + residual)
 
 

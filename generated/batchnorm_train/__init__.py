@@ -159,7 +159,8 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, bias: Tensor, *, eps: fl
 def independent(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return (F.batch_norm(x.reshape(-1, x.shape[-1]), None, None, weight, bias, True, 0.0, eps).reshape(x.shape), None, None)
 
 

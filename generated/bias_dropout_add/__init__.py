@@ -105,7 +105,8 @@ def error_bounds(_r, _grads, x: Tensor, bias: Tensor, residual: Tensor, *, p: fl
 def independent(x: Tensor, bias: Tensor, residual: Tensor, *, p: float = 0.1, generator: Optional[torch.Generator] = None, _rng: Optional[Tensor] = None):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     _rng = _support.draw_rng(SPEC, x, generator) if _rng is None else _rng
     rand = functools.partial(_support.uniform, _rng, like=x)  # noqa: F841  (rand(k): stream k)
     return residual + torch.where(rand(0) < p, 0.0, (x + bias) / (1 - p))

@@ -133,7 +133,8 @@ def error_bounds(_r, _grads, x: Tensor, *, scale: float = 1.0):
 def independent(x: Tensor, *, scale: float = 1.0):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return torch.softmax((x * scale).masked_fill(torch.ones(x.shape[-2], x.shape[-1], dtype=torch.bool, device=x.device).triu(1), float('-inf')), -1)
 
 

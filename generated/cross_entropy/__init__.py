@@ -215,7 +215,8 @@ def error_bounds(_r, _grads, logits: Tensor, target: Tensor, *, ignore_index: in
 def independent(logits: Tensor, target: Tensor, *, ignore_index: int = -100, label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: float = 0.0):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=ignore_index, label_smoothing=label_smoothing, reduction="none").reshape(target.shape) if softcap == 0 and z_loss == 0 else None
 
 

@@ -143,7 +143,8 @@ def error_bounds(_r, _grads, x0: Tensor, residual: Tensor, weight: Tensor, *, p:
 def independent(x0: Tensor, residual: Tensor, weight: Tensor, *, p: float = 0.1, eps: float = 1e-06, generator: Optional[torch.Generator] = None, _rng: Optional[Tensor] = None):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     _rng = _support.draw_rng(SPEC, x0, generator) if _rng is None else _rng
     rand = functools.partial(_support.uniform, _rng, like=x0)  # noqa: F841  (rand(k): stream k)
     return (F.rms_norm(torch.where(rand(0) < p, 0.0, x0 / (1 - p)) + residual, (x0.shape[-1],), weight, eps), torch.where(rand(0) < p, 0.0, x0 / (1 - p)) + residual)

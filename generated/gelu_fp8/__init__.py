@@ -83,7 +83,8 @@ def error_bounds(_r, _grads, x: Tensor, scale: Tensor):
 def independent(x: Tensor, scale: Tensor):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
 
     return None
 

@@ -139,7 +139,8 @@ def error_bounds(_r, _grads, log_q: Tensor, log_p: Tensor, *, beta: float = 0.5)
 def independent(log_q: Tensor, log_p: Tensor, *, beta: float = 0.5):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return beta * F.kl_div(torch.log(beta * log_p.exp() + (1 - beta) * log_q.exp()), log_p, reduction='none', log_target=True).sum(-1) + (1 - beta) * F.kl_div(torch.log(beta * log_p.exp() + (1 - beta) * log_q.exp()), log_q, reduction='none', log_target=True).sum(-1)
 
 

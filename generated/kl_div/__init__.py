@@ -133,7 +133,8 @@ def error_bounds(_r, _grads, input: Tensor, target: Tensor, *, log_target: bool 
 def independent(input: Tensor, target: Tensor, *, log_target: bool = True):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return F.kl_div(input, target, reduction="none", log_target=bool(log_target)).sum(-1) if log_target else None
 
 

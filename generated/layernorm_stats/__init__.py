@@ -150,7 +150,8 @@ def error_bounds(_r, _grads, x: Tensor, weight: Tensor, bias: Tensor, *, eps: fl
 def independent(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return (F.layer_norm(x, (x.shape[-1],), weight, bias, eps), None, None)
 
 

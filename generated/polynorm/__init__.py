@@ -192,7 +192,8 @@ def error_bounds(_r, _grads, x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: T
 def independent(x: Tensor, w0: Tensor, w1: Tensor, w2: Tensor, b: Tensor, *, eps: float = 1e-06):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return w0 * F.rms_norm(x ** 3, (x.shape[-1],), eps=eps) + w1 * F.rms_norm(x ** 2, (x.shape[-1],), eps=eps) + w2 * F.rms_norm(x, (x.shape[-1],), eps=eps) + b
 
 

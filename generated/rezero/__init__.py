@@ -90,7 +90,8 @@ def error_bounds(_r, _grads, x: Tensor, h: Tensor, alpha: Tensor):
 def independent(x: Tensor, h: Tensor, alpha: Tensor):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return torch.addcmul(x, alpha.expand_as(h), h)
 
 

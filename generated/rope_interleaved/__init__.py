@@ -122,7 +122,8 @@ def error_bounds(_r, _grads, x: Tensor, cos: Tensor, sin: Tensor):
 def independent(x: Tensor, cos: Tensor, sin: Tensor):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return x * cos[:, None, :] + torch.stack([-x[..., 1::2], x[..., ::2]], -1).flatten(-2) * sin[:, None, :]
 
 

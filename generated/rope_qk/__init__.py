@@ -169,7 +169,8 @@ def error_bounds(_r, _grads, qk: Tensor, cos: Tensor, sin: Tensor):
 def independent(qk: Tensor, cos: Tensor, sin: Tensor):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return torch.cat([t * cos[:, None, :] + torch.cat([-t[..., t.shape[-1] // 2:], t[..., :t.shape[-1] // 2]], -1) * sin[:, None, :] for t in qk.chunk(2, -1)], -1)
 
 

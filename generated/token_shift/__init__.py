@@ -126,7 +126,8 @@ def error_bounds(_r, _grads, x: Tensor, mu: Tensor, *, shift: int = 1):
 def independent(x: Tensor, mu: Tensor, *, shift: int = 1):
     """The spec's `reference:` formulas: PyTorch written by hand (built-ins such as
     F.rms_norm), not derived from the spec; None where the spec gives none."""
-    import torch.nn.functional as F  # noqa: F401  (used by the formulas)
+    import math  # noqa: F401  (used by the formulas)
+    import torch.nn.functional as F  # noqa: F401
     return x + mu[:, None] * (torch.where((torch.arange(x.shape[-1], device=x.device) - shift >= 0) & (torch.arange(x.shape[-1], device=x.device) - shift < x.shape[-1]), torch.roll(x, shift, -1), 0) - x)
 
 

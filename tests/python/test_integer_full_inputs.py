@@ -6,7 +6,10 @@ outputs take the shape of the integer input and the dtype of the float one. Lift
 first left the generated Python taking the op's dtype from the integer input in two places: the
 reference converted the integers to float32 (float64 checks failed at float32's rounding) and the
 second derivatives cast their cotangents to int8 or bool (all zero or one). The generated checks
-run on the CPU here; test_cuda_compiles.py compiles such an op's kernels where nvcc is."""
+run on the CPU here; test_cuda_compiles.py compiles such an op's kernels where nvcc is.
+Then int8 keys of a KV cache rotated by tables of their positions (`kq: [..., S, H, D]` int8,
+`cos: [S, D]`): the kernels took the shape of the outputs from cos, which has all of the
+integer input's columns but not its leading dims, and refused every call."""
 import importlib
 
 import pytest
@@ -37,6 +40,20 @@ outputs:
   y: silu(q * s)
 reference:
   y: "F.silu(q.to(s.dtype) * s)"
+""",
+    "int8_kv_rope": """
+op: int8_kv_rope
+inputs:
+  kq: {shape: [..., S, H, D], dtype: int8}
+  scale: {shape: [..., S, H], range: [0.01, 0.1]}
+  cos: [S, D]
+  sin: [S, D]
+let:
+  k: kq * scale
+outputs:
+  y: k * cos + rotate_pairs(k) * sin
+reference:
+  y: "(lambda k: k * cos[:, None, :] + torch.stack([-k[..., 1::2], k[..., ::2]], -1).flatten(-2) * sin[:, None, :])(kq.to(scale.dtype) * scale[..., None])"
 """,
     "mask_fill": """
 op: mask_fill

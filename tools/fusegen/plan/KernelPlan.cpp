@@ -680,8 +680,9 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   KernelPlan plan;
   int errorsBefore = diags.errorCount();
   // The input whose shape the outputs take: the first float [..., D] one, else the first
-  // [..., D] one (int8 values with a per-row float scale). The input whose dtype is the op's:
-  // that one where it is float, else the first float input of any shape.
+  // [..., D] one (int8 values with a per-row float scale); one that omits a leading dim
+  // (`cos: [S, D]`, mapped) only where no input has them all. The input whose dtype is the
+  // op's: that one where it is float, else the first float input of any shape.
   auto first = [&](auto&& wanted) {
     for (size_t i = 0; i < fn.inputs.size(); ++i)
       if (wanted(fn.inputs[i])) return static_cast<int>(i);
@@ -690,13 +691,18 @@ std::optional<KernelPlan> planOp(const spec::OpSpec& spec, const ir::Function& f
   const auto isFloat = [](const ir::FunctionInput& in) {
     return in.type == spec::InputType::Dtype;
   };
-  const auto isFull = [](const ir::FunctionInput& in) {
-    return in.shape == ir::ShapeClass::Full;
+  const auto isFull = [](const ir::FunctionInput& in) { return in.shape == ir::ShapeClass::Full; };
+  // (preference: whole and float, whole, mapped and float, mapped; the first of the best)
+  auto preference = [&](size_t i) {
+    const bool mapped = spec::isMapped(spec, spec.inputs[i]);
+    return (mapped ? 2 : 0) + (isFloat(fn.inputs[i]) ? 0 : 1);
   };
-  plan.fullInput = first([&](const ir::FunctionInput& in) { return isFull(in) && isFloat(in); });
-  if (plan.fullInput < 0) plan.fullInput = first(isFull);
-  plan.dtypeInput = plan.fullInput >= 0 && isFloat(fn.inputs[plan.fullInput]) ? plan.fullInput
-                                                                               : first(isFloat);
+  for (size_t i = 0; i < fn.inputs.size(); ++i)
+    if (isFull(fn.inputs[i]) &&
+        (plan.fullInput < 0 || preference(i) < preference(static_cast<size_t>(plan.fullInput))))
+      plan.fullInput = static_cast<int>(i);
+  plan.dtypeInput =
+      plan.fullInput >= 0 && isFloat(fn.inputs[plan.fullInput]) ? plan.fullInput : first(isFloat);
   if (plan.fullInput < 0)
     diags.error(spec.inputs.front().loc,
                 "op '" + spec.name +

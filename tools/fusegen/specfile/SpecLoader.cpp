@@ -689,7 +689,9 @@ void readReferences(Reader& r, const YAML::Node& n, const YAML::Node& section, O
   }
 }
 
-void checkNames(Reader& r, OpSpec& spec) {
+// `outputKeys`: every key of 'outputs', an output whose entry failed to read too (its
+// reference is then not reported as one for no output).
+void checkNames(Reader& r, OpSpec& spec, const std::set<std::string>& outputKeys) {
   std::map<std::string, SourceLoc> defined;
   auto define = [&](const std::string& name, const SourceLoc& loc, const char* what) {
     if (name.size() > kMaxNameLength) {
@@ -718,13 +720,9 @@ void checkNames(Reader& r, OpSpec& spec) {
     define(b.name, b.loc, "let");
   for (const Binding& b : spec.outputs)
     define(b.name, b.loc, "output");
-  for (const Reference& ref : spec.references) {
-    bool known = false;
-    for (const Binding& b : spec.outputs)
-      known |= b.name == ref.output;
-    if (!known)
+  for (const Reference& ref : spec.references)
+    if (!outputKeys.count(ref.output))
       r.diags().error(ref.loc, "reference given for '" + ref.output + "', which is not an output");
-  }
 }
 
 } // namespace
@@ -780,6 +778,7 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
   OpSpec spec;
   spec.path = path;
   bool haveOp = false, haveInputs = false, haveOutputs = false, haveDtypes = false;
+  std::set<std::string> outputKeys; // (every key of 'outputs', read or not: checkNames)
   for (auto& [key, value] : r.entries(root, "the spec")) {
     const std::string k = key.Scalar();
     if (k == "op") {
@@ -810,6 +809,9 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
     } else if (k == "outputs") {
       haveOutputs = true;
       readBindings(r, value, key, "outputs", spec.outputs);
+      if (value.IsMap())
+        for (const auto& entry : value)
+          if (entry.first.IsScalar()) outputKeys.insert(entry.first.Scalar());
     } else if (k == "dtypes") {
       haveDtypes = true;
       readDtypes(r, value, key, spec);
@@ -842,7 +844,7 @@ std::optional<OpSpec> loadSpecFromString(const std::string& path, const std::str
   else if (spec.outputs.empty() && diags.errorCount() == errorsBefore)
     diags.error(top, "'outputs' must define at least one output");
   if (!haveDtypes) spec.dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};
-  checkNames(r, spec);
+  checkNames(r, spec, outputKeys);
   if (diags.errorCount() != errorsBefore) return std::nullopt;
   return spec;
 }
