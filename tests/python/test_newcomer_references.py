@@ -52,6 +52,16 @@ right: each matched PyTorch written by hand in float64):
 - A softmax masked by per-sequence lengths drew lengths of 0 (integers are drawn in [0, D)),
   rows masked whole, and its float64 gradchecks failed on NaN; an integer input may declare
   its values too (`lengths: {shape: [B], dtype: int64, range: [1, 2048]}`).
+- A partial `reference:` (formulas for some outputs): the second-derivative check passed the
+  missing outputs' None to torch.autograd.grad and raised.
+- An unbiased variance over one row (`/ (rows - 1)`) is NaN in torch and in the op, gradients
+  too; the gradient check refused any non-finite gradient before comparing it with the
+  reference's, which it equals.
+- A ReLU of a normalized value (`relu(x - mean(x))`, BatchNorm + ReLU): in rows of mean 1000
+  and spread 0.01 the centred value is off by ~1e-4 in float32, and the kernel's ReLU took the
+  other branch than the float64 reference's for a few elements near 0, which the error model
+  (each select held to its taken branch's bound) did not allow. An order comparison within
+  its operands' bounds may now flip: the select there is held to both branches.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -226,6 +236,54 @@ let:
   e: exp(z - m)
 outputs:
   y: e / sum(e)
+""",
+    "partial_reference": """
+op: partial_reference
+inputs:
+  x: [..., D]
+outputs:
+  s: sum(x)
+  q: sum(x * x)
+reference:
+  s: "x.sum(-1)"
+""",
+    "unbiased_std_hinge": """
+op: unbiased_std_hinge
+inputs:
+  z: [..., D]
+attrs:
+  gamma: {type: float, default: 1.0}
+  eps: {type: float, default: 1.0e-4}
+let:
+  m: colmean(z)
+  var: colsum((z - m) * (z - m)) / (rows - 1)
+outputs:
+  hinge: relu(gamma - sqrt(var + eps))
+reference:
+  hinge: "F.relu(gamma - torch.sqrt(z.reshape(-1, z.shape[-1]).var(0) + eps))"
+""",
+    "centered_relu": """
+op: centered_relu
+inputs:
+  x: [..., D]
+  w: [D]
+outputs:
+  y: relu(x - mean(x)) * w
+""",
+    "batchnorm_relu": """
+op: batchnorm_relu
+inputs:
+  x: [..., D]
+  weight: [D]
+  bias: [D]
+let:
+  m: colmean(x)
+  xc: x - m
+  yn: xc * rsqrt(colmean(xc * xc) + 1.0e-5) * weight + bias
+outputs:
+  y: max(yn, 0)
+reference:
+  y: "F.relu(F.batch_norm(x.reshape(-1, x.shape[-1]), None, None, weight, bias, True, 0.0, 1e-5).reshape(x.shape))"
 """,
     "box_muller_radius": """
 op: box_muller_radius
@@ -406,3 +464,35 @@ def test_the_report_names_an_element_over_a_bound_that_is_not_positive(package):
     with pytest.raises(AssertionError, match=r"2 of 3 elements .* worst at \[1\]"):
         testing.OpChecks.close(got, want, torch.tensor([1.0, -1.0, 1e-6], dtype=torch.float64),
                                "a negative bound")
+
+
+def test_second_derivatives_against_a_reference_of_some_outputs(package):
+    # `reference:` for s only: q's None went to torch.autograd.grad ("Expected output to be a
+    # torch.Tensor"); q's output gradient is 0 in both sides of that comparison now.
+    c = checks(package, "partial_reference")
+    c.second_derivatives_match_reference("cpu", "all")
+    c.second_derivatives_match_reference("cpu", "first")
+
+
+def test_a_gradient_the_reference_has_not_finite_is_compared_not_refused(package):
+    # An unbiased variance over one row is 0 / 0 (NaN) in torch and in the op, gradients too;
+    # the gradient check refused any non-finite value before comparing with the reference's.
+    c = checks(package, "unbiased_std_hinge")
+    c.leading_dims("cpu", 1)
+    z = torch.randn(2, 6, dtype=torch.float64)  # two rows: torch's gradient is finite
+    with pytest.raises(AssertionError, match="grad of z of two rows: non-finite values"):
+        c.close_grads([torch.full_like(z, float("nan"))], [z], [torch.ones(6, dtype=torch.float64)],
+                      torch.float64, " of two rows")
+
+
+@pytest.mark.parametrize("op", ["centered_relu", "batchnorm_relu"])
+def test_a_relu_of_a_centred_value_may_flip_where_its_bound_reaches_zero(package, op):
+    # In rows of mean 1000 and spread 0.01, x - mean(x) is off by up to ~1e-4 in float32, so
+    # the kernel's relu may take the other branch near 0 than the float64 reference's (6 of
+    # 16384 elements, against a bound of 1e-45); batchnorm's gradients the same at D = 65536.
+    c = checks(package, op)
+    for dtype in (torch.float32, torch.bfloat16):
+        c.extreme_magnitudes("cpu", dtype)
+    c.bf16_against_fp32(c.inputs((3,), 65536, c.bf16, "cpu"), "at D=65536")
+    c.forward_matches_reference("cpu", torch.float32)
+    c.backward_matches_reference("cpu", torch.bfloat16)
