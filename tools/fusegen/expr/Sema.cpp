@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <unordered_map>
 
 namespace fusegen::expr {
 
@@ -256,6 +257,10 @@ void Sema::acceptArg(CallFrame& frame, ir::Expr a) {
                 ? " (one value per row: sum_all, max_all and min_all combine those over the "
                   "whole tensor, for a [] output)"
                 : " (one value per row or less)"));
+    else if (frame.ok && prim.kind == prims::PrimKind::Total && ir::usesColumnReduction(a))
+      fail("'" + prim.name +
+           "' of a value that uses a column statistic (colsum, colmean): a whole-tensor "
+           "reduction after the passes over the rows is not supported");
     else if (frame.ok && prim.kind == prims::PrimKind::Column && a->shape() != ir::ShapeClass::Full)
       fail("'" + prim.name + "' reduces over the rows, per column, but its argument has shape " +
            spec::shapeClassSpelling(a->shape()) +
@@ -353,6 +358,26 @@ bool usesWholeTensorValue(const ir::Expr& e) {
   for (const ir::Node* n : ir::topoOrder({e}))
     if (ir::isWholeTensorValue(n)) return true;
   return false;
+}
+
+// Whether e may differ between rows: it reads a per-element or per-row input, position,
+// random number or gradient other than through [D] and [] values (a reduction over the last
+// dim of [D] values, sum(colmean(x)), is the same in every row).
+bool variesPerRow(const ir::Expr& e) {
+  std::unordered_map<const ir::Node*, bool> varies;
+  for (const ir::Node* n : ir::topoOrder({e})) {
+    bool v = false;
+    if (n->shape() == ir::ShapeClass::Col || n->shape() == ir::ShapeClass::Scalar)
+      v = false;
+    else if (n->kind() == ir::NodeKind::Call)
+      for (const ir::Expr& a : n->args())
+        v = v || varies.at(a.get());
+    else
+      v = n->kind() == ir::NodeKind::Input || n->kind() == ir::NodeKind::Position ||
+          n->kind() == ir::NodeKind::Random || n->kind() == ir::NodeKind::GradOut;
+    varies[n] = v;
+  }
+  return varies.at(e.get());
 }
 
 // The rules of whole-tensor values (sum_all, max_all, min_all), which are known only once every
@@ -544,6 +569,14 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
       continue;
     }
     if (!checkWholeTensorUses(b, e, diags)) continue;
+    if (e->shape() == ir::ShapeClass::Row && !variesPerRow(e)) {
+      diags.error(b.formulaLoc,
+                  "output '" + b.name +
+                      "' is the same in every row: a reduction over the last dim of values "
+                      "without rows ([D] or []); a [] output of one is not supported (output "
+                      "the [D] value and reduce it in PyTorch)");
+      continue;
+    }
     if ((e->shape() == ir::ShapeClass::Col && !ir::usesColumnReduction(e)) ||
         (e->shape() == ir::ShapeClass::Scalar && !usesWholeTensorValue(e))) {
       diags.error(b.formulaLoc, "output '" + b.name + "' has shape " +
