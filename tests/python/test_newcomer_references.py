@@ -62,6 +62,8 @@ right: each matched PyTorch written by hand in float64):
   other branch than the float64 reference's for a few elements near 0, which the error model
   (each select held to its taken branch's bound) did not allow. An order comparison within
   its operands' bounds may now flip: the select there is held to both branches.
+- Column parity written as Python writes it, `j % 2`: `%` was an unexpected character. It
+  is an operator now, `mod(a, b)` (torch.remainder's sign: b's), a formula in primitives.yaml.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -285,6 +287,17 @@ outputs:
 reference:
   y: "F.relu(F.batch_norm(x.reshape(-1, x.shape[-1]), None, None, weight, bias, True, 0.0, 1e-5).reshape(x.shape))"
 """,
+    "column_parity": """
+op: column_parity
+inputs:
+  x: [..., S, D]
+attrs:
+  window: {type: int, default: 3}
+outputs:
+  y: where(j % 2 == 0, x, -x) + x * (pos(S) % window) + x % 0.75
+reference:
+  y: "torch.where(torch.arange(x.shape[-1]) % 2 == 0, x, -x) + x * (torch.arange(x.shape[-2])[:, None] % window) + torch.remainder(x, 0.75)"
+""",
     "box_muller_radius": """
 op: box_muller_radius
 inputs:
@@ -496,3 +509,19 @@ def test_a_relu_of_a_centred_value_may_flip_where_its_bound_reaches_zero(package
     c.bf16_against_fp32(c.inputs((3,), 65536, c.bf16, "cpu"), "at D=65536")
     c.forward_matches_reference("cpu", torch.float32)
     c.backward_matches_reference("cpu", torch.bfloat16)
+
+
+def test_a_remainder_as_python_writes_it(package):
+    # `%` was "unexpected character": column parity (interleaved layouts, sinusoidal tables)
+    # and positions modulo a window. a % b is torch.remainder's (the sign of b).
+    c = checks(package, "column_parity")
+    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+        c.forward_matches_reference("cpu", dtype)
+        c.backward_matches_reference("cpu", dtype)
+    c.forward_matches_independent("cpu", torch.float32)
+    c.gradcheck("cpu")
+    op = getattr(importlib.import_module(f"{package}.column_parity"), "column_parity")
+    x = torch.tensor([[[-1.0, 1.0, -0.25, 2.0]]], dtype=torch.float64)
+    want = torch.tensor([[[-1.0 + 0.5, -1.0 + 0.25, -0.25 + 0.5, -2.0 + 0.5]]],
+                        dtype=torch.float64)
+    torch.testing.assert_close(op(x), want, rtol=0, atol=0)

@@ -127,7 +127,7 @@ public:
         static const char* twoChar[] = {"<=", ">=", "==", "!="};
         for (const char* op : twoChar)
           if (text_.compare(i, 2, op) == 0) t.text = op;
-        if (t.text.empty() && std::string("+-*/()<>,").find(c) != std::string::npos)
+        if (t.text.empty() && std::string("+-*/%()<>,").find(c) != std::string::npos)
           t.text = std::string(1, c);
         if (t.text.empty()) {
           // What a user of torch or C++ may type, and how a formula says it instead.
@@ -224,10 +224,13 @@ private:
 
   AstPtr term() {
     AstPtr lhs = unary();
-    while (isPunct("*") || isPunct("/")) {
+    while (isPunct("*") || isPunct("/") || isPunct("%")) {
       Token t = next();
       AstPtr rhs = unary();
-      lhs = Ast::makeCall(t.text == "*" ? "mul" : "div", {lhs, rhs}, at(t), t.text);
+      lhs = Ast::makeCall(t.text == "*"   ? "mul"
+                          : t.text == "/" ? "div"
+                                          : "mod",
+                          {lhs, rhs}, at(t), t.text);
     }
     return lhs;
   }
