@@ -610,13 +610,25 @@ class OpChecks:
 
     def other_attrs(self) -> Dict[str, object]:
         """Attrs away from their defaults, so options that are off by default run too: float
-        attrs 0.25 more (softcap 0.25, label_smoothing 0.25), bools flipped, ints kept (they
-        are often sentinels such as ignore_index)."""
+        attrs 0.25 more (softcap 0.25, label_smoothing 0.25), bools flipped, ints 1 more (a
+        window, a chunk, an offset) but those an integer input may hold, kept: sentinels such
+        as ignore_index, which typed_input puts in."""
         out = {}
         for a in self.spec.attrs:
             v = self.attrs()[a.name]
-            out[a.name] = (not v) if a.type == "bool" else v + 0.25 if a.type == "float" else v
+            out[a.name] = (not v) if a.type == "bool" else v + 0.25 if a.type == "float" else \
+                v if self._sentinel(int(v)) else v + 1
         return out
+
+    def _sentinel(self, v: int) -> bool:
+        """Whether an integer input of the op may hold v (its declared range, else its type's)."""
+        for a in self.spec.inputs:
+            if a.dtype is not None and a.dtype != "bool":
+                info = torch.iinfo(getattr(torch, a.dtype))
+                lo, hi = a.range if a.range is not None else (info.min, info.max)
+                if lo <= v <= hi:
+                    return True
+        return False
 
     RNG_SEED = 20261124  # random ops: every call draws after torch.manual_seed(RNG_SEED)
 

@@ -64,6 +64,9 @@ right: each matched PyTorch written by hand in float64):
   its operands' bounds may now flip: the select there is held to both branches.
 - Column parity written as Python writes it, `j % 2`: `%` was an unexpected character. It
   is an operator now, `mod(a, b)` (torch.remainder's sign: b's), a formula in primitives.yaml.
+- Int attrs ran at their defaults only (kept as possible sentinels such as ignore_index):
+  a chunked causal softmax's chunk size and query offset never ran at other values. They
+  run 1 more, unless an integer input of the op may hold the value.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -298,6 +301,25 @@ outputs:
 reference:
   y: "torch.where(torch.arange(x.shape[-1]) % 2 == 0, x, -x) + x * (torch.arange(x.shape[-2])[:, None] % window) + torch.remainder(x, 0.75)"
 """,
+    "chunked_causal_softmax": """
+op: chunked_causal_softmax
+doc: softmax(x * scale) over keys j <= s in the same attention chunk as query s = pos(S) + q_offset
+inputs:
+  x: [..., S, D]
+attrs:
+  chunk: {type: int, default: 4}
+  q_offset: {type: int, default: 0}
+  scale: {type: float, default: 1.0}
+let:
+  s: pos(S) + q_offset
+  z: where(j > s, -inf, where(floor(j / chunk) != floor(s / chunk), -inf, x * scale))
+  m: detach(max(z))
+  e: exp(z - m)
+outputs:
+  y: e / sum(e)
+reference:
+  y: "(lambda s, k: torch.softmax((x * scale).masked_fill((k > s) | (torch.div(k, chunk, rounding_mode='floor') != torch.div(s, chunk, rounding_mode='floor')), float('-inf')), -1))(torch.arange(x.shape[-2], device=x.device)[:, None] + q_offset, torch.arange(x.shape[-1], device=x.device)[None, :])"
+""",
     "box_muller_radius": """
 op: box_muller_radius
 inputs:
@@ -525,3 +547,15 @@ def test_a_remainder_as_python_writes_it(package):
     want = torch.tensor([[[-1.0 + 0.5, -1.0 + 0.25, -0.25 + 0.5, -2.0 + 0.5]]],
                         dtype=torch.float64)
     torch.testing.assert_close(op(x), want, rtol=0, atol=0)
+
+
+def test_int_attrs_that_are_not_sentinels_run_away_from_their_defaults(package):
+    # other_attrs kept every int attr at its default (ignore_index-like sentinels), so a
+    # chunk size and a query offset never ran at another value in the generated tests; an
+    # int attr an integer input may hold is still kept.
+    c = checks(package, "chunked_causal_softmax")
+    assert c.other_attrs() == {"chunk": 5, "q_offset": 1, "scale": 1.25}
+    for dtype in (torch.float64, torch.float32):
+        c.other_attrs_match_reference("cpu", dtype)
+    assert checks(package, "ranged_length_softmax").other_attrs() == {"whole": 0}  # not in [1, 6]
+    assert checks(package, "pos_scale").other_attrs()["base"] == 3.25
