@@ -673,6 +673,26 @@ def compute_type(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     return [t.float() if t.dtype in (torch.float16, torch.bfloat16) else t for t in tensors]
 
 
+# The moves and chunk views of primitives.yaml in the printed PyTorch (references, second
+# derivatives): a 0-dim value is the same in every column (a zero cotangent, a [] value), so
+# it is its own permutation and its own chunk.
+def swap_halves(t: torch.Tensor) -> torch.Tensor:
+    h = t.shape[-1] // 2 if t.dim() else 0
+    return t if t.dim() == 0 else torch.cat([t[..., h:], t[..., :h]], -1)
+
+
+def swap_pairs(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dim() == 0 else t.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+
+
+def roll(t: torch.Tensor, k) -> torch.Tensor:
+    return t if t.dim() == 0 else torch.roll(t, int(k), -1)
+
+
+def chunk(t: torch.Tensor, c, n) -> torch.Tensor:
+    return t if t.dim() == 0 else t.chunk(int(n), -1)[int(c)]
+
+
 def cotangent(g: torch.Tensor, computed: bool, cls: str, like: torch.Tensor,
               dims: Sequence[str] = ()) -> torch.Tensor:
     """The cotangent of one output of <op>_backward in like's dtype: zero where output_mask

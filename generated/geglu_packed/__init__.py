@@ -54,9 +54,9 @@ def geglu_packed(gu: Tensor) -> Tensor:
 
 def reference(gu: Tensor) -> Tensor:
     """geglu_packed in plain PyTorch, derived from the same spec."""
-    _t0 = gu.chunk(int(2.0), -1)[int(0.0)]
+    _t0 = _support.chunk(gu, 0.0, 2.0)
     _t1 = torch.nn.functional.gelu(_t0, approximate='tanh')
-    _t2 = gu.chunk(int(2.0), -1)[int(1.0)]
+    _t2 = _support.chunk(gu, 1.0, 2.0)
     _t3 = (_t1 * _t2)
     y = _t3
     return y
@@ -70,20 +70,20 @@ def error_bounds(_r, _grads, gu: Tensor):
     states the error model). Returns (outputs, input gradients), float64 tensors."""
     _D = gu.shape[-1] // 2 if gu.dim() else 1
     gu = _r.exact(gu)
-    _t0 = _r.move(lambda _m: _m.chunk(int(2.0), -1)[int(0.0)], gu)
+    _t0 = _r.move(lambda _m: _support.chunk(_m, 0.0, 2.0), gu)
     _t1 = ((0.5 * _t0) * (1.0 + _r.tanh((0.7978845608028654 * (_t0 + (((0.044715 * _t0) * _t0) * _t0))))))
-    _t2 = _r.move(lambda _m: _m.chunk(int(2.0), -1)[int(1.0)], gu)
+    _t2 = _r.move(lambda _m: _support.chunk(_m, 1.0, 2.0), gu)
     _t3 = (_t1 * _t2)
     y = _t3
     _outputs = (_r.result(y, "[..., D]"),)
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _b0 = _r.move(lambda _m: _m.chunk(int(2.0), -1)[int(0.0)], gu)
+    _b0 = _r.move(lambda _m: _support.chunk(_m, 0.0, 2.0), gu)
     _b1 = ((0.5 * _b0) * (1.0 + _r.tanh((0.7978845608028654 * (_b0 + (((0.044715 * _b0) * _b0) * _b0))))))
     _b2 = (_grad_y * _b1)
     _b3 = _r.move(lambda _m: torch.cat([_m if _k == int(1.0) else torch.zeros_like(_m) for _k in range(int(2.0))], -1), _b2)
-    _b4 = _r.move(lambda _m: _m.chunk(int(2.0), -1)[int(1.0)], gu)
+    _b4 = _r.move(lambda _m: _support.chunk(_m, 1.0, 2.0), gu)
     _b5 = (_grad_y * _b4)
     _b6 = (0.044715 * _b0)
     _b7 = (_b6 * _b0)
@@ -143,8 +143,8 @@ def _backward_backward(ctx, *_gg):
     _dtype = ctx.saved_tensors[1].dtype
     _grad_y, gu = _support.compute_type(ctx.saved_tensors)
     _gg_gu = _support.cotangent(_gg[0], ctx.mask[0], "[..., 2*D]", gu)
-    _t0 = _gg_gu.chunk(int(2.0), -1)[int(0.0)]
-    _t1 = gu.chunk(int(2.0), -1)[int(0.0)]
+    _t0 = _support.chunk(_gg_gu, 0.0, 2.0)
+    _t1 = _support.chunk(gu, 0.0, 2.0)
     _t2 = (0.044715 * _t1)
     _t3 = (_t2 * _t1)
     _t4 = (_t3 * _t1)
@@ -164,9 +164,9 @@ def _backward_backward(ctx, *_gg):
     _t18 = (_t14 * _t17)
     _t19 = (_t9 + _t18)
     _t20 = (_t0 * _t19)
-    _t21 = gu.chunk(int(2.0), -1)[int(1.0)]
+    _t21 = _support.chunk(gu, 1.0, 2.0)
     _t22 = (_t20 * _t21)
-    _t23 = _gg_gu.chunk(int(2.0), -1)[int(1.0)]
+    _t23 = _support.chunk(_gg_gu, 1.0, 2.0)
     _t24 = torch.nn.functional.gelu(_t1, approximate='tanh')
     _t25 = (_t23 * _t24)
     _t26 = (_t22 + _t25)

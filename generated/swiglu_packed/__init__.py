@@ -54,9 +54,9 @@ def swiglu_packed(gu: Tensor) -> Tensor:
 
 def reference(gu: Tensor) -> Tensor:
     """swiglu_packed in plain PyTorch, derived from the same spec."""
-    _t0 = gu.chunk(int(2.0), -1)[int(0.0)]
+    _t0 = _support.chunk(gu, 0.0, 2.0)
     _t1 = torch.nn.functional.silu(_t0)
-    _t2 = gu.chunk(int(2.0), -1)[int(1.0)]
+    _t2 = _support.chunk(gu, 1.0, 2.0)
     _t3 = (_t1 * _t2)
     y = _t3
     return y
@@ -70,20 +70,20 @@ def error_bounds(_r, _grads, gu: Tensor):
     states the error model). Returns (outputs, input gradients), float64 tensors."""
     _D = gu.shape[-1] // 2 if gu.dim() else 1
     gu = _r.exact(gu)
-    _t0 = _r.move(lambda _m: _m.chunk(int(2.0), -1)[int(0.0)], gu)
+    _t0 = _r.move(lambda _m: _support.chunk(_m, 0.0, 2.0), gu)
     _t1 = ((_t0 * _r.select((_t0 >= 0.0), 1.0, _r.exp((-_r.abs(_t0))))) / (1.0 + _r.exp((-_r.abs(_t0)))))
-    _t2 = _r.move(lambda _m: _m.chunk(int(2.0), -1)[int(1.0)], gu)
+    _t2 = _r.move(lambda _m: _support.chunk(_m, 1.0, 2.0), gu)
     _t3 = (_t1 * _t2)
     y = _t3
     _outputs = (_r.result(y, "[..., D]"),)
     if _grads is None:
         return _outputs, None
     _grad_y = _r.exact(_grads[0])
-    _b0 = _r.move(lambda _m: _m.chunk(int(2.0), -1)[int(0.0)], gu)
+    _b0 = _r.move(lambda _m: _support.chunk(_m, 0.0, 2.0), gu)
     _b1 = ((_b0 * _r.select((_b0 >= 0.0), 1.0, _r.exp((-_r.abs(_b0))))) / (1.0 + _r.exp((-_r.abs(_b0)))))
     _b2 = (_grad_y * _b1)
     _b3 = _r.move(lambda _m: torch.cat([_m if _k == int(1.0) else torch.zeros_like(_m) for _k in range(int(2.0))], -1), _b2)
-    _b4 = _r.move(lambda _m: _m.chunk(int(2.0), -1)[int(1.0)], gu)
+    _b4 = _r.move(lambda _m: _support.chunk(_m, 1.0, 2.0), gu)
     _b5 = (_grad_y * _b4)
     _b6 = (_r.select((_b0 >= 0.0), 1.0, _r.exp((-_r.abs(_b0)))) / (1.0 + _r.exp((-_r.abs(_b0)))))
     _b7 = (_b5 * _b6)
@@ -130,17 +130,17 @@ def _backward_backward(ctx, *_gg):
     _dtype = ctx.saved_tensors[1].dtype
     _grad_y, gu = _support.compute_type(ctx.saved_tensors)
     _gg_gu = _support.cotangent(_gg[0], ctx.mask[0], "[..., 2*D]", gu)
-    _t0 = _gg_gu.chunk(int(2.0), -1)[int(0.0)]
-    _t1 = gu.chunk(int(2.0), -1)[int(0.0)]
+    _t0 = _support.chunk(_gg_gu, 0.0, 2.0)
+    _t1 = _support.chunk(gu, 0.0, 2.0)
     _t2 = torch.sigmoid(_t1)
     _t3 = (1.0 - _t2)
     _t4 = (_t1 * _t3)
     _t5 = (1.0 + _t4)
     _t6 = (_t0 * _t5)
     _t7 = (_t6 * _t2)
-    _t8 = gu.chunk(int(2.0), -1)[int(1.0)]
+    _t8 = _support.chunk(gu, 1.0, 2.0)
     _t9 = (_t7 * _t8)
-    _t10 = _gg_gu.chunk(int(2.0), -1)[int(1.0)]
+    _t10 = _support.chunk(_gg_gu, 1.0, 2.0)
     _t11 = torch.nn.functional.silu(_t1)
     _t12 = (_t10 * _t11)
     _t13 = (_t9 + _t12)

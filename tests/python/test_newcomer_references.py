@@ -67,6 +67,9 @@ right: each matched PyTorch written by hand in float64):
 - Int attrs ran at their defaults only (kept as possible sentinels such as ignore_index):
   a chunked causal softmax's chunk size and query offset never ran at other values. They
   run 1 more, unless an integer input of the op may hold the value.
+- Llama's complex RoPE (a `swap_pairs` of a [S, D] table): its second derivatives with the
+  table needing no gradient moved a 0-dim zero cotangent (torch.func.jacrev failed on the
+  H100); the printed moves take a 0-dim value as it is.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -320,6 +323,21 @@ outputs:
 reference:
   y: "(lambda s, k: torch.softmax((x * scale).masked_fill((k > s) | (torch.div(k, chunk, rounding_mode='floor') != torch.div(s, chunk, rounding_mode='floor')), float('-inf')), -1))(torch.arange(x.shape[-2], device=x.device)[:, None] + q_offset, torch.arange(x.shape[-1], device=x.device)[None, :])"
 """,
+    "rope_complex": """
+op: rope_complex
+doc: complex product x * f of interleaved (re, im) pairs, f [S, D] = view_as_real(freqs_cis)
+inputs:
+  x: [..., S, H, D]
+  f: [S, D]
+let:
+  even: j - 2 * floor(j / 2)
+  fr: where(even == 0, f, swap_pairs(f))
+  fi: where(even == 0, swap_pairs(f), f)
+outputs:
+  y: x * fr + rotate_pairs(x) * fi
+reference:
+  y: "(lambda xr, xi, fr, fi: torch.stack([xr * fr - xi * fi, xr * fi + xi * fr], -1).flatten(-2))(x[..., 0::2], x[..., 1::2], f[:, None, 0::2], f[:, None, 1::2])"
+""",
     "box_muller_radius": """
 op: box_muller_radius
 inputs:
@@ -559,3 +577,24 @@ def test_int_attrs_that_are_not_sentinels_run_away_from_their_defaults(package):
         c.other_attrs_match_reference("cpu", dtype)
     assert checks(package, "ranged_length_softmax").other_attrs() == {"whole": 0}  # not in [1, 6]
     assert checks(package, "pos_scale").other_attrs()["base"] == 3.25
+
+
+def test_second_derivatives_through_a_move_of_an_input_not_differentiated(package):
+    # Llama's complex RoPE with tables f that need no gradient: the double backward's cotangent
+    # of f's gradient is a 0-dim zero, and its swap_pairs (unflatten of the last dim) raised
+    # (torch.func.jacrev on the H100). Moves take a 0-dim value as it is.
+    mod = importlib.import_module(f"{package}.rope_complex")
+    for needs_f in (False, True):
+        x = torch.randn(2, 3, 4, 6, dtype=torch.float64, requires_grad=True)
+        f = torch.randn(3, 6, dtype=torch.float64, requires_grad=needs_f)
+        v = torch.randn(2, 3, 4, 6, dtype=torch.float64)
+        got, want = [], []
+        for fn, out in ((mod.rope_complex, got), (mod.reference, want)):
+            g = torch.autograd.grad(fn(x, f), [x, f][:1 + needs_f], v, create_graph=True)
+            # (+ 0 x: the reference's gradient of x does not depend on x when f is constant)
+            out.extend(torch.autograd.grad(sum((t * t).sum() for t in g) + 0 * x.sum(),
+                                           [x, f][:1 + needs_f],
+                                           allow_unused=True, materialize_grads=True))
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    checks(package, "rope_complex").func_transforms("cpu")
