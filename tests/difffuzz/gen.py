@@ -858,6 +858,17 @@ class Generator:
             return None
         return self.mk((self.rng.choice(["mul", "add", "sub"]), 2), [a, b])
 
+    def varies_per_row(self, e) -> bool:
+        """Whether e reads a per-element or per-row input or a position other than through
+        column reductions (fusegen refuses a per-row output that does not)."""
+        if e.op == "pos":
+            return True
+        if e.op == "input":
+            return dict(self.inputs).get(e.name) in (FULL, ROW)
+        if e.op == "call" and e.name in ("colsum", "colmean"):
+            return False
+        return any(self.varies_per_row(a) for a in e.args)
+
     def leaf_of_class(self, classes):
         ins = [(n, c) for n, c in self.inputs if c in classes]
         if not ins:
@@ -1066,6 +1077,11 @@ class Generator:
             else:
                 e = self.expr(rng.randint(2, 5), row_out)
                 e = self.fix_output(e, row_out)
+                if row_out and e is not None and self.inf(e).cd > 0 and not self.varies_per_row(e):
+                    # a per-row output made of column statistics alone is refused (the same in
+                    # every row): one reading a per-element input too
+                    b = self.leaf_of_class((FULL,))
+                    e = None if b is None else self.mk(("add", 2), [e, self.mk(("mean", 1), [b])])
             if e is None:
                 return None
             outputs.append((self.name(f"y{j}"), e))

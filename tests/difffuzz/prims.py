@@ -210,6 +210,7 @@ TORCH: Dict[tuple, str] = {
     ("sin", 1): "torch.sin({0})",
     ("cos", 1): "torch.cos({0})",
     ("floor", 1): "torch.floor({0})",
+    ("mod", 2): "torch.remainder({0}, {1})",
     ("ceil", 1): "torch.ceil({0})",
     ("round", 1): "torch.round({0})",
     ("trunc", 1): "torch.trunc({0})",
@@ -246,6 +247,7 @@ DOMAIN: Dict[tuple, Dict[str, str]] = {
     ("sqrt", 1): {"x": "positive"},
     ("rsqrt", 1): {"x": "positive"},
     ("div", 2): {"b": "nonzero"},
+    ("mod", 2): {"b": "nonzero"},
     ("exp", 1): {"x": "bounded"},
     ("expm1", 1): {"x": "bounded"},
     ("pow", 2): {"x": "pow_base"},  # positive unless the exponent is a non-negative integer

@@ -569,12 +569,12 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
       continue;
     }
     if (!checkWholeTensorUses(b, e, diags)) continue;
-    if (e->shape() == ir::ShapeClass::Row && !variesPerRow(e)) {
+    if (e->shape() == ir::ShapeClass::Row && ir::usesColumnReduction(e) && !variesPerRow(e)) {
       diags.error(b.formulaLoc,
                   "output '" + b.name +
-                      "' is the same in every row: a reduction over the last dim of values "
-                      "without rows ([D] or []); a [] output of one is not supported (output "
-                      "the [D] value and reduce it in PyTorch)");
+                      "' is the same in every row: a reduction over the last dim of column "
+                      "statistics ([D]); a [] output of one is not supported (output the [D] "
+                      "value and reduce it in PyTorch)");
       continue;
     }
     if ((e->shape() == ir::ShapeClass::Col && !ir::usesColumnReduction(e)) ||
