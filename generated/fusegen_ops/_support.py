@@ -677,8 +677,7 @@ def compute_type(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
 # derivatives): a 0-dim value is the same in every column (a zero cotangent, a [] value), so
 # it is its own permutation and its own chunk.
 def swap_halves(t: torch.Tensor) -> torch.Tensor:
-    h = t.shape[-1] // 2 if t.dim() else 0
-    return t if t.dim() == 0 else torch.cat([t[..., h:], t[..., :h]], -1)
+    return t if t.dim() == 0 else torch.cat(t.chunk(2, -1)[::-1], -1)
 
 
 def swap_pairs(t: torch.Tensor) -> torch.Tensor:

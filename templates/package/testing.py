@@ -507,6 +507,16 @@ def _rows(t, a, b, cls, named):
     return t.reshape([-1] + D)[a:b].reshape([-1] + named + D)
 
 
+def _holds(a, v: int) -> bool:
+    """Whether integer input a may hold v: within its declared range, else its type's (False
+    for a float or bool input)."""
+    if a.dtype is None or a.dtype == "bool":
+        return False
+    info = torch.iinfo(getattr(torch, a.dtype))
+    lo, hi = a.range if a.range is not None else (info.min, info.max)
+    return lo <= v <= hi
+
+
 def _cast(t, fn):
     """fn(t) for a floating tensor; an integer or bool input (a class index, a mask) is never
     converted, scaled or differentiated: its values are what the spec's dtype says."""
@@ -589,13 +599,9 @@ class OpChecks:
         value of one of the op's int attrs (a sentinel such as ignore_index) that the input's
         type holds and its declared range, if any, includes."""
         t = random_typed(a, shape, D, generator=generator)
-        if a.dtype == "bool":
-            return t
-        info = torch.iinfo(t.dtype)
-        lo, hi = a.range if a.range is not None else (info.min, info.max)
         sentinels = [int(v) for n, v in self.attrs().items()
                      if any(x.name == n and x.type == "int" for x in self.spec.attrs)
-                     and lo <= int(v) <= hi]
+                     and _holds(a, int(v))]
         if sentinels and t.numel():
             pick = torch.randint(0, 4 * len(sentinels), list(shape), generator=generator)
             for k, v in enumerate(sentinels):
@@ -617,18 +623,8 @@ class OpChecks:
         for a in self.spec.attrs:
             v = self.attrs()[a.name]
             out[a.name] = (not v) if a.type == "bool" else v + 0.25 if a.type == "float" else \
-                v if self._sentinel(int(v)) else v + 1
+                v if any(_holds(x, int(v)) for x in self.spec.inputs) else v + 1
         return out
-
-    def _sentinel(self, v: int) -> bool:
-        """Whether an integer input of the op may hold v (its declared range, else its type's)."""
-        for a in self.spec.inputs:
-            if a.dtype is not None and a.dtype != "bool":
-                info = torch.iinfo(getattr(torch, a.dtype))
-                lo, hi = a.range if a.range is not None else (info.min, info.max)
-                if lo <= v <= hi:
-                    return True
-        return False
 
     RNG_SEED = 20261124  # random ops: every call draws after torch.manual_seed(RNG_SEED)
 

@@ -366,15 +366,15 @@ bool usesWholeTensorValue(const ir::Expr& e) {
 bool variesPerRow(const ir::Expr& e) {
   std::unordered_map<const ir::Node*, bool> varies;
   for (const ir::Node* n : ir::topoOrder({e})) {
-    bool v = false;
-    if (n->shape() == ir::ShapeClass::Col || n->shape() == ir::ShapeClass::Scalar)
-      v = false;
-    else if (n->kind() == ir::NodeKind::Call)
-      for (const ir::Expr& a : n->args())
-        v = v || varies.at(a.get());
-    else
-      v = n->kind() == ir::NodeKind::Input || n->kind() == ir::NodeKind::Position ||
-          n->kind() == ir::NodeKind::Random || n->kind() == ir::NodeKind::GradOut;
+    bool v = false; // ([D] and [] values are the same in every row)
+    if (n->shape() != ir::ShapeClass::Col && n->shape() != ir::ShapeClass::Scalar) {
+      if (n->kind() == ir::NodeKind::Call)
+        for (const ir::Expr& a : n->args())
+          v = v || varies.at(a.get());
+      else
+        v = n->kind() == ir::NodeKind::Input || n->kind() == ir::NodeKind::Position ||
+            n->kind() == ir::NodeKind::Random || n->kind() == ir::NodeKind::GradOut;
+    }
     varies[n] = v;
   }
   return varies.at(e.get());
