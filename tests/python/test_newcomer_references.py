@@ -70,6 +70,10 @@ right: each matched PyTorch written by hand in float64):
 - Llama's complex RoPE (a `swap_pairs` of a [S, D] table): its second derivatives with the
   table needing no gradient moved a 0-dim zero cotangent (torch.func.jacrev failed on the
   H100); the printed moves take a 0-dim value as it is.
+- Mamba's step-size limits, `clamp(softplus(dt + dt_bias), dt_min, dt_max)` with dt_max's
+  default `inf` (float("inf") in Mamba): "not a valid float". A float attr's default may be
+  infinite (YAML's `.inf` or `inf`); torch's schema parser reads no infinity, so the schema
+  leaves that default out (the attr is keyword-only) and the Python function has it.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -338,6 +342,19 @@ outputs:
 reference:
   y: "(lambda xr, xi, fr, fi: torch.stack([xr * fr - xi * fi, xr * fi + xi * fr], -1).flatten(-2))(x[..., 0::2], x[..., 1::2], f[:, None, 0::2], f[:, None, 1::2])"
 """,
+    "dt_limits": """
+op: dt_limits
+inputs:
+  dt: [..., D]
+  dt_bias: [D]
+attrs:
+  dt_min: {type: float, default: -.inf}
+  dt_max: {type: float, default: inf}
+outputs:
+  y: clamp(softplus(dt + dt_bias), dt_min, dt_max)
+reference:
+  y: "torch.clamp(F.softplus(dt + dt_bias), dt_min, dt_max)"
+""",
     "box_muller_radius": """
 op: box_muller_radius
 inputs:
@@ -598,3 +615,25 @@ def test_second_derivatives_through_a_move_of_an_input_not_differentiated(packag
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     checks(package, "rope_complex").func_transforms("cpu")
+
+
+def test_a_float_attr_may_default_to_infinity(package):
+    # Mamba's dt_max defaults to float("inf"): refused as "not a valid float". The schema has
+    # no spelling for it (torch's parser reads no inf), the Python function has the default.
+    import inspect
+    import math
+    mod = importlib.import_module(f"{package}.dt_limits")
+    params = inspect.signature(mod.dt_limits).parameters
+    assert params["dt_max"].default == math.inf and params["dt_min"].default == -math.inf
+    schema = str(torch.ops.newcomer_reference_ops.dt_limits.default._schema)
+    assert "float dt_min, float dt_max)" in schema, schema
+    x = torch.tensor([[-50.0, 0.0, 30.0]], dtype=torch.float64)
+    b = torch.zeros(3, dtype=torch.float64)
+    torch.testing.assert_close(mod.dt_limits(x, b), torch.nn.functional.softplus(x))
+    torch.testing.assert_close(mod.dt_limits(x, b, dt_min=0.5, dt_max=2.0),
+                               torch.nn.functional.softplus(x).clamp(0.5, 2.0))
+    c = checks(package, "dt_limits")
+    for dtype in (torch.float64, torch.bfloat16):
+        c.forward_matches_reference("cpu", dtype)
+        c.backward_matches_reference("cpu", dtype)
+    c.other_attrs_match_reference("cpu", torch.float32)

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -277,6 +278,28 @@ bool parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key, Input& in
   return true;
 }
 
+// An op none of whose inputs has D, one with `...` ending in a name: the last dim given a name of
+// its own (`x: [..., G, C]`, channels C), which the language reads as a leading dim (x one
+// value per row of [..., G, C], as position ids [..., S] are). Said at that name, before the
+// formulas' errors that would follow from it (a mean over D of a per-row value).
+void checkLastDim(Reader& r, const OpSpec& spec) {
+  for (const Input& in : spec.inputs)
+    if (in.shape == ShapeClass::Full || in.shape == ShapeClass::Col) return;
+  for (const Input& in : spec.inputs) {
+    if (!in.batch || in.dims.empty()) continue;
+    std::string spelled = "[...";
+    for (size_t k = 0; k + 1 < in.dims.size(); ++k)
+      spelled += ", " + in.dims[k];
+    r.diags().error(in.dimLocs.back(),
+                    "no input has the last dim D: '" + in.dims.back() +
+                        "' in the shape of input '" + in.name +
+                        "' is read as a named leading dim (the input then has one "
+                        "value per row); the last dim is always spelled D, as in " +
+                        spelled + ", D]");
+    return;
+  }
+}
+
 // The op's named dims, from its inputs with `...` (which name all of them, in one order), and
 // every other input's against them: a subsequence, in the same order.
 void checkDims(Reader& r, OpSpec& spec) {
@@ -372,6 +395,22 @@ bool parseNumber(const std::string& text, double& value) {
   std::istringstream in(text);
   in >> value;
   return !in.fail() && in.eof() && std::isfinite(value);
+}
+
+// A float attr's default: a number, or infinity as YAML spells it (.inf, -.inf) or Python does
+// (inf, -inf): an attr with no bound by default, such as Mamba's dt_max (float("inf")).
+bool parseFloatDefault(const std::string& text, double& value) {
+  std::string t = text;
+  double sign = 1;
+  if (!t.empty() && (t[0] == '-' || t[0] == '+')) {
+    sign = t[0] == '-' ? -1 : 1;
+    t.erase(0, 1);
+  }
+  if (t == "inf" || t == ".inf" || t == ".Inf" || t == ".INF") {
+    value = sign * std::numeric_limits<double>::infinity();
+    return true;
+  }
+  return parseNumber(text, value);
 }
 
 // "int64, int32, ... or bool": the dtypes an input or output may declare, for messages.
@@ -507,6 +546,7 @@ void readInputs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpe
     in.loc = r.loc(key);
     if (parseShape(r, value, key, in)) spec.inputs.push_back(in);
   }
+  checkLastDim(r, spec);
   checkDims(r, spec);
   if (spec.inputs.empty() && !r.errorsSinceStart())
     r.error(n, "'inputs' must declare at least one tensor");
@@ -553,7 +593,8 @@ void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec
         ok = text == "true" || text == "false";
         attr.defaultValue = text == "true" ? 1 : 0;
       } else {
-        ok = parseNumber(text, attr.defaultValue);
+        ok = attr.type == AttrType::Float ? parseFloatDefault(text, attr.defaultValue)
+                                          : parseNumber(text, attr.defaultValue);
         if (ok && attr.type == AttrType::Int && attr.defaultValue != std::floor(attr.defaultValue))
           ok = false;
       }

@@ -56,9 +56,12 @@ std::string schema(const plan::Signature& sig) {
       params += "*, ";
       keywords = true;
     }
+    // (torch's schema parser reads no infinite float: such a default is the Python
+    // function's alone, and the attr, keyword-only, is passed by every caller of the schema)
+    const bool spelled = a.defaultValue && std::isfinite(*a.defaultValue);
     params += typeName(a) + " " + a.name +
               (a.type == plan::ElemType::Generator ? "=None"
-               : a.defaultValue                    ? "=" + defaultLiteral(a, schemaFloat)
+               : spelled                           ? "=" + defaultLiteral(a, schemaFloat)
                                                    : "");
   }
   std::string results;
