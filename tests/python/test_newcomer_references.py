@@ -74,6 +74,11 @@ right: each matched PyTorch written by hand in float64):
   default `inf` (float("inf") in Mamba): "not a valid float". A float attr's default may be
   infinite (YAML's `.inf` or `inf`); torch's schema parser reads no infinity, so the schema
   leaves that default out (the attr is keyword-only) and the Python function has it.
+- A loss over the whole tensor used again in its own backward per element (`1 / sum_all(x)`,
+  a weighted mean `sum_all(w * x) / sum_all(w)`): the second derivatives gave each element its
+  own share of the total's adjoint instead of the sum of all of them (gradgradcheck's Jacobian
+  diagonal where it is full). A whole-tensor value's adjoint is totaled where it flows into
+  what it combines.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -354,6 +359,15 @@ outputs:
   y: clamp(softplus(dt + dt_bias), dt_min, dt_max)
 reference:
   y: "torch.clamp(F.softplus(dt + dt_bias), dt_min, dt_max)"
+""",
+    "whole_weighted_mean": """
+op: whole_weighted_mean
+inputs:
+  x: [..., D]
+  s: [...]
+outputs:
+  inverse: 1 / sum_all(x)
+  mean: sum_all(s * x) / sum_all(s)
 """,
     "box_muller_radius": """
 op: box_muller_radius
@@ -637,3 +651,17 @@ def test_a_float_attr_may_default_to_infinity(package):
         c.forward_matches_reference("cpu", dtype)
         c.backward_matches_reference("cpu", dtype)
     c.other_attrs_match_reference("cpu", torch.float32)
+
+
+def test_second_derivatives_through_a_total_used_per_element(package):
+    # 1 / sum_all(x) has the backward -g / sum_all(x)^2 for every element: its derivative in x
+    # reaches every element through the total, which reverse mode gave one element's share.
+    c = checks(package, "whole_weighted_mean")
+    c.gradgradcheck("cpu")
+    mod = importlib.import_module(f"{package}.whole_weighted_mean")
+    x = torch.rand(3, 4, dtype=torch.float64, requires_grad=True) + 0.5
+    s = torch.rand(3, dtype=torch.float64, requires_grad=True) + 0.5
+    h = [torch.autograd.functional.hessian(lambda x, s: sum(fn(x, s)), (x, s))
+         for fn in (mod.whole_weighted_mean, mod.reference)]
+    for a, b in zip(torch.utils._pytree.tree_leaves(h[0]), torch.utils._pytree.tree_leaves(h[1])):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

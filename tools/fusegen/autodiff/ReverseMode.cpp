@@ -73,6 +73,16 @@ std::optional<std::vector<ir::Expr>> reverse(const std::vector<ir::Expr>& roots,
     if (n->kind() != ir::NodeKind::Call || adj == adjoint.end() || n->isConstant()) continue;
     const prims::Primitive& prim = *n->prim();
     expr::Scope scope;
+    // A whole-tensor value (sum_all, max_all) is used by every element it reaches: its adjoint,
+    // kept one per element so far (accumulate()), is their sum here, where it flows on into
+    // the values it combines (each would otherwise see its own element's share: the second
+    // derivatives of 1 / sum_all(x), whose backward uses the total per element). A [D]
+    // adjoint is one per element, the same in every row.
+    if (prim.kind == prims::PrimKind::Total && adj->second->shape() != ir::ShapeClass::Scalar)
+      adj->second = adj->second->shape() == ir::ShapeClass::Col
+                        ? simplifier.call(
+                              "mul", {simplifier.call("sum", {adj->second}), ir::Node::makeRows()})
+                        : simplifier.call("sum_all", {adj->second});
     scope["grad"] = adj->second;
     scope["result"] = owner.at(n);
     scope["D"] = ir::Node::makeDim();
