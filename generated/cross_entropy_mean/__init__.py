@@ -111,9 +111,9 @@ def reference(logits: Tensor, target: Tensor, *, ignore_index: int = -100, label
     _t27 = _support.where_uniform(_t24, _t26, 0.0)
     _t28 = (_t23 + _t27)
     _t29 = torch.where(_t0, 0.0, _t28)
-    _t30 = _t29.sum()
+    _t30 = _support.over_rows(_t29, logits, per_row=True).sum()
     _t31 = torch.where(_t0, logits.new_tensor(0.0), logits.new_tensor(1.0))
-    _t32 = _t31.sum()
+    _t32 = _support.over_rows(_t31, logits, per_row=True).sum()
     _t33 = (_t30 / _t32)
     loss = _t33
     return loss
@@ -159,9 +159,9 @@ def error_bounds(_r, _grads, logits: Tensor, target: Tensor, *, ignore_index: in
     _t27 = _r.select(_t24, _t26, 0.0)
     _t28 = (_t23 + _t27)
     _t29 = _r.select(_t0, 0.0, _t28)
-    _t30 = _r.sum_all(_t29)
+    _t30 = _r.sum_all(_t29, per_row=True)
     _t31 = _r.select(_t0, 0.0, 1.0)
-    _t32 = _r.sum_all(_t31)
+    _t32 = _r.sum_all(_t31, per_row=True)
     _t33 = (_t30 / _t32)
     loss = _t33
     _s0 = _t8
@@ -304,7 +304,7 @@ def _backward_backward(ctx, *_gg):
     _t45 = (_t36 + _t44)
     _t46 = torch.where(_t0, 0.0, _t45)
     _t47 = torch.where(_t0, logits.new_tensor(0.0), logits.new_tensor(1.0))
-    _t48 = _t47.sum()
+    _t48 = _support.over_rows(_t47, logits, per_row=True).sum()
     _t49 = (_t46 / _t48)
     _t50 = (_grad_loss / _t48)
     _t51 = torch.where(_t0, 0.0, _t50)

@@ -59,7 +59,7 @@ def reference(x: Tensor, *, eps: float = 1e-12) -> Tensor:
     _t0 = (x * x)
     _t1 = _t0.sum(-1, keepdim=True)
     _t2 = torch.sqrt(_t1)
-    _t3 = torch.maximum(torch.as_tensor(_t2), torch.as_tensor(eps))
+    _t3 = torch.maximum(*_support.exact_operands(_t2, eps))
     _t4 = (x / _t3)
     y = _t4
     return y
@@ -162,7 +162,7 @@ def _backward_backward(ctx, *_gg):
     _t16 = (_t14 - _t15)
     _t17 = _support.where_uniform(_t0, _t16, 0.0)
     _t18 = _support.where_uniform(_t0, 0.0, _t16)
-    _t19 = torch.maximum(torch.as_tensor(_t3), torch.as_tensor(eps))
+    _t19 = torch.maximum(*_support.exact_operands(_t3, eps))
     _t20 = (_t18 / _t19)
     _t21 = (_t17 + _t20)
     _t22 = (x / _t19)

@@ -55,7 +55,7 @@ def mish(x: Tensor) -> Tensor:
 
 def reference(x: Tensor) -> Tensor:
     """mish in plain PyTorch, derived from the same spec."""
-    _t0 = torch.maximum(torch.as_tensor(x), torch.as_tensor(0.0))
+    _t0 = torch.maximum(*_support.exact_operands(x, 0.0))
     _t1 = torch.abs(x)
     _t2 = (-_t1)
     _t3 = torch.exp(_t2)
@@ -142,7 +142,7 @@ def _backward_backward(ctx, *_gg):
     _dtype = ctx.saved_tensors[1].dtype
     _grad_y, x = _support.compute_type(ctx.saved_tensors)
     _gg_x = _support.cotangent(_gg[0], ctx.mask[0], "[..., D]", x)
-    _t0 = torch.maximum(torch.as_tensor(x), torch.as_tensor(0.0))
+    _t0 = torch.maximum(*_support.exact_operands(x, 0.0))
     _t1 = torch.abs(x)
     _t2 = (-_t1)
     _t3 = torch.exp(_t2)

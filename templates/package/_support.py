@@ -335,6 +335,17 @@ def colsum(value: torch.Tensor) -> torch.Tensor:
     return value.reshape(-1, value.shape[-1]).sum(0) if value.dim() else value
 
 
+def over_rows(value, like: torch.Tensor, per_row: bool = False) -> torch.Tensor:
+    """The argument of a reduction over rows (sum_all, max_all, colsum, ...) broadcast over
+    every row of the op (like: its full input): a value of some of its named dims alone (a
+    mask from lengths [S] against x [..., S, D]) is the same in each batch and head, and a sum
+    over the op's rows counts it once per row, as the kernels do. per_row: a per-row value
+    ([..., 1]); else one per element ([..., D])."""
+    value = torch.as_tensor(value, device=like.device)
+    last = 1 if per_row else (value.shape[-1] if value.dim() else like.shape[-1])
+    return value.expand(list(like.shape[:-1]) + [last])
+
+
 def rows_of(t: torch.Tensor) -> int:
     """The number of rows of an op's [..., D] input (`rows` in formulas): the product of its
     leading dims."""
@@ -374,6 +385,17 @@ def clamp(x, lo, hi):
     bound = lambda v: v.to(t.device) if isinstance(v, torch.Tensor) else torch.tensor(  # noqa: E731
         v, dtype=torch.float64, device=t.device)
     return torch.clamp(t, bound(lo), bound(hi))
+
+
+def exact_operands(a, b):
+    """Two operands of a torch function that takes tensors (torch.minimum, torch.maximum),
+    either of them a number: a number as a 0-dim float64 tensor on the other's device,
+    exact, and 0-dim so that it does not change the other's dtype (torch.as_tensor(0.1) is
+    float32: 0.1 rounded, which the kernels do not)."""
+    device = next((t.device for t in (a, b) if isinstance(t, torch.Tensor)), None)
+    return tuple(t if isinstance(t, torch.Tensor) else torch.tensor(t, dtype=torch.float64,
+                                                                     device=device)
+                 for t in (a, b))
 
 
 class _Surrogate(torch.autograd.Function):

@@ -79,6 +79,34 @@ right: each matched PyTorch written by hand in float64):
   own share of the total's adjoint instead of the sum of all of them (gradgradcheck's Jacobian
   diagonal where it is full). A whole-tensor value's adjoint is totaled where it flows into
   what it combines.
+- A mean squared error over the positions a length mask keeps, `sum_all(x * x) /
+  sum_all(where(lengths > 0, 1, 0))` with `lengths: [S]` against x [..., S, D]: the op was
+  right, but the generated reference summed the mask's S values once, not once per batch
+  and head (torch's sum of a tensor of S rows), and the second derivatives with it; the
+  bounds counted them D times. Reductions over rows broadcast their argument over the op's
+  rows first (`_support.over_rows`).
+- Binary cross-entropy with a `pos_weight [D]` checked against
+  `F.binary_cross_entropy_with_logits(..., pos_weight=pos_weight)`: torch has no derivative of
+  that function in pos_weight, and the second-derivative check raised instead of saying it
+  compared reference() alone (as it did for functions without a second derivative).
+- A multi-class hinge `pow(relu(h), p)` with p = 1: its backward's pow(relu(h), 0), where a
+  flipping relu hands it 0 with a nonzero bound, had the bound 0 * 0^-1 = NaN, and correct
+  float16 gradients failed against it.
+- A time dim named T, as GPT code names it (`x: [..., T, D]`): refused as "not a dim name",
+  since T is the generated C++'s compute type, which a dim's name never meets (it is printed
+  as a string, or after a prefix). Dims take any name but the formulas' own (j, rows, inf).
+- xIELU's `min(x, eps)` with a float attr eps: the generated reference spelled
+  `torch.minimum(torch.as_tensor(x), torch.as_tensor(eps))`, a float32 eps (1e-6 rounded), and
+  the float64 checks failed on a correct op (3e-15 against a bound of 7e-21). Numbers reach
+  torch.minimum and torch.maximum as 0-dim float64 tensors (`_support.exact_operands`).
+- Snake with a log-scale frequency, `x + sin(x * exp(a))` with `a: {shape: [D], range: [-2,
+  2]}`: the large-magnitude check put -1e5 ... 1e5 into every float input with 64 columns, a
+  declared range or not, and exp(88) overflowed in float32 where float64 is finite. It leaves
+  ranged (and integer) inputs in their values now.
+- A straight-through rounding scaled by a learnable `[]` input, `with_surrogate_grad(round(x),
+  x, 1) * w`: w's gradient reads round(x), whose stated derivative in x is 1 and whose finite
+  differences are 0, so gradgradcheck failed an op that agreed with the reference's second
+  derivatives. It is skipped for surrogate gradients, saying why, as gradcheck was.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -368,6 +396,64 @@ inputs:
 outputs:
   inverse: 1 / sum_all(x)
   mean: sum_all(s * x) / sum_all(s)
+""",
+    "length_masked_total": """
+op: length_masked_total
+inputs:
+  x: [..., S, D]
+  m: [S, D]
+  lengths: {shape: [S], dtype: int64, range: [0, 3]}
+outputs:
+  loss: sum_all(x * x) / sum_all(where(lengths > 1, 2, 1))
+  table: colsum(m * m)
+""",
+    "bce_pos_weight": """
+op: bce_pos_weight
+inputs:
+  x: [..., D]
+  t: {shape: [..., D], range: [0.0, 1.0]}
+  pos_weight: {shape: [D], range: [0.5, 2.0]}
+outputs:
+  loss: mean((1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x))
+reference:
+  loss: "F.binary_cross_entropy_with_logits(x, t, pos_weight=pos_weight, reduction='none').mean(-1)"
+""",
+    "time_gate": """
+op: time_gate
+inputs:
+  x: [..., T, D]
+  g: [T, D]
+outputs:
+  y: x * g + pos(T)
+reference:
+  y: "x * g + torch.arange(x.shape[-2], dtype=x.dtype)[:, None]"
+""",
+    "min_max_attr": """
+op: min_max_attr
+inputs:
+  x: [..., D]
+attrs:
+  eps: {type: float, default: 1.0e-6}
+outputs:
+  y: min(x, eps) + max(x, 0.1)
+""",
+    "log_scale_snake": """
+op: log_scale_snake
+inputs:
+  x: [..., D]
+  a: {shape: [D], range: [-2.0, 2.0]}
+outputs:
+  y: x + sin(x * exp(a)) * sin(x * exp(a)) / exp(a)
+""",
+    "scaled_straight_through": """
+op: scaled_straight_through
+inputs:
+  x: [..., D]
+  w: []
+outputs:
+  y: with_surrogate_grad(round(x), x, 1) * w
+reference:
+  y: "(x + (torch.round(x) - x).detach()) * w"
 """,
     "box_muller_radius": """
 op: box_muller_radius
@@ -665,3 +751,79 @@ def test_second_derivatives_through_a_total_used_per_element(package):
          for fn in (mod.whole_weighted_mean, mod.reference)]
     for a, b in zip(torch.utils._pytree.tree_leaves(h[0]), torch.utils._pytree.tree_leaves(h[1])):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_a_total_of_a_value_of_some_named_dims_counts_every_row(package):
+    # sum_all and colsum of a value of S alone (from lengths [S], a table m [S, D]) run over
+    # every row of the op, [B, S]: the reference summed the S values once.
+    mod = importlib.import_module(f"{package}.length_masked_total")
+    x = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    m = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([0, 2, 3])
+    w = torch.where(lengths > 1, 2.0, 1.0).double()  # 1, 2, 2: per position, twice per batch
+    want = ((x * x).sum() / (2 * w.sum()), 2 * (m * m).sum(0))
+    for got in (mod.length_masked_total(x, m, lengths), mod.reference(x, m, lengths)):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    c = checks(package, "length_masked_total")
+    for dtype in (torch.float64, torch.float32, torch.bfloat16):
+        c.forward_matches_reference("cpu", dtype)
+        c.backward_matches_reference("cpu", dtype)
+    c.gradgradcheck("cpu")
+    c.second_derivatives_match_reference("cpu", "all")
+
+
+def test_second_derivatives_skip_an_independent_formula_torch_cannot_differentiate(package):
+    # torch differentiates F.binary_cross_entropy_with_logits in neither pos_weight nor twice:
+    # the check compares reference() and says why it leaves the spec's formula out.
+    c = checks(package, "bce_pos_weight")
+    c.forward_matches_independent("cpu", torch.float64)
+    with pytest.raises(pytest.skip.Exception, match="is not differentiable with"):
+        c.second_derivatives_match_reference("cpu", "all")
+    c.gradgradcheck("cpu")
+
+
+def test_the_bound_of_a_zeroth_power_of_an_uncertain_zero_is_zero(package):
+    testing = importlib.import_module(f"{package}.testing")
+    r = testing.Rounding(torch.float16, [1, 3], "cpu")
+    v = torch.tensor([0.0, 0.5, 2.0], dtype=torch.float64)
+    a = testing.Bounded(v, torch.full_like(v, 1e-3), r)
+    zeroth = r.pow(a, 0.0)  # 1, off by the pow's own rounding alone (8 units), wherever a is
+    assert torch.equal(zeroth.v, torch.ones_like(v))
+    assert torch.equal(zeroth.e, torch.full_like(v, 8 * r.u)), zeroth.e
+    first = r.pow(a, 1.0)  # (slope 1: the argument's bound, and the pow's rounding)
+    assert torch.isfinite(first.e).all() and (first.e >= 1e-3).all(), first.e
+
+
+def test_a_dim_may_be_named_T(package):
+    c = checks(package, "time_gate")
+    for dtype in (torch.float64, torch.bfloat16):
+        c.forward_matches_reference("cpu", dtype)
+        c.backward_matches_reference("cpu", dtype)
+    c.forward_matches_independent("cpu", torch.float32)
+    mod = importlib.import_module(f"{package}.time_gate")
+    with pytest.raises(RuntimeError, match="T = 3"):
+        mod.time_gate(torch.randn(2, 4, 5), torch.randn(3, 5))
+
+
+def test_numbers_in_min_and_max_are_not_rounded_to_float32(package):
+    mod = importlib.import_module(f"{package}.min_max_attr")
+    x = torch.tensor([[-1.0, 5e-7, 1e-6, 0.05, 0.2]], dtype=torch.float64)
+    want = torch.minimum(x, torch.tensor(1e-6, dtype=torch.float64)) + torch.maximum(
+        x, torch.tensor(0.1, dtype=torch.float64))
+    torch.testing.assert_close(mod.reference(x), want, rtol=0, atol=0)
+    torch.testing.assert_close(mod.min_max_attr(x), want, rtol=0, atol=0)
+    checks(package, "min_max_attr").forward_matches_reference("cpu", torch.float64)
+
+
+def test_large_magnitudes_leave_a_ranged_input_in_its_range(package):
+    c = checks(package, "log_scale_snake")
+    for dtype in (torch.float32, torch.bfloat16):
+        c.forward_matches_reference("cpu", dtype)
+
+
+def test_gradgradcheck_skips_a_surrogate_gradient_saying_why(package):
+    c = checks(package, "scaled_straight_through")
+    with pytest.raises(pytest.skip.Exception, match="finite differences of the backward"):
+        c.gradgradcheck("cpu")
+    c.second_derivatives_match_reference("cpu", "all")

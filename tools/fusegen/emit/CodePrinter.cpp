@@ -51,9 +51,9 @@ std::string boundsFormula(const expr::AstPtr& a,
 class Printer {
 public:
   Printer(Target target, const Bindings& bindings, std::string prefix = "_t",
-          UniformConditions* uniforms = nullptr, std::string like = "")
+          UniformConditions* uniforms = nullptr, std::string like = "", std::string full = "")
       : target_(target), bindings_(bindings), prefix_(std::move(prefix)), uniforms_(uniforms),
-        like_(std::move(like)) {}
+        like_(std::move(like)), full_(std::move(full)) {}
 
   std::string run(const std::vector<Assignment>& assignments, int indent) {
     std::vector<ir::Expr> roots;
@@ -175,6 +175,19 @@ private:
       return;
     }
     if (target_ == Target::Python) pythonScalarOperands(*n, operands);
+    // A reduction over rows (sum_all, colsum) is over every row of the op, also of a value
+    // that lacks some of its dims (a mask of lengths [S] against x [..., S, D]: a tensor of S
+    // rows, torch's sum of which would count each once, not once per batch and head).
+    const prims::PrimKind kind = n->prim()->kind;
+    if (target_ != Target::Cpp &&
+        (kind == prims::PrimKind::Total || kind == prims::PrimKind::Column)) {
+      const bool perRow = n->args()[0]->shape() == ir::ShapeClass::Row;
+      if (target_ == Target::Python)
+        operands[0] = "_support.over_rows(" + operands[0] + ", " + full_ +
+                      (perRow ? ", per_row=True" : "") + ")";
+      else if (perRow)
+        operands[0] += ", per_row=True";
+    }
     if (target_ == Target::Cpp)
       out << pad << "const " << (n->type() == ir::ValueType::Bool ? "bool" : "T") << " " << name
           << " = " << cppCall(*n->prim(), operands) << ";\n";
@@ -368,6 +381,7 @@ private:
   std::string prefix_;
   UniformConditions* uniforms_;
   std::string like_; // Python: a float tensor of the op's dtype and device (or none)
+  std::string full_; // Python: the op's full input (the shape reductions over rows are over)
   std::map<const ir::Node*, std::string> names_;
   std::set<const ir::Node*> pyScalars_; // Python numbers in the Python target
   int next_ = 0;
@@ -438,9 +452,9 @@ std::string printCpp(const std::vector<Assignment>& assignments, int indent,
 }
 
 std::string printPython(const std::vector<Assignment>& assignments, int indent,
-                        const std::string& like) {
+                        const std::string& like, const std::string& full) {
   static const Bindings none;
-  return Printer(Target::Python, none, "_t", nullptr, like).run(assignments, indent);
+  return Printer(Target::Python, none, "_t", nullptr, like, full).run(assignments, indent);
 }
 
 std::string printPythonBounds(const std::vector<Assignment>& assignments, int indent,

@@ -53,9 +53,10 @@ private:
 std::string printCpp(const std::vector<Assignment>& assignments, int indent,
                      const Bindings& bindings, UniformConditions* uniforms = nullptr);
 // like: the name of a float tensor of the op's dtype and device, for number values where
-// torch would otherwise make a tensor of its default dtype (pythonScalarOperands).
+// torch would otherwise make a tensor of its default dtype (pythonScalarOperands); full: the
+// name of the op's full input, whose rows the reductions over rows are over.
 std::string printPython(const std::vector<Assignment>& assignments, int indent,
-                        const std::string& like);
+                        const std::string& like, const std::string& full);
 // The same values as Python over `_r` (a testing.Rounding) and its bounded numbers: `a + b`,
 // `_r.exp(a)`, `_r.sum(a)`..., each call node's `eval` (or a reduction and its `finish`)
 // spelled builtin by builtin, so every rounding the kernels do is visible to the error

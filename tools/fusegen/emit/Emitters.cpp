@@ -342,7 +342,7 @@ std::string secondOrderBody(const OpModel& op) {
     results.push_back("None");
   if (op.plan.randomStreams) results.push_back("None"); // (_saved_rng)
   out += pythonLeaves(op, roots, full, "ctx.rng");
-  out += printPython(assignments, 4, typed);
+  out += printPython(assignments, 4, typed, full);
   out += "    _full = list(" + full + ".shape)\n";
   if (fn.inputs[op.plan.fullInput].chunks > 1) // (the op's shape: D, not the packed last dim)
     out += "    _full[-1] //= " + std::to_string(fn.inputs[op.plan.fullInput].chunks) + "\n";
@@ -703,7 +703,7 @@ std::string referenceBody(const OpModel& op) {
     out +=
         "    _rng = _support.draw_rng(SPEC, " + full + ", generator) if _rng is None else _rng\n";
   out += pythonLeaves(op, roots, full, "_rng", "", "", op.plan.randomStreams ? "_row0" : "");
-  out += printPython(reference, 4, fn.inputs[op.plan.dtypeInput].name);
+  out += printPython(reference, 4, fn.inputs[op.plan.dtypeInput].name, full);
   // An output of its own type is stored as the kernels store it (FP8: saturated).
   for (const ir::FunctionOutput& o : fn.outputs)
     if (!o.differentiable())

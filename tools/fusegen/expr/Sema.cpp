@@ -143,6 +143,13 @@ bool Sema::enterCall(const AstPtr& ast, std::vector<CallFrame>& stack) {
   std::vector<const prims::Primitive*> overloads = lib_.overloads(ast->name);
   if (overloads.empty()) {
     diags_.error(ast->loc, "unknown function '" + ast->name + "'");
+    // (a mean over the whole tensor is a total over a count, which depends on the argument's
+    // shape: no primitive, but the spelling is the first a newcomer tries)
+    if (ast->name == "mean_all") {
+      diags_.note(ast->loc, "a mean over the whole tensor is sum_all(x) / (rows * D), or "
+                            "sum_all(x) / rows of a per-row value");
+      return false;
+    }
     std::string guess = closestMatch(ast->name, lib_.names());
     if (!guess.empty()) diags_.note(ast->loc, "did you mean '" + guess + "'?");
     return false;

@@ -35,6 +35,10 @@ const std::set<std::string> kReservedNames = {
     "D", "j", "rows", "inf", "grad", "result", "self", "ctx", "output_mask", "T", "kFast", "kPass",
     "torch", "F", "Tensor", "SPEC", "tuple"};
 
+// Names the formulas read besides D (the column index, the row count, infinity): no dim takes
+// them.
+const std::set<std::string> kFormulaNames = {"j", "rows", "inf"};
+
 // Whether `text` has an ASCII control character (or DEL) other than those in `allowed`.
 bool hasControlChar(const std::string& text, std::string_view allowed) {
   for (char c : text)
@@ -257,10 +261,17 @@ bool parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key, Input& in
           return false;
         }
       }
-    } else if (!isIdentifier(e) || isKeyword(e) || kReservedNames.count(e) || e[0] == '_') {
+    } else if (!isIdentifier(e) || isKeyword(e) || e[0] == '_') {
       r.error(d, "'" + e + "' in the shape of input '" + name +
                      "' is not a dim name; expected '...', a dim name (an identifier such as S "
                      "or H) or 'D'");
+      return false;
+    } else if (kFormulaNames.count(e)) {
+      // (A dim's name is only ever printed with a prefix or as a string: the generated code's
+      // names, T among them (time, as in [B, T, C]), are free for dims. These are not: a
+      // formula reading pos(j) or a dim named rows would say something else.)
+      r.error(d, "'" + e + "' in the shape of input '" + name +
+                     "' names a value of every formula; a dim takes another name");
       return false;
     } else {
       for (size_t k = 0; k < in.dims.size(); ++k)
