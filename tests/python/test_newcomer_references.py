@@ -107,6 +107,12 @@ right: each matched PyTorch written by hand in float64):
   x, 1) * w`: w's gradient reads round(x), whose stated derivative in x is 1 and whose finite
   differences are 0, so gradgradcheck failed an op that agreed with the reference's second
   derivatives. It is skipped for surrogate gradients, saying why, as gradcheck was.
+- RWKV's token shift either way, `roll(x, where(reverse, -1, 1))`: the bounds handed the
+  shift to torch.roll as a bounded value (TypeError); and `roll(x, 1 - 2 * reverse)` was
+  refused, a bool attr being a float. A bool attr is the integer 0 or 1, as torch promotes it.
+- Angles from int64 position ids, `x * cos(p * inv_freq) * p`: inv_freq's float16 gradient
+  (a sum over rows of terms up to 4096) is beyond float16's range, inf as it rounds, and the
+  check asserted it finite wherever the float64 reference is.
 And a message: an odd last dim for a spec that wrote rotate_half was told "this op moves
 columns (swap_halves, swap_pairs)", naming a move it does not make and not the one it wrote."""
 import importlib
@@ -454,6 +460,24 @@ outputs:
   y: with_surrogate_grad(round(x), x, 1) * w
 reference:
   y: "(x + (torch.round(x) - x).detach()) * w"
+""",
+    "either_way_shift": """
+op: either_way_shift
+inputs:
+  x: [..., D]
+attrs:
+  reverse: {type: bool, default: false}
+outputs:
+  y: roll(x, where(reverse, -1, 1)) + 2 * roll(x, 1 - 2 * reverse)
+""",
+    "position_id_angles": """
+op: position_id_angles
+inputs:
+  x: [..., D]
+  p: {shape: [...], dtype: int64, range: [0, 4096]}
+  inv_freq: {shape: [D], range: [0.0, 1.0]}
+outputs:
+  y: x * cos(p * inv_freq) * p
 """,
     "box_muller_radius": """
 op: box_muller_radius
@@ -827,3 +851,20 @@ def test_gradgradcheck_skips_a_surrogate_gradient_saying_why(package):
     with pytest.raises(pytest.skip.Exception, match="finite differences of the backward"):
         c.gradgradcheck("cpu")
     c.second_derivatives_match_reference("cpu", "all")
+
+
+def test_a_roll_either_way_by_a_bool_attr(package):
+    mod = importlib.import_module(f"{package}.either_way_shift")
+    x = torch.randn(3, 8, dtype=torch.float64)
+    for reverse, k in ((False, 1), (True, -1)):
+        want = 3 * torch.roll(x, k, -1)
+        torch.testing.assert_close(mod.either_way_shift(x, reverse=reverse), want)
+        torch.testing.assert_close(mod.reference(x, reverse=reverse), want)
+    c = checks(package, "either_way_shift")
+    c.forward_matches_reference("cpu", torch.float32)
+    c.backward_matches_reference("cpu", torch.float32)
+    c.other_attrs_match_reference("cpu", torch.float32)
+
+
+def test_a_gradient_beyond_the_dtypes_range_is_held_to_inf(package):
+    checks(package, "position_id_angles").backward_matches_reference("cpu", torch.float16)

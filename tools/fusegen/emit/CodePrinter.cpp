@@ -188,6 +188,12 @@ private:
       else if (perRow)
         operands[0] += ", per_row=True";
     }
+    // A roll's shift computed from attrs (where(reverse, -1, 1)) is a bounded value in the
+    // bounds: the move takes its number, exact.
+    if (target_ == Target::Bounds && kind == prims::PrimKind::Move)
+      for (size_t i = 1; i < operands.size(); ++i)
+        if (n->args()[i]->kind() != ir::NodeKind::Const)
+          operands[i] = "_r.number(" + operands[i] + ")";
     if (target_ == Target::Cpp)
       out << pad << "const " << (n->type() == ir::ValueType::Bool ? "bool" : "T") << " " << name
           << " = " << cppCall(*n->prim(), operands) << ";\n";

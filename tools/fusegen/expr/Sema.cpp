@@ -461,9 +461,11 @@ std::optional<ir::Function> lowerOp(const spec::OpSpec& spec, const prims::Primi
   }
   for (size_t i = 0; i < spec.attrs.size(); ++i) {
     const spec::Attr& a = spec.attrs[i];
+    // (a bool attr is the integer 0 or 1, as torch promotes a bool: 1 - 2 * reverse counts
+    // columns; as a condition it is reverse != 0, below)
     ir::Expr node = ir::Node::makeAttr(a.name, static_cast<int>(i),
-                                       a.type == spec::AttrType::Int ? ir::ValueType::Int
-                                                                     : ir::ValueType::Value);
+                                       a.type == spec::AttrType::Float ? ir::ValueType::Value
+                                                                       : ir::ValueType::Int);
     fn.attrs.push_back({a, node});
     scope[a.name] = node;
   }
