@@ -65,6 +65,11 @@ std::string toString(const AstPtr& a) {
 
 namespace {
 
+// How a formula raises to a power, for the spellings of Python (**) and others (^).
+constexpr const char* kPowerNote =
+    "a power is pow(x, p), p a number or an attr (square(x) for p = 2, exp(p * log(x)) for "
+    "a p that varies)";
+
 struct Token {
   enum class Kind { Number, Ident, Punct, End } kind;
   std::string text;
@@ -127,6 +132,11 @@ public:
         static const char* twoChar[] = {"<=", ">=", "==", "!="};
         for (const char* op : twoChar)
           if (text_.compare(i, 2, op) == 0) t.text = op;
+        if (text_.compare(i, 2, "**") == 0) { // (Python's power: not an operator here)
+          diags_.error(locs_[i], "unexpected '**' in formula");
+          diags_.note(locs_[i], kPowerNote);
+          throw FatalError{};
+        }
         if (t.text.empty() && std::string("+-*/%()<>,").find(c) != std::string::npos)
           t.text = std::string(1, c);
         if (t.text.empty()) {
@@ -138,7 +148,8 @@ public:
                   ? "conditions combine by nesting where(): where(a, v, where(b, v, x)) is v "
                     "where a or b holds, where(a, where(b, v, x), x) where both do, where(a, "
                     "x, v) where a does not"
-                  : nullptr;
+              : c == '^' ? kPowerNote
+                         : nullptr;
           diags_.error(locs_[i], std::string("unexpected character '") + c + "' in formula");
           if (note) diags_.note(locs_[i], note);
           throw FatalError{};

@@ -253,7 +253,17 @@ bool parseShape(Reader& r, const YAML::Node& n, const YAML::Node& key, Input& in
       hasD = true;
       if (e != "D") {
         in.chunks = std::stoi(e.substr(0, e.find('*')));
-        if (in.chunks < 2 || in.chunks > 8 || !in.batch) {
+        if (in.chunks >= 2 && in.chunks <= 8 && !in.batch) {
+          // (the plans read a packed row of the op's full shape; a [B, 6*D] modulation or a
+          // [2*D] weight and bias would need its chunks' gradients summed over the dims it
+          // omits and packed again)
+          r.error(d, "only an input with '...' may be packed ([..., " + e + "]); input '" + name +
+                         "' has some of the op's dims or none: pass its chunks as "
+                         "inputs of their own (x.chunk(" +
+                         std::to_string(in.chunks) + ", -1) in the caller, views with no copy)");
+          return false;
+        }
+        if (in.chunks < 2 || in.chunks > 8) {
           r.error(d, "a packed last dim '" + e +
                          "' takes 2 to 8 chunks of D, in an input of "
                          "shape [..., N*D] (input '" +
@@ -567,7 +577,20 @@ void readAttrs(Reader& r, const YAML::Node& n, const YAML::Node& section, OpSpec
   if (!r.expectKind(n, section, YAML::NodeType::Map, "'attrs'")) return;
   for (auto& [key, value] : r.entries(n, "'attrs'")) {
     const std::string name = key.Scalar();
-    if (!r.expectKind(value, key, YAML::NodeType::Map, "attr '" + name + "'")) continue;
+    if (!r.expectKind(value, key, YAML::NodeType::Map, "attr '" + name + "'")) {
+      // (`eps: 1e-5`, a default where the declaration goes: the note spells it)
+      if (value.IsScalar()) {
+        const std::string v = value.Scalar();
+        double number = 0;
+        const char* type = v == "true" || v == "false" ? "bool"
+                           : parseNumber(v, number) && v.find_first_of(".eE") == std::string::npos
+                               ? "int"
+                               : "float";
+        r.diags().note(r.loc(value), "an attr declares its type and default: " + name +
+                                         ": {type: " + type + ", default: " + v + "}");
+      }
+      continue;
+    }
     Attr attr{name, AttrType::Float, false, 0, r.loc(key)};
     bool typed = false, typeError = false;
     std::optional<YAML::Node> defaultNode;
