@@ -60,7 +60,7 @@ TEST_F(CodePrinter, SharedNodesArePrintedOnce) {
   EXPECT_EQ(count(cpp, "const T _t"), 5u); // one per call node in the DAG
   EXPECT_EQ(count(cpp, "const T _t"), ir::topoOrder({y, z}).size() - 2);
 
-  std::string py = emit::printPython({{"y", y}, {"z", z}}, 2, "x");
+  std::string py = emit::printPython({{"y", y}, {"z", z}}, 2, "x", "x");
   EXPECT_EQ(py, "  _t0 = (x * bias)\n"
                 "  _t1 = (_t0 * _t0)\n"
                 "  _t2 = torch.exp(_t0)\n"
@@ -76,7 +76,7 @@ TEST_F(CodePrinter, ConstantsAndLeaves) {
   std::string cpp = emit::printCpp({{"o", y}}, 0, leaves());
   EXPECT_EQ(cpp, "const T _in_x = in_x[i];\nconst T _t0 = _in_x * T(0.5);\n"
                  "const T _attr_alpha = alpha_;\nconst T _t1 = _t0 + _attr_alpha;\no = _t1;\n");
-  std::string py = emit::printPython({{"o", y}}, 0, "x");
+  std::string py = emit::printPython({{"o", y}}, 0, "x", "x");
   EXPECT_EQ(py, "_t0 = (x * 0.5)\n_t1 = (_t0 + alpha)\no = _t1\n");
   // Gradient leaves are named after their output; D is the kernel parameter _D.
   Expr g = Node::makeGradOut("y", 0, ir::ShapeClass::Full);
@@ -100,7 +100,7 @@ TEST_F(CodePrinter, SpecNamesArePrefixedInCppOnly) {
             "const T _t1 = _t0 + _attr_INT_MAX;\no = _t1;\n");
   EXPECT_EQ(emit::cppInputName("M_PI"), "_in_M_PI");
   EXPECT_EQ(emit::cppAttrName("INT_MAX"), "_attr_INT_MAX");
-  EXPECT_EQ(emit::printPython({{"o", y}}, 0, "x"),
+  EXPECT_EQ(emit::printPython({{"o", y}}, 0, "x", "x"),
             "_t0 = (M_PI * FG_HD)\n_t1 = (_t0 + INT_MAX)\no = _t1\n");
 }
 
@@ -120,7 +120,7 @@ TEST_F(CodePrinter, BoundInnerNodeIsUsedAndNotRecomputed) {
 TEST_F(CodePrinter, NullValueIsZeroAndLeavesAssignDirectly) {
   EXPECT_EQ(emit::printCpp({{"gx", nullptr}, {"o", x}}, 2, leaves()),
             "  const T _in_x = in_x[i];\n  gx = T(0);\n  o = _in_x;\n");
-  EXPECT_EQ(emit::printPython({{"gx", nullptr}, {"o", x}}, 0, "x"), "gx = 0.0\no = x\n");
+  EXPECT_EQ(emit::printPython({{"gx", nullptr}, {"o", x}}, 0, "x", "x"), "gx = 0.0\no = x\n");
 }
 
 TEST_F(CodePrinter, ConditionsAreBool) {
@@ -131,7 +131,7 @@ TEST_F(CodePrinter, ConditionsAreBool) {
   EXPECT_EQ(count(cpp, "const T _t"), 2u);
   EXPECT_NE(cpp.find("const bool _t0 = _in_x > T(0.0);\n"), std::string::npos) << cpp;
   EXPECT_NE(cpp.find("const T _t2 = _t0 ? _in_x : _t1;\n"), std::string::npos) << cpp;
-  std::string py = emit::printPython({{"o", y}}, 0, "x");
+  std::string py = emit::printPython({{"o", y}}, 0, "x", "x");
   EXPECT_NE(py.find("_t0 = (x > 0.0)\n"), std::string::npos) << py;
   EXPECT_NE(py.find("_t2 = torch.where(_t0, x, _t1)\n"), std::string::npos) << py;
 }
@@ -187,7 +187,7 @@ TEST_F(CodePrinter, PrimitiveFormulasAreInlinedWithOperands) {
   std::string cpp = emit::printCpp({{"o", call("leaky_relu", {x, alpha})}}, 0, leaves());
   EXPECT_EQ(cpp, "const T _in_x = in_x[i];\nconst T _attr_alpha = alpha_;\n"
                  "const T _t0 = (_in_x > T(0.0)) ? _in_x : (_in_x * _attr_alpha);\no = _t0;\n");
-  std::string py = emit::printPython({{"o", call("pow", {b, Node::makeConst(2)})}}, 0, "x");
+  std::string py = emit::printPython({{"o", call("pow", {b, Node::makeConst(2)})}}, 0, "x", "x");
   EXPECT_EQ(py, "_t0 = torch.pow(bias, 2.0)\no = _t0\n");
 }
 
