@@ -383,20 +383,22 @@ def clamp(x, lo, hi):
     has x's shape) and number bounds as 0-dim float64 tensors on x's device (its Tensor
     overload takes no CPU scalars on CUDA; 0-dim, they do not change x's dtype)."""
     t = torch.as_tensor(broadcast(x, lo, hi))
-    bound = lambda v: v.to(t.device) if isinstance(v, torch.Tensor) else torch.tensor(  # noqa: E731
-        v, dtype=torch.float64, device=t.device)
-    return torch.clamp(t, bound(lo), bound(hi))
+    return torch.clamp(t, *(_exact(v, t.device) for v in (lo, hi)))
+
+
+def _exact(v, device):
+    """A tensor, on device; a number, as a 0-dim float64 tensor there: exact, and 0-dim so
+    that it does not change the other operands' dtype (torch.as_tensor(0.1) is float32: 0.1
+    rounded, which the kernels do not)."""
+    return v.to(device) if isinstance(v, torch.Tensor) else torch.tensor(
+        v, dtype=torch.float64, device=device)
 
 
 def exact_operands(a, b):
     """Two operands of a torch function that takes tensors (torch.minimum, torch.maximum),
-    either of them a number: a number as a 0-dim float64 tensor on the other's device,
-    exact, and 0-dim so that it does not change the other's dtype (torch.as_tensor(0.1) is
-    float32: 0.1 rounded, which the kernels do not)."""
+    either of them a number (_exact, on the other's device)."""
     device = next((t.device for t in (a, b) if isinstance(t, torch.Tensor)), None)
-    return tuple(t if isinstance(t, torch.Tensor) else torch.tensor(t, dtype=torch.float64,
-                                                                     device=device)
-                 for t in (a, b))
+    return _exact(a, device), _exact(b, device)
 
 
 class _Surrogate(torch.autograd.Function):

@@ -340,7 +340,7 @@ class Rounding:
     # Reductions over the rows, per column (colsum), of element values: per thread over rows,
     # then across threads and chunks of rows in a fixed order; bounded as a sequential sum.
     # Over rows of a larger tensor (partial), the sums of the whole tensor's (self.columns).
-    def colsum(self, a, per_row=False):  # (a per-row value is the same in every column)
+    def colsum(self, a):
         a = self._b(a)
         D = self.full[-1]
         v, e = a.v.expand(self.full).reshape(-1, D), a.e.expand(self.full).reshape(-1, D)
